@@ -1,0 +1,4 @@
+// baton.cpp — the `baton` executable: every job is a subcommand (see src/cli/).
+#include "cli/cli.h"
+
+int main(int argc, char ** argv) { return baton::cli_main(argc, argv); }

@@ -1,0 +1,50 @@
+// context.h — llama_context configuration shared by every path that creates a context.
+//
+// The oracle (baton generate), the engine and the benchmarks create contexts only through context_make,
+// so identical configs give identical numerics. The fields that decide whether a state blob can be
+// restored (type_k, type_v, flash_attn, kv_unified, n_seq_max) are recorded in every blob.
+// Thread-safety: a llama_context is used by one thread at a time (the engine's scheduler thread).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "baton/status.h"
+
+struct llama_context;
+
+namespace baton {
+
+class loaded_model;
+
+struct context_config {
+    uint32_t n_ctx = 4096;     // total KV cells (shared by all sequences when kv_unified)
+    uint32_t n_batch = 512;    // max tokens per llama_decode; prompts are fed in chunks of this size
+    uint32_t n_ubatch = 512;   // physical micro-batch
+    uint32_t n_seq_max = 1;    // number of slots
+    int32_t n_threads = 2;
+    bool kv_unified = true;    // one KV buffer for all sequences: blobs restore into any slot count
+    bool flash_attn = false;   // changes the V layout in the state (V transposed when off)
+    int32_t type_k = 1;        // ggml_type of the K cache (1 = f16)
+    int32_t type_v = 1;        // ggml_type of the V cache
+};
+
+// context_normalized clamps n_batch and n_ubatch to n_ctx (a batch can never exceed the context).
+context_config context_normalized(const context_config & c);
+
+// context_check returns invalid_argument naming the bad field.
+Status context_check(const context_config & c);
+
+struct context_deleter {
+    void operator()(llama_context * c) const;
+};
+using context_ptr = std::unique_ptr<llama_context, context_deleter>;
+
+// context_make creates a context for model with config c. engine_error if libllama refuses.
+Result<context_ptr> context_make(const loaded_model & model, const context_config & c);
+
+// context_type_name: "f16", "q8_0", ... for a ggml_type number.
+std::string context_type_name(int32_t type);
+
+}  // namespace baton

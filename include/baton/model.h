@@ -1,0 +1,75 @@
+// model.h — loading a GGUF model through libllama, with the identity Baton records in every blob.
+//
+// A loaded_model owns a llama_model and knows its identity: the fingerprint (XXH3-128 over the GGUF file's
+// bytes, i.e. its metadata, tensor descriptions and tensor data; computed once per load), the libllama
+// version, the architecture name and shape. Thread-safety: immutable after load; llama_model is safe to
+// share between contexts.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "baton/status.h"
+
+struct llama_model;
+struct llama_vocab;
+
+namespace baton {
+
+// model_identity is what a blob must match to be restored into a context of this model.
+struct model_identity {
+    std::array<uint8_t, 16> fingerprint{};  // XXH3-128 of the GGUF file bytes, big-endian digest
+    std::string llama_version;              // llama_version(), e.g. "0.7.0"
+    std::string arch;                       // general.architecture
+    uint32_t n_layer = 0;
+    uint32_t n_embd = 0;
+    uint32_t n_vocab = 0;
+};
+
+// model_fingerprint_hex renders a fingerprint as 32 lowercase hex digits.
+std::string model_fingerprint_hex(const std::array<uint8_t, 16> & fp);
+
+// model_fingerprint_file hashes a file's bytes (streaming, bounded memory).
+Result<std::array<uint8_t, 16>> model_fingerprint_file(const std::string & path);
+
+struct model_load_params {
+    int n_gpu_layers = 0;
+    bool quiet = true;  // route libllama's logs to nowhere except errors
+};
+
+class loaded_model {
+  public:
+    ~loaded_model();
+    loaded_model(const loaded_model &) = delete;
+    loaded_model & operator=(const loaded_model &) = delete;
+
+    // load reads the GGUF at path and computes its identity. io_error if the file cannot be read,
+    // invalid_argument if libllama rejects it.
+    static Result<std::unique_ptr<loaded_model>> load(const std::string & path, const model_load_params & params = {});
+
+    llama_model * get() const { return model_; }
+    const llama_vocab * vocab() const;
+    const model_identity & identity() const { return identity_; }
+    const std::string & path() const { return path_; }
+    bool is_recurrent() const;
+    bool is_hybrid() const;
+    // has_partial_state: recurrent or hybrid, i.e. memory that cannot be truncated and needs checkpoints.
+    bool has_partial_state() const { return is_recurrent() || is_hybrid(); }
+
+  private:
+    loaded_model() = default;
+    llama_model * model_ = nullptr;
+    model_identity identity_;
+    std::string path_;
+};
+
+// llama_quiet_logs installs a log callback that drops libllama/ggml logs below error level (or all logs
+// when BATON_LLAMA_LOG is unset and level is not error). Idempotent.
+void llama_quiet_logs();
+
+// llama_backend_once initializes the libllama backend once per process. Thread-safe.
+void llama_backend_once();
+
+}  // namespace baton

@@ -1,0 +1,49 @@
+// cli.cpp — top-level argument parsing and dispatch.
+#include "cli.h"
+
+#include <CLI/CLI.hpp>
+#include <llama.h>
+
+#include <cstdio>
+#include <vector>
+
+#include "baton/build_info.h"
+
+namespace baton {
+
+std::string cli_version_string() {
+    std::string s = std::string("baton ") + BATON_VERSION_STRING + " (libllama " + llama_version();
+    if (std::string(BATON_LLAMA_BUILD_NUMBER).size() > 0) s += ", build b" BATON_LLAMA_BUILD_NUMBER;
+    return s + ")";
+}
+
+int cli_fail(int code, const std::string & msg) {
+    std::fprintf(stderr, "baton: %s\n", msg.c_str());
+    return code;
+}
+
+int cli_main(int argc, char ** argv) {
+    CLI::App app{"Baton: prefill/decode disaggregated inference for llama.cpp models (GGUF)", "baton"};
+    app.set_version_flag("--version", cli_version_string());
+    app.require_subcommand(1);
+    std::vector<cli_run_fn> runs(2);
+    cli_add_mkmodel(app, runs[0]);
+    cli_add_generate(app, runs[1]);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp & e) {
+        return app.exit(e);
+    } catch (const CLI::CallForAllHelp & e) {
+        return app.exit(e);
+    } catch (const CLI::CallForVersion & e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError & e) {
+        app.exit(e);
+        return k_exit_usage;
+    }
+    for (auto & r : runs)
+        if (r) return r();
+    return cli_fail(k_exit_usage, "no subcommand given (see --help)");
+}
+
+}  // namespace baton

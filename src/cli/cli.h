@@ -1,0 +1,36 @@
+// cli.h — the `baton` command line: one executable, one subcommand per job.
+//
+// Exit codes: 0 success, 1 the job failed (unreadable file, invalid blob, engine error), 2 bad arguments.
+// Each subcommand lives in its own cmd_*.cpp and registers itself through a cli_add_* function.
+#pragma once
+
+#include <functional>
+#include <string>
+
+namespace CLI {
+class App;
+}
+
+namespace baton {
+
+constexpr int k_exit_ok = 0;
+constexpr int k_exit_failure = 1;
+constexpr int k_exit_usage = 2;
+
+// A subcommand's run function returns the process exit code.
+using cli_run_fn = std::function<int()>;
+
+// cli_main parses argv and runs the chosen subcommand.
+int cli_main(int argc, char ** argv);
+
+// cli_version_string: "baton X (libllama Y, build bN)".
+std::string cli_version_string();
+
+// Registration functions, one per cmd_*.cpp. Each adds its subcommand to app and stores its run function.
+void cli_add_mkmodel(CLI::App & app, cli_run_fn & run);
+void cli_add_generate(CLI::App & app, cli_run_fn & run);
+
+// cli_fail prints "baton: MSG" to stderr and returns code.
+int cli_fail(int code, const std::string & msg);
+
+}  // namespace baton

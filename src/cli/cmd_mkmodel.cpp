@@ -1,0 +1,33 @@
+// cmd_mkmodel.cpp — `baton mkmodel`: write a deterministic random-weight test model.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+
+#include "baton/mkmodel.h"
+#include "cli.h"
+
+namespace baton {
+
+void cli_add_mkmodel(CLI::App & app, cli_run_fn & run) {
+    auto p = std::make_shared<mkmodel_params>();
+    auto out = std::make_shared<std::string>();
+    CLI::App * sub = app.add_subcommand("mkmodel", "Generate a small deterministic GGUF test model");
+    sub->add_option("--arch", p->arch, "Architecture: llama, mamba2, granitehybrid, lfm2")->required();
+    sub->add_option("-o,--output", *out, "Output GGUF file")->required();
+    sub->add_option("--seed", p->seed, "Seed for the random weights")->capture_default_str();
+    sub->add_option("--n-embd", p->n_embd, "Embedding width (multiple of 32)")->capture_default_str();
+    sub->add_option("--n-layer", p->n_layer, "Number of layers")->capture_default_str();
+    sub->add_option("--n-ctx", p->n_ctx, "Training context length")->capture_default_str();
+    sub->callback([&run, p, out] {
+        run = [p, out] {
+            Status st = mkmodel_check_params(*p);
+            if (!st.ok()) return cli_fail(k_exit_usage, st.message());
+            st = mkmodel_write(*p, *out);
+            if (!st.ok()) return cli_fail(k_exit_failure, st.message());
+            std::fprintf(stderr, "baton: wrote %s model to %s\n", p->arch.c_str(), out->c_str());
+            return k_exit_ok;
+        };
+    });
+}
+
+}  // namespace baton

@@ -1,0 +1,82 @@
+// generate.cpp — the single-sequence oracle loop.
+#include "baton/generate.h"
+
+#include <llama.h>
+
+#include <algorithm>
+
+#include "baton/model.h"
+
+namespace baton {
+
+Result<generate_output> generate_run(const loaded_model & model, const generate_params & params,
+                                     const std::function<void(const std::string &)> & on_piece) {
+    BATON_RETURN_IF_ERROR(sampling_check(params.sampling));
+    if (params.n_predict < 0) return Status(status_code::invalid_argument, "n_predict: must be >= 0");
+    generate_output out;
+    if (!params.prompt_tokens.empty()) {
+        out.prompt_tokens = params.prompt_tokens;
+    } else {
+        auto toks = text_tokenize(model.vocab(), params.prompt, true, false);
+        if (!toks.ok()) return toks.status();
+        out.prompt_tokens = std::move(toks.value());
+    }
+    const int32_t n_vocab = int32_t(model.identity().n_vocab);
+    for (token_id t : out.prompt_tokens)
+        if (t < 0 || t >= n_vocab)
+            return Status(status_code::invalid_argument, "prompt: token " + std::to_string(t) + " is not in 0..n_vocab-1");
+    if (out.prompt_tokens.empty()) return Status(status_code::invalid_argument, "prompt: is empty");
+    const size_t need = out.prompt_tokens.size() + size_t(params.n_predict);
+    if (need > params.ctx.n_ctx)
+        return Status(status_code::invalid_argument, "prompt: " + std::to_string(out.prompt_tokens.size()) + " tokens + " +
+                                                         std::to_string(params.n_predict) + " to generate exceed n_ctx " +
+                                                         std::to_string(params.ctx.n_ctx));
+    auto ctx = context_make(model, params.ctx);
+    if (!ctx.ok()) return ctx.status();
+    llama_context * lctx = ctx.value().get();
+
+    const size_t n_prompt = out.prompt_tokens.size();
+    const size_t n_batch = context_normalized(params.ctx).n_batch;
+    llama_batch batch = llama_batch_init(int32_t(n_batch), 0, 1);
+    auto feed = [&](const token_id * toks, size_t n, size_t pos0, bool last_logits) -> Status {
+        batch.n_tokens = 0;
+        for (size_t i = 0; i < n; ++i) {
+            batch.token[i] = toks[i];
+            batch.pos[i] = llama_pos(pos0 + i);
+            batch.n_seq_id[i] = 1;
+            batch.seq_id[i][0] = 0;
+            batch.logits[i] = (last_logits && i + 1 == n) ? 1 : 0;
+        }
+        batch.n_tokens = int32_t(n);
+        int32_t rc = llama_decode(lctx, batch);
+        if (rc != 0) return Status(status_code::engine_error, "llama_decode failed with " + std::to_string(rc));
+        return {};
+    };
+    Status st;
+    for (size_t i = 0; i < n_prompt && st.ok(); i += n_batch) {
+        const size_t n = std::min<size_t>(n_batch, n_prompt - i);
+        st = feed(out.prompt_tokens.data() + i, n, i, i + n == n_prompt);
+    }
+    sampler_ptr chain = sampling_make_chain(params.sampling, n_vocab);
+    for (int32_t step = 0; st.ok() && step < params.n_predict; ++step) {
+        if (params.record_logits) {
+            const float * lg = llama_get_logits_ith(lctx, -1);
+            out.logits.emplace_back(lg, lg + n_vocab);
+        }
+        const token_id t = llama_sampler_sample(chain.get(), lctx, -1);
+        if (llama_vocab_is_eog(model.vocab(), t)) {
+            out.stopped_eog = true;
+            break;
+        }
+        out.tokens.push_back(t);
+        const std::string piece = text_token_piece(model.vocab(), t);
+        out.text += piece;
+        if (on_piece) on_piece(piece);
+        if (step + 1 < params.n_predict) st = feed(&t, 1, n_prompt + size_t(step), true);
+    }
+    llama_batch_free(batch);
+    if (!st.ok()) return st;
+    return out;
+}
+
+}  // namespace baton

@@ -1,0 +1,91 @@
+// model.cpp — model loading and identity (fingerprint, version, shape).
+#include "baton/model.h"
+
+#include <llama.h>
+#include <xxhash.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+namespace baton {
+
+std::string model_fingerprint_hex(const std::array<uint8_t, 16> & fp) {
+    static const char * hex = "0123456789abcdef";
+    std::string s;
+    for (uint8_t b : fp) {
+        s += hex[b >> 4];
+        s += hex[b & 15];
+    }
+    return s;
+}
+
+Result<std::array<uint8_t, 16>> model_fingerprint_file(const std::string & path) {
+    struct file_closer {
+        void operator()(FILE * f) const { std::fclose(f); }
+    };
+    std::unique_ptr<FILE, file_closer> f(std::fopen(path.c_str(), "rb"));
+    if (!f) return Status(status_code::io_error, "cannot read '" + path + "': " + std::strerror(errno));
+    std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> st(XXH3_createState(), XXH3_freeState);
+    XXH3_128bits_reset(st.get());
+    std::vector<unsigned char> buf(1 << 20);
+    size_t n;
+    while ((n = std::fread(buf.data(), 1, buf.size(), f.get())) > 0) XXH3_128bits_update(st.get(), buf.data(), n);
+    if (std::ferror(f.get())) return Status(status_code::io_error, "cannot read '" + path + "': read error");
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st.get()));
+    std::array<uint8_t, 16> out{};
+    std::memcpy(out.data(), c.digest, 16);
+    return out;
+}
+
+namespace {
+void log_drop(ggml_log_level level, const char * text, void *) {
+    if (level == GGML_LOG_LEVEL_ERROR || std::getenv("BATON_LLAMA_LOG")) std::fputs(text, stderr);
+}
+}  // namespace
+
+void llama_quiet_logs() { llama_log_set(log_drop, nullptr); }
+
+void llama_backend_once() {
+    static std::once_flag once;
+    std::call_once(once, [] { llama_backend_init(); });
+}
+
+loaded_model::~loaded_model() {
+    if (model_) llama_model_free(model_);
+}
+
+Result<std::unique_ptr<loaded_model>> loaded_model::load(const std::string & path, const model_load_params & params) {
+    if (params.quiet) llama_quiet_logs();
+    llama_backend_once();
+    auto fp = model_fingerprint_file(path);
+    if (!fp.ok()) return fp.status();
+
+    llama_model_params mp = llama_model_default_params();
+    mp.n_gpu_layers = params.n_gpu_layers;
+    llama_model * m = llama_model_load_from_file(path.c_str(), mp);
+    if (!m) return Status(status_code::invalid_argument, "cannot load model '" + path + "': libllama rejected it (set BATON_LLAMA_LOG=1 for details)");
+
+    std::unique_ptr<loaded_model> lm(new loaded_model());
+    lm->model_ = m;
+    lm->path_ = path;
+    auto & id = lm->identity_;
+    id.fingerprint = fp.value();
+    id.llama_version = llama_version();
+    char buf[256];
+    if (llama_model_meta_val_str(m, "general.architecture", buf, sizeof buf) >= 0) id.arch = buf;
+    id.n_layer = uint32_t(llama_model_n_layer(m));
+    id.n_embd = uint32_t(llama_model_n_embd(m));
+    id.n_vocab = uint32_t(llama_vocab_n_tokens(llama_model_get_vocab(m)));
+    return lm;
+}
+
+const llama_vocab * loaded_model::vocab() const { return llama_model_get_vocab(model_); }
+bool loaded_model::is_recurrent() const { return llama_model_is_recurrent(model_); }
+bool loaded_model::is_hybrid() const { return llama_model_is_hybrid(model_); }
+
+}  // namespace baton

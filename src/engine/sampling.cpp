@@ -1,0 +1,51 @@
+// sampling.cpp — sampler chain construction.
+#include "baton/sampling.h"
+
+#include <llama.h>
+
+#include <cmath>
+
+namespace baton {
+
+void sampler_deleter::operator()(llama_sampler * s) const { llama_sampler_free(s); }
+
+Status sampling_check(const sampling_params & p) {
+    auto bad = [](const std::string & m) { return Status(status_code::invalid_argument, m); };
+    if (!std::isfinite(p.temperature) || p.temperature < 0 || p.temperature > 100)
+        return bad("temperature: " + std::to_string(p.temperature) + " is not in 0..100");
+    if (p.top_k < 0) return bad("top_k: " + std::to_string(p.top_k) + " is negative");
+    if (!std::isfinite(p.top_p) || p.top_p <= 0 || p.top_p > 1)
+        return bad("top_p: " + std::to_string(p.top_p) + " is not in (0, 1]");
+    if (!std::isfinite(p.min_p) || p.min_p < 0 || p.min_p > 1)
+        return bad("min_p: " + std::to_string(p.min_p) + " is not in [0, 1]");
+    if (!std::isfinite(p.repeat_penalty) || p.repeat_penalty <= 0 || p.repeat_penalty > 10)
+        return bad("repeat_penalty: " + std::to_string(p.repeat_penalty) + " is not in (0, 10]");
+    if (p.repeat_last_n < 0 || p.repeat_last_n > 4096)
+        return bad("repeat_last_n: " + std::to_string(p.repeat_last_n) + " is not in 0..4096");
+    if (!std::isfinite(p.frequency_penalty) || std::fabs(p.frequency_penalty) > 2)
+        return bad("frequency_penalty: " + std::to_string(p.frequency_penalty) + " is not in -2..2");
+    if (!std::isfinite(p.presence_penalty) || std::fabs(p.presence_penalty) > 2)
+        return bad("presence_penalty: " + std::to_string(p.presence_penalty) + " is not in -2..2");
+    return {};
+}
+
+sampler_ptr sampling_make_chain(const sampling_params & p, int32_t n_vocab) {
+    llama_sampler_chain_params cp = llama_sampler_chain_default_params();
+    cp.no_perf = true;
+    sampler_ptr chain(llama_sampler_chain_init(cp));
+    if (p.repeat_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f)
+        llama_sampler_chain_add(chain.get(), llama_sampler_init_penalties(n_vocab, p.repeat_last_n, p.repeat_penalty,
+                                                                          p.frequency_penalty, p.presence_penalty));
+    if (p.temperature <= 0.0f) {
+        llama_sampler_chain_add(chain.get(), llama_sampler_init_greedy());
+        return chain;
+    }
+    if (p.top_k > 0) llama_sampler_chain_add(chain.get(), llama_sampler_init_top_k(p.top_k));
+    if (p.top_p < 1.0f) llama_sampler_chain_add(chain.get(), llama_sampler_init_top_p(p.top_p, 1));
+    if (p.min_p > 0.0f) llama_sampler_chain_add(chain.get(), llama_sampler_init_min_p(p.min_p, 1));
+    llama_sampler_chain_add(chain.get(), llama_sampler_init_temp(p.temperature));
+    llama_sampler_chain_add(chain.get(), llama_sampler_init_dist(p.seed));
+    return chain;
+}
+
+}  // namespace baton

@@ -1,0 +1,96 @@
+// test_support.cpp — helpers for tests (see test_support.h).
+#include "support/test_support.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+#include "baton/mkmodel.h"
+
+namespace baton::test {
+
+std::string baton_bin() { return BATON_BIN; }
+
+std::string test_model_path(const std::string & arch, unsigned seed, int n_embd, int n_layer) {
+    const std::string dir = BATON_TEST_MODELS;
+    ::mkdir(dir.c_str(), 0755);
+    const std::string path = dir + "/" + arch + "-s" + std::to_string(seed) + "-e" + std::to_string(n_embd) + "-l" +
+                             std::to_string(n_layer) + ".gguf";
+    struct stat st;
+    if (::stat(path.c_str(), &st) == 0) return path;
+    mkmodel_params p;
+    p.arch = arch;
+    p.seed = seed;
+    p.n_embd = n_embd;
+    p.n_layer = n_layer;
+    Status s = mkmodel_write(p, path);
+    if (!s.ok()) throw std::runtime_error("mkmodel failed: " + s.to_string());
+    return path;
+}
+
+std::string temp_dir() {
+    const char * base = std::getenv("TMPDIR");
+    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/baton-test-XXXXXX";
+    if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+    return tmpl;
+}
+
+proc_result run_process(const std::vector<std::string> & argv, double timeout_s) {
+    int out_pipe[2], err_pipe[2];
+    if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
+    pid_t pid = ::fork();
+    if (pid == 0) {
+        ::dup2(out_pipe[1], 1);
+        ::dup2(err_pipe[1], 2);
+        int devnull = ::open("/dev/null", O_RDONLY);
+        ::dup2(devnull, 0);
+        std::vector<char *> args;
+        for (const auto & a : argv) args.push_back(const_cast<char *>(a.c_str()));
+        args.push_back(nullptr);
+        ::execv(args[0], args.data());
+        ::_exit(127);
+    }
+    ::close(out_pipe[1]);
+    ::close(err_pipe[1]);
+    proc_result r;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+    int open_fds = 2;
+    while (open_fds > 0) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+        if (left <= 0) {
+            r.timed_out = true;
+            ::kill(pid, SIGKILL);
+            break;
+        }
+        if (::poll(fds, 2, int(left)) < 0) continue;
+        for (int i = 0; i < 2; ++i) {
+            if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            char buf[65536];
+            ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
+            if (n <= 0) {
+                ::close(fds[i].fd);
+                fds[i].fd = -1;
+                --open_fds;
+            } else {
+                (i == 0 ? r.out : r.err).append(buf, size_t(n));
+            }
+        }
+    }
+    for (auto & f : fds)
+        if (f.fd >= 0) ::close(f.fd);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    r.exit_code = (!r.timed_out && WIFEXITED(status)) ? WEXITSTATUS(status) : -1;
+    return r;
+}
+
+}  // namespace baton::test
