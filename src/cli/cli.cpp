@@ -26,9 +26,14 @@ int cli_main(int argc, char ** argv) {
     CLI::App app{"Baton: prefill/decode disaggregated inference for llama.cpp models (GGUF)", "baton"};
     app.set_version_flag("--version", cli_version_string());
     app.require_subcommand(1);
-    std::vector<cli_run_fn> runs(2);
-    cli_add_mkmodel(app, runs[0]);
-    cli_add_generate(app, runs[1]);
+    // One line per subcommand; each cmd_*.cpp defines its cli_add_* function.
+    using add_fn = void (*)(CLI::App &, cli_run_fn &);
+    static const add_fn adders[] = {
+        cli_add_mkmodel,
+        cli_add_generate,
+    };
+    std::vector<cli_run_fn> runs(std::size(adders));
+    for (size_t i = 0; i < runs.size(); ++i) adders[i](app, runs[i]);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp & e) {

@@ -1,0 +1,134 @@
+// blob.h — the state blob: what moves a sequence from a prefill node to a decode node.
+//
+// A blob carries a sequence's memory (exactly the bytes of llama_state_seq_get_data), the tokens it covers,
+// recurrent/SWA checkpoints, the last position's logits and the request to continue, plus the model
+// identity and context configuration it can be restored into. The wire format (field table, versioning,
+// checksums) is specified in docs/state-blob.md and blob_format.h.
+//
+// Parsing is total over untrusted bytes: blob_parse either returns a fully validated view or a Status
+// (code corrupt / too_large / unsupported) whose message names the field, the offset and the values.
+// Compatibility with a node is checked separately by blob_check_compatible (code incompatible).
+// Thread-safety: plain values; a blob_view borrows the parsed buffer and is valid while it lives.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "baton/status.h"
+
+namespace baton {
+
+// What a blob must match to be restored into a node's model.
+struct blob_identity {
+    std::array<uint8_t, 16> fingerprint{};  // model fingerprint (see model.h)
+    std::string llama_version;              // libllama version that wrote the state, e.g. "0.7.0"
+    std::string arch;                       // general.architecture
+    uint32_t n_layer = 0;
+    uint32_t n_embd = 0;
+    uint32_t n_vocab = 0;
+};
+
+// The context configuration libllama's state reader depends on (n_ctx is informational).
+struct blob_context {
+    int32_t type_k = 1;      // ggml_type of the K cache
+    int32_t type_v = 1;      // ggml_type of the V cache
+    bool flash_attn = false; // V is stored transposed when flash attention is off
+    bool kv_unified = true;  // false: one stream per sequence, restorable only with the same n_seq_max
+    uint32_t n_seq_max = 1;
+    uint32_t n_ctx = 0;      // information only
+};
+
+// A partial (recurrent/SWA) state snapshot taken when the sequence covered tokens [0, n_tokens).
+// pos_min/pos_max are the memory's positions for the sequence at that moment.
+struct blob_checkpoint_view {
+    int32_t pos_min = 0;
+    int32_t pos_max = 0;
+    uint32_t n_tokens = 0;
+    std::span<const uint8_t> data;  // llama_state_seq_get_data_ext(..., PARTIAL_ONLY) bytes
+};
+
+// Everything a writer needs; spans are borrowed for the duration of blob_write.
+struct blob_parts {
+    blob_identity identity;
+    blob_context context;
+    std::span<const int32_t> tokens;                  // token ids the state covers: the one token count
+    std::span<const uint8_t> state;                   // llama_state_seq_get_data bytes
+    std::vector<blob_checkpoint_view> checkpoints;    // ordered by n_tokens, each within the token range
+    std::span<const float> logits;                    // empty, or exactly n_vocab f32 for the last token
+    std::string_view request;                         // empty, or the JSON of the request to continue
+};
+
+// A parsed, fully validated blob. Spans point into the buffer given to blob_parse.
+struct blob_view {
+    uint16_t version_major = 0;
+    uint16_t version_minor = 0;
+    uint32_t flags = 0;
+    blob_identity identity;
+    blob_context context;
+    std::vector<int32_t> tokens;
+    std::span<const uint8_t> state;
+    std::vector<blob_checkpoint_view> checkpoints;
+    bool has_logits = false;
+    std::vector<float> logits;  // n_vocab values when has_logits
+    bool has_request = false;
+    std::string request;
+    size_t total_bytes = 0;
+};
+
+struct blob_limits {
+    uint64_t max_bytes = uint64_t(4) << 30;  // whole blob
+    uint32_t max_tokens = 1u << 20;          // token section entries
+    uint32_t max_checkpoints = 64;
+};
+
+// A destination for blob bytes: memory, a file descriptor or socket, or a byte counter.
+class blob_sink {
+  public:
+    virtual ~blob_sink() = default;
+    // write appends n bytes; returns io_error on failure.
+    virtual Status write(const void * data, size_t n) = 0;
+};
+
+class blob_buffer_sink : public blob_sink {
+  public:
+    Status write(const void * data, size_t n) override;
+    std::vector<uint8_t> & bytes() { return bytes_; }
+  private:
+    std::vector<uint8_t> bytes_;
+};
+
+class blob_fd_sink : public blob_sink {
+  public:
+    explicit blob_fd_sink(int fd) : fd_(fd) {}
+    Status write(const void * data, size_t n) override;
+  private:
+    int fd_;
+};
+
+class blob_size_sink : public blob_sink {
+  public:
+    Status write(const void *, size_t n) override { size_ += n; return {}; }
+    uint64_t size() const { return size_; }
+  private:
+    uint64_t size_ = 0;
+};
+
+// blob_write validates parts (token ids < n_vocab, logits size, checkpoint order/range) and streams the
+// blob to sink in one pass. invalid_argument for bad parts, io_error from the sink.
+Status blob_write(const blob_parts & parts, blob_sink & sink);
+
+// blob_parse validates bytes completely (structure, lengths, checksums, counts, ranges). The result
+// borrows bytes.
+Result<blob_view> blob_parse(std::span<const uint8_t> bytes, const blob_limits & limits = {});
+
+// blob_check_compatible says whether a parsed blob can be restored into a node with this identity and
+// context; the message names the first differing field and, for context fields, the flag to change.
+Status blob_check_compatible(const blob_view & blob, const blob_identity & node_identity,
+                             const blob_context & node_context);
+
+}  // namespace baton
