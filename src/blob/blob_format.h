@@ -1,0 +1,107 @@
+// blob_format.h — the wire layout of a state blob, shared by the writer and the reader.
+//
+// Everything here is the on-disk/on-wire contract of docs/state-blob.md; change it only with a version bump.
+// All integers are little-endian and written/read byte by byte (never a memcpy of a struct).
+//
+// Header (40 bytes, at +0)
+// | off | width | field          | meaning                                             | since | why                                        |
+// |-----|-------|----------------|-----------------------------------------------------|-------|--------------------------------------------|
+// |   0 |     8 | magic          | "BATNBLOB"                                          | 1.0   | reject non-blobs before reading any length |
+// |   8 |     2 | version_major  | u16 LE, 1: incompatible layout changes bump it      | 1.0   | older readers refuse what they can't read  |
+// |  10 |     2 | version_minor  | u16 LE, 0: compatible additions (optional sections) | 1.0   | newer minor still parses                   |
+// |  12 |     4 | flags          | u32 LE, bit0 has_logits, bit1 has_request           | 1.0   | presence of optional content, restated     |
+// |  16 |     4 | n_sections     | u32 LE, number of section frames that follow        | 1.0   | detects lost/extra frames                  |
+// |  20 |     4 | reserved       | u32 LE, 0                                           | 1.0   | keeps total_bytes 8-aligned                |
+// |  24 |     8 | total_bytes    | u64 LE, the whole blob including this header        | 1.0   | truncation/trailing bytes caught up front  |
+// |  32 |     8 | header_xxh3    | u64 LE, XXH3-64 (seed 0) of bytes [0, 32)           | 1.0   | the lengths above are trusted only after it|
+//
+// Section frame (repeated n_sections times, from +40)
+// | off | width | field    | meaning                                                      | since | why                              |
+// |-----|-------|----------|--------------------------------------------------------------|-------|----------------------------------|
+// |   0 |     4 | type     | u32 LE, a section_type below                                 | 1.0   | sections may come in any order   |
+// |   4 |     4 | flags    | u32 LE, bit0 optional: a reader that doesn't know type skips | 1.0   | forward-compatible minor additions|
+// |   8 |     8 | length   | u64 LE, payload bytes                                        | 1.0   | skip/bounds-check without parsing|
+// |  16 |   len | payload  | per type, see below                                          | 1.0   |                                  |
+// |16+len|    8 | xxh3     | u64 LE, XXH3-64 (seed 0) of frame bytes [0, 16+len)          | 1.0   | after the payload: one-pass write|
+//
+// Payloads (offsets relative to the payload start)
+//   identity    (1): +0 fingerprint[16] (XXH3-128 of the GGUF file, canonical big-endian), +16 u32 n_layer,
+//                    +20 u32 n_embd, +24 u32 n_vocab, +28 u16 arch_len, arch bytes, u16 version_len, version bytes
+//   context     (2): +0 i32 type_k, +4 i32 type_v, +8 u8 flash_attn, +9 u8 kv_unified, +10 u16 reserved 0,
+//                    +12 u32 n_seq_max, +16 u32 n_ctx                                     (20 bytes)
+//   tokens      (3): +0 u32 n_tokens, +4 i32[n_tokens] token ids  (the one source of truth for the count)
+//   state       (4): +0 u32 n_tokens (restates tokens; must agree), +4 u32 reserved 0, +8 llama_state_seq bytes
+//   checkpoints (5): +0 u32 n_checkpoints, +4 u32 reserved 0, then per checkpoint: i32 pos_min, i32 pos_max,
+//                    u32 n_tokens, u32 reserved 0, u64 n_bytes, n_bytes of partial state
+//   logits      (6): f32[n_vocab] (IEEE-754 bits, LE), present iff flags bit0
+//   request     (7): UTF-8 JSON bytes of the request to continue (opaque here), present iff flags bit1
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace baton::blob_format {
+
+inline constexpr uint8_t k_magic[8] = {'B', 'A', 'T', 'N', 'B', 'L', 'O', 'B'};
+inline constexpr uint16_t k_version_major = 1;
+inline constexpr uint16_t k_version_minor = 0;
+
+// Header field offsets and size.
+inline constexpr size_t k_off_magic = 0;
+inline constexpr size_t k_off_version_major = 8;
+inline constexpr size_t k_off_version_minor = 10;
+inline constexpr size_t k_off_flags = 12;
+inline constexpr size_t k_off_n_sections = 16;
+inline constexpr size_t k_off_reserved = 20;
+inline constexpr size_t k_off_total_bytes = 24;
+inline constexpr size_t k_off_header_xxh3 = 32;
+inline constexpr size_t k_header_bytes = 40;
+
+// Header flag bits.
+inline constexpr uint32_t k_flag_has_logits = 1u << 0;
+inline constexpr uint32_t k_flag_has_request = 1u << 1;
+inline constexpr uint32_t k_flags_known = k_flag_has_logits | k_flag_has_request;
+
+// Section frame layout.
+inline constexpr size_t k_frame_head_bytes = 16;  // type, flags, length
+inline constexpr size_t k_frame_tail_bytes = 8;   // xxh3
+inline constexpr size_t k_frame_bytes = k_frame_head_bytes + k_frame_tail_bytes;
+inline constexpr uint32_t k_section_flag_optional = 1u << 0;
+inline constexpr uint32_t k_section_flags_known = k_section_flag_optional;
+
+enum section_type : uint32_t {
+    section_type_identity = 1,
+    section_type_context = 2,
+    section_type_tokens = 3,
+    section_type_state = 4,
+    section_type_checkpoints = 5,
+    section_type_logits = 6,
+    section_type_request = 7,
+};
+inline constexpr uint32_t k_section_type_max_known = section_type_request;
+
+// Fixed payload sizes and bounds.
+inline constexpr size_t k_identity_fixed_bytes = 16 + 4 + 4 + 4 + 2 + 2;  // without the two strings
+inline constexpr size_t k_identity_string_max = 64;                       // arch, llama_version
+inline constexpr size_t k_context_bytes = 20;
+inline constexpr size_t k_tokens_head_bytes = 4;
+inline constexpr size_t k_state_head_bytes = 8;
+inline constexpr size_t k_checkpoints_head_bytes = 8;
+inline constexpr size_t k_checkpoint_head_bytes = 24;
+inline constexpr uint32_t k_sections_max = 64;  // frames per blob, known + unknown
+
+// section_type_name: "identity", ..., or nullptr for an unknown type.
+inline const char * section_type_name(uint32_t type) {
+    switch (type) {
+        case section_type_identity: return "identity";
+        case section_type_context: return "context";
+        case section_type_tokens: return "tokens";
+        case section_type_state: return "state";
+        case section_type_checkpoints: return "checkpoints";
+        case section_type_logits: return "logits";
+        case section_type_request: return "request";
+        default: return nullptr;
+    }
+}
+
+}  // namespace baton::blob_format

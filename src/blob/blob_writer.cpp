@@ -1,0 +1,256 @@
+// blob_writer.cpp — blob_write: validate the parts, then stream the blob to a sink in one pass.
+//
+// All sizes are computed from the parts before the first byte is written (the header states total_bytes and
+// n_sections), then every section is framed and hashed as it streams: the frame checksum follows the
+// payload, so nothing is buffered except small fixed fields. Large payloads (state, checkpoint data, and on
+// little-endian hosts tokens and logits) go to the sink straight from the caller's memory.
+#include <xxhash.h>
+
+#include <array>
+#include <bit>
+#include <cstring>
+#include <memory>
+
+#include "baton/blob.h"
+#include "blob/blob_format.h"
+#include "blob/byte_cursor.h"
+
+namespace baton {
+namespace {
+
+namespace bf = blob_format;
+
+Status bad(const std::string & m) { return Status(status_code::invalid_argument, m); }
+
+bool printable_ascii(std::string_view s) {
+    for (unsigned char c : s)
+        if (c < 0x20 || c > 0x7e) return false;
+    return true;
+}
+
+Status check_string(const char * field, std::string_view s) {
+    if (s.empty() || s.size() > bf::k_identity_string_max)
+        return bad(std::string("identity: ") + field + " length " + std::to_string(s.size()) + " is not in 1.." +
+                   std::to_string(bf::k_identity_string_max));
+    if (!printable_ascii(s)) return bad(std::string("identity: ") + field + " is not printable ASCII");
+    return {};
+}
+
+// check_parts mirrors every rule blob_parse enforces on content, so a written blob always parses.
+Status check_parts(const blob_parts & p) {
+    BATON_RETURN_IF_ERROR(check_string("arch", p.identity.arch));
+    BATON_RETURN_IF_ERROR(check_string("llama_version", p.identity.llama_version));
+    const uint32_t n_vocab = p.identity.n_vocab;
+    if (n_vocab == 0) return bad("identity: n_vocab is 0");
+    if (p.context.type_k < 0) return bad("context: type_k " + std::to_string(p.context.type_k) + " is negative");
+    if (p.context.type_v < 0) return bad("context: type_v " + std::to_string(p.context.type_v) + " is negative");
+    if (p.context.n_seq_max == 0) return bad("context: n_seq_max is 0");
+    if (p.tokens.empty()) return bad("tokens: empty (a blob covers at least one token)");
+    if (p.tokens.size() > UINT32_MAX) return bad("tokens: " + std::to_string(p.tokens.size()) + " tokens > 2^32-1");
+    const uint32_t n_tokens = uint32_t(p.tokens.size());
+    if (p.context.n_ctx != 0 && n_tokens > p.context.n_ctx)
+        return bad("tokens: n_tokens " + std::to_string(n_tokens) + " > n_ctx " + std::to_string(p.context.n_ctx));
+    for (size_t i = 0; i < p.tokens.size(); ++i) {
+        const int32_t t = p.tokens[i];
+        if (t < 0 || uint32_t(t) >= n_vocab)
+            return bad("tokens: token[" + std::to_string(i) + "] = " + std::to_string(t) + " is not in 0..n_vocab " +
+                       std::to_string(n_vocab));
+    }
+    if (p.state.empty()) return bad("state: empty");
+    if (p.checkpoints.size() > UINT32_MAX) return bad("checkpoints: too many");
+    uint32_t prev = 0;
+    for (size_t i = 0; i < p.checkpoints.size(); ++i) {
+        const auto & c = p.checkpoints[i];
+        const std::string at = "checkpoints[" + std::to_string(i) + "]: ";
+        if (c.n_tokens < 1 || c.n_tokens > n_tokens)
+            return bad(at + "n_tokens " + std::to_string(c.n_tokens) + " is not in 1.." + std::to_string(n_tokens));
+        if (c.n_tokens <= prev)
+            return bad(at + "n_tokens " + std::to_string(c.n_tokens) + " <= previous " + std::to_string(prev) +
+                       " (must increase)");
+        prev = c.n_tokens;
+        if (c.pos_min < 0 || c.pos_min > c.pos_max || uint32_t(c.pos_max) >= c.n_tokens)
+            return bad(at + "positions " + std::to_string(c.pos_min) + ".." + std::to_string(c.pos_max) +
+                       " are not within 0..n_tokens-1 = " + std::to_string(c.n_tokens - 1));
+        if (c.data.empty()) return bad(at + "data is empty");
+    }
+    if (!p.logits.empty() && p.logits.size() != n_vocab)
+        return bad("logits: " + std::to_string(p.logits.size()) + " values, expected n_vocab " + std::to_string(n_vocab));
+    return {};
+}
+
+// section_out frames one section: head, payload pieces (hashed as they pass), checksum.
+class section_out {
+  public:
+    explicit section_out(blob_sink & sink) : sink_(sink), st_(XXH3_createState(), XXH3_freeState) {}
+
+    bool ok() const { return st_ != nullptr; }
+
+    Status begin(uint32_t type, uint64_t length) {
+        XXH3_64bits_reset(st_.get());
+        uint8_t head[bf::k_frame_head_bytes];
+        le_store_u32(head, type);
+        le_store_u32(head + 4, 0);
+        le_store_u64(head + 8, length);
+        return put(head, sizeof head);
+    }
+    Status put(const void * data, size_t n) {
+        if (n == 0) return {};
+        XXH3_64bits_update(st_.get(), data, n);
+        return sink_.write(data, n);
+    }
+    Status put_u32(uint32_t v) {
+        uint8_t b[4];
+        le_store_u32(b, v);
+        return put(b, 4);
+    }
+    // put_words writes 32-bit words little-endian: straight from memory on LE hosts, via a bounce buffer
+    // otherwise (so the sink sees large writes either way).
+    template <typename T>
+    Status put_words(std::span<const T> words) {
+        static_assert(sizeof(T) == 4);
+        if constexpr (std::endian::native == std::endian::little) {
+            return put(words.data(), words.size_bytes());
+        } else {
+            std::array<uint8_t, 4096> buf;
+            size_t i = 0;
+            while (i < words.size()) {
+                size_t k = 0;
+                for (; k < buf.size() / 4 && i < words.size(); ++k, ++i)
+                    le_store_u32(buf.data() + 4 * k, std::bit_cast<uint32_t>(words[i]));
+                BATON_RETURN_IF_ERROR(put(buf.data(), 4 * k));
+            }
+            return {};
+        }
+    }
+    Status end() {
+        uint8_t tail[bf::k_frame_tail_bytes];
+        le_store_u64(tail, XXH3_64bits_digest(st_.get()));
+        return sink_.write(tail, sizeof tail);
+    }
+
+  private:
+    blob_sink & sink_;
+    std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> st_;
+};
+
+std::vector<uint8_t> identity_payload(const blob_identity & id) {
+    std::vector<uint8_t> b(bf::k_identity_fixed_bytes + id.arch.size() + id.llama_version.size());
+    uint8_t * p = b.data();
+    std::memcpy(p, id.fingerprint.data(), 16);
+    le_store_u32(p + 16, id.n_layer);
+    le_store_u32(p + 20, id.n_embd);
+    le_store_u32(p + 24, id.n_vocab);
+    p += 28;
+    le_store_u16(p, uint16_t(id.arch.size()));
+    std::memcpy(p + 2, id.arch.data(), id.arch.size());
+    p += 2 + id.arch.size();
+    le_store_u16(p, uint16_t(id.llama_version.size()));
+    std::memcpy(p + 2, id.llama_version.data(), id.llama_version.size());
+    return b;
+}
+
+std::array<uint8_t, bf::k_context_bytes> context_payload(const blob_context & c) {
+    std::array<uint8_t, bf::k_context_bytes> b{};
+    le_store_u32(b.data(), uint32_t(c.type_k));
+    le_store_u32(b.data() + 4, uint32_t(c.type_v));
+    b[8] = c.flash_attn ? 1 : 0;
+    b[9] = c.kv_unified ? 1 : 0;
+    le_store_u32(b.data() + 12, c.n_seq_max);
+    le_store_u32(b.data() + 16, c.n_ctx);
+    return b;
+}
+
+}  // namespace
+
+Status blob_write(const blob_parts & p, blob_sink & sink) {
+    BATON_RETURN_IF_ERROR(check_parts(p));
+    section_out out(sink);
+    if (!out.ok()) return Status(status_code::internal, "blob_write: cannot allocate a hash state");
+
+    const std::vector<uint8_t> identity = identity_payload(p.identity);
+    const auto context = context_payload(p.context);
+    const uint32_t n_tokens = uint32_t(p.tokens.size());
+    const uint64_t tokens_len = bf::k_tokens_head_bytes + uint64_t(4) * n_tokens;
+    const uint64_t state_len = bf::k_state_head_bytes + uint64_t(p.state.size());
+    uint64_t checkpoints_len = bf::k_checkpoints_head_bytes;
+    for (const auto & c : p.checkpoints) checkpoints_len += bf::k_checkpoint_head_bytes + c.data.size();
+    const bool has_logits = !p.logits.empty();
+    const bool has_request = !p.request.empty();
+    const uint64_t logits_len = uint64_t(4) * p.logits.size();
+
+    uint32_t n_sections = 5;
+    uint64_t total = bf::k_header_bytes + 5 * bf::k_frame_bytes + identity.size() + context.size() + tokens_len +
+                     state_len + checkpoints_len;
+    if (has_logits) ++n_sections, total += bf::k_frame_bytes + logits_len;
+    if (has_request) ++n_sections, total += bf::k_frame_bytes + p.request.size();
+
+    uint8_t header[bf::k_header_bytes] = {};
+    std::memcpy(header + bf::k_off_magic, bf::k_magic, sizeof bf::k_magic);
+    le_store_u16(header + bf::k_off_version_major, bf::k_version_major);
+    le_store_u16(header + bf::k_off_version_minor, bf::k_version_minor);
+    le_store_u32(header + bf::k_off_flags,
+                 (has_logits ? bf::k_flag_has_logits : 0) | (has_request ? bf::k_flag_has_request : 0));
+    le_store_u32(header + bf::k_off_n_sections, n_sections);
+    le_store_u64(header + bf::k_off_total_bytes, total);
+    le_store_u64(header + bf::k_off_header_xxh3, XXH3_64bits(header, bf::k_off_header_xxh3));
+    BATON_RETURN_IF_ERROR(sink.write(header, sizeof header));
+
+    BATON_RETURN_IF_ERROR(out.begin(bf::section_type_identity, identity.size()));
+    BATON_RETURN_IF_ERROR(out.put(identity.data(), identity.size()));
+    BATON_RETURN_IF_ERROR(out.end());
+
+    BATON_RETURN_IF_ERROR(out.begin(bf::section_type_context, context.size()));
+    BATON_RETURN_IF_ERROR(out.put(context.data(), context.size()));
+    BATON_RETURN_IF_ERROR(out.end());
+
+    BATON_RETURN_IF_ERROR(out.begin(bf::section_type_tokens, tokens_len));
+    BATON_RETURN_IF_ERROR(out.put_u32(n_tokens));
+    BATON_RETURN_IF_ERROR(out.put_words(p.tokens));
+    BATON_RETURN_IF_ERROR(out.end());
+
+    BATON_RETURN_IF_ERROR(out.begin(bf::section_type_state, state_len));
+    BATON_RETURN_IF_ERROR(out.put_u32(n_tokens));
+    BATON_RETURN_IF_ERROR(out.put_u32(0));
+    BATON_RETURN_IF_ERROR(out.put(p.state.data(), p.state.size()));
+    BATON_RETURN_IF_ERROR(out.end());
+
+    BATON_RETURN_IF_ERROR(out.begin(bf::section_type_checkpoints, checkpoints_len));
+    BATON_RETURN_IF_ERROR(out.put_u32(uint32_t(p.checkpoints.size())));
+    BATON_RETURN_IF_ERROR(out.put_u32(0));
+    for (const auto & c : p.checkpoints) {
+        uint8_t head[bf::k_checkpoint_head_bytes] = {};
+        le_store_u32(head, uint32_t(c.pos_min));
+        le_store_u32(head + 4, uint32_t(c.pos_max));
+        le_store_u32(head + 8, c.n_tokens);
+        le_store_u64(head + 16, c.data.size());
+        BATON_RETURN_IF_ERROR(out.put(head, sizeof head));
+        BATON_RETURN_IF_ERROR(out.put(c.data.data(), c.data.size()));
+    }
+    BATON_RETURN_IF_ERROR(out.end());
+
+    if (has_logits) {
+        BATON_RETURN_IF_ERROR(out.begin(bf::section_type_logits, logits_len));
+        BATON_RETURN_IF_ERROR(out.put_words(p.logits));
+        BATON_RETURN_IF_ERROR(out.end());
+    }
+    if (has_request) {
+        BATON_RETURN_IF_ERROR(out.begin(bf::section_type_request, p.request.size()));
+        BATON_RETURN_IF_ERROR(out.put(p.request.data(), p.request.size()));
+        BATON_RETURN_IF_ERROR(out.end());
+    }
+    return {};
+}
+
+blob_parts blob_view_parts(const blob_view & v) {
+    blob_parts p;
+    p.identity = v.identity;
+    p.context = v.context;
+    p.tokens = v.tokens;
+    p.state = v.state;
+    p.checkpoints = v.checkpoints;
+    if (v.has_logits) p.logits = v.logits;
+    if (v.has_request) p.request = v.request;
+    return p;
+}
+
+}  // namespace baton
