@@ -126,6 +126,42 @@ Status blob_write(const blob_parts & parts, blob_sink & sink);
 // borrows bytes.
 Result<blob_view> blob_parse(std::span<const uint8_t> bytes, const blob_limits & limits = {});
 
+// blob_view_parts returns parts that write view back (spans borrow view, which must outlive them). Unknown
+// optional sections are not carried over.
+blob_parts blob_view_parts(const blob_view & view);
+
+// One section frame as found by blob_walk.
+struct blob_section_info {
+    uint64_t offset = 0;              // of the frame within the blob (bytes)
+    uint32_t type = 0;
+    uint32_t flags = 0;
+    uint64_t length = 0;              // payload bytes as stated by the frame
+    bool complete = false;            // the whole frame (head, payload, checksum) lies within the buffer
+    uint64_t checksum_stored = 0;     // valid when complete
+    uint64_t checksum_computed = 0;   // valid when complete
+    std::string name;                 // "tokens", ... or "unknown#<type>"
+};
+
+// What a lenient walk over possibly corrupt bytes found (for `baton blob inspect`): header fields as stored
+// and every frame that could be delimited, with its checksum status. Nothing here is validated.
+struct blob_layout {
+    size_t size = 0;                  // bytes given
+    bool magic_ok = false;
+    bool header_complete = false;     // at least k_header_bytes present; the fields below are valid
+    uint16_t version_major = 0;
+    uint16_t version_minor = 0;
+    uint32_t flags = 0;
+    uint32_t n_sections = 0;
+    uint64_t total_bytes = 0;
+    uint64_t header_checksum_stored = 0;
+    uint64_t header_checksum_computed = 0;
+    std::vector<blob_section_info> sections;
+    std::string stopped;              // why the walk stopped before the end of the buffer, or empty
+};
+
+// blob_walk never fails: it reports what it can delimit. Use blob_parse to decide validity.
+blob_layout blob_walk(std::span<const uint8_t> bytes);
+
 // blob_check_compatible says whether a parsed blob can be restored into a node with this identity and
 // context; the message names the first differing field and, for context fields, the flag to change.
 Status blob_check_compatible(const blob_view & blob, const blob_identity & node_identity,

@@ -86,7 +86,7 @@ bool printable_ascii(std::span<const uint8_t> s) {
 
 Status read_string(payload_reader & r, const char * len_field, const char * field, std::string & out) {
     const uint64_t off = r.offset();
-    uint16_t n;
+    uint16_t n = 0;
     BATON_RETURN_IF_ERROR(r.u16(len_field, n));
     if (n == 0 || n > bf::k_identity_string_max)
         return r.fail(std::string(len_field) + " " + num(n) + " is not in 1.." + num(bf::k_identity_string_max), off);
