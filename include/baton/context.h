@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "baton/chunk_plan.h"
 #include "baton/status.h"
 
 struct llama_context;
@@ -28,6 +29,8 @@ struct context_config {
     bool flash_attn = false;   // changes the V layout in the state (V transposed when off)
     int32_t type_k = 1;        // ggml_type of the K cache (1 = f16)
     int32_t type_v = 1;        // ggml_type of the V cache
+    // Where prompts are cut and checkpointed (models with recurrent/SWA state): part of the numerics.
+    checkpoint_policy checkpoints;
 };
 
 // context_normalized clamps n_batch and n_ubatch to n_ctx (a batch can never exceed the context).

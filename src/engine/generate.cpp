@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "baton/chunk_plan.h"
 #include "baton/model.h"
 
 namespace baton {
@@ -53,9 +54,12 @@ Result<generate_output> generate_run(const loaded_model & model, const generate_
         return {};
     };
     Status st;
-    for (size_t i = 0; i < n_prompt && st.ok(); i += n_batch) {
-        const size_t n = std::min<size_t>(n_batch, n_prompt - i);
-        st = feed(out.prompt_tokens.data() + i, n, i, i + n == n_prompt);
+    size_t at = 0;
+    for (uint32_t end : chunk_plan_ends(0, uint32_t(n_prompt), uint32_t(n_batch), model.has_partial_state(),
+                                        params.ctx.checkpoints)) {
+        if (!st.ok()) break;
+        st = feed(out.prompt_tokens.data() + at, end - at, at, end == n_prompt);
+        at = end;
     }
     sampler_ptr chain = sampling_make_chain(params.sampling, n_vocab);
     for (int32_t step = 0; st.ok() && step < params.n_predict; ++step) {

@@ -1,0 +1,191 @@
+// engine.h — slots over one llama context, driven by one scheduler thread.
+//
+// The engine owns a llama_context with one sequence per slot. Callers submit typed tasks (generate,
+// prefill, decode-apply, slot save/restore/erase) and read the task's events from a request_handle; only
+// the scheduler thread touches the context and the slots. Each scheduler step runs named phases:
+// admit -> plan batch -> guard invariants -> decode -> sample -> emit.
+//
+// Every path that puts state into a slot (decode-apply, slot restore, any future cache) goes through one
+// routine, slot_restore (slot.h): validate + check compatibility, take the slot, clear, apply, verify the
+// memory covers exactly the blob's tokens, register checkpoints/tokens/logits; on any failure the slot is
+// left empty and consistent and the failure is counted by reason.
+//
+// Thread-safety: submit(), metrics() and slots() are safe from any thread; a request_handle is used by
+// one consumer thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include "baton/blob.h"
+#include "baton/context.h"
+#include "baton/sampling.h"
+#include "baton/status.h"
+#include "baton/text.h"
+
+namespace baton {
+
+class loaded_model;
+
+struct engine_config {
+    context_config ctx;           // ctx.n_seq_max is the number of slots
+    blob_limits limits;           // applied to every blob a slot restores
+    uint32_t queue_max = 256;     // tasks waiting for a slot; beyond this submit fails with unavailable
+};
+
+// A generation request, already parsed and tokenized at the edge.
+struct gen_request {
+    std::vector<token_id> prompt;      // non-empty
+    int32_t n_predict = 128;           // tokens to generate at most
+    sampling_params sampling;
+    std::vector<std::string> stop;     // stop strings (not included in the output)
+    bool ignore_eos = false;
+    std::string request_json;          // prefill only: embedded in the blob, opaque to the engine
+    bool record_logits = false;        // token events carry the logits the token was sampled from (tests)
+    int32_t test_desync_at = -1;       // test hook: after this many generated tokens, remove the slot's memory
+                                       // behind its back (the invariant guard must detect and repair it)
+};
+
+enum class finish_reason : uint8_t { none, stop, length, cancelled, error };
+const char * finish_reason_name(finish_reason r);
+
+struct usage_counts {
+    uint32_t prompt_tokens = 0;     // prompt tokens of the request
+    uint32_t cached_tokens = 0;     // of those, reused from the slot's memory (prefix cache or a blob)
+    uint32_t generated_tokens = 0;
+};
+
+// One event of a task, in order: zero or more tokens, then exactly one terminal event (done or error).
+struct engine_event {
+    enum class kind : uint8_t { token, done, error } type = kind::token;
+    token_id token = -1;
+    std::string text;                 // token: bytes that complete UTF-8 (and are not part of a stop string)
+    std::vector<float> logits;        // token: [n_vocab] when the request asked for record_logits
+    finish_reason finish = finish_reason::none;
+    usage_counts usage;
+    Status error;
+    std::vector<uint8_t> blob;        // done of prefill and slot-save tasks
+    // done: text is the held-back tail of the output (bytes that waited for a UTF-8 or stop-string
+    // decision); append it after the token events' text.
+    int32_t slot = -1;                // slot that served the task
+    double ms_prompt = 0, ms_generate = 0;  // done: time spent processing the prompt / generating
+};
+
+// The consumer side of a task. next() blocks until an event or the deadline.
+class request_handle {
+  public:
+    // next waits for the next event; false on timeout (the task goes on: call cancel() to stop it).
+    bool next(engine_event & ev, std::chrono::milliseconds timeout);
+    // cancel asks the scheduler to stop the task; a terminal event still follows.
+    void cancel() { cancelled_.store(true); }
+    bool cancelled() const { return cancelled_.load(); }
+    uint64_t id() const { return id_; }
+
+    // Producer side (scheduler thread).
+    void push(engine_event ev);
+    explicit request_handle(uint64_t id) : id_(id) {}
+
+  private:
+    const uint64_t id_;
+    std::atomic<bool> cancelled_{false};
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<engine_event> events_;  // GUARDED_BY(mu_)
+};
+using request_ptr = std::shared_ptr<request_handle>;
+
+// A blob that passed blob_parse: only validated_blob::parse constructs one, so the restore routine can
+// never see unvalidated bytes.
+class validated_blob {
+  public:
+    static Result<std::shared_ptr<const validated_blob>> parse(std::vector<uint8_t> bytes, const blob_limits & limits);
+    const blob_view & view() const { return view_; }
+    size_t size() const { return bytes_.size(); }
+
+  private:
+    validated_blob() = default;
+    std::vector<uint8_t> bytes_;
+    blob_view view_;  // borrows bytes_
+};
+using blob_ptr = std::shared_ptr<const validated_blob>;
+
+// Typed tasks.
+struct task_generate { gen_request req; };                       // prompt -> tokens
+struct task_prefill { gen_request req; };                        // prompt -> blob (no generation)
+struct task_decode { blob_ptr blob; gen_request req; };          // restore + generate (req.prompt ignored)
+struct task_slot_save { int32_t slot; };                         // idle slot -> blob
+struct task_slot_restore { int32_t slot; blob_ptr blob; };       // blob -> idle slot
+struct task_slot_erase { int32_t slot; };
+using engine_task = std::variant<task_generate, task_prefill, task_decode, task_slot_save, task_slot_restore,
+                                 task_slot_erase>;
+
+struct slot_info {
+    int32_t id = 0;
+    bool busy = false;
+    uint32_t n_tokens = 0;       // tokens the slot's memory holds
+    uint32_t n_checkpoints = 0;
+    int32_t pos_min = -1, pos_max = -1;
+};
+
+struct engine_metrics {
+    uint64_t prompt_tokens = 0, cached_tokens = 0, generated_tokens = 0;
+    uint64_t prefix_reuse_hits = 0;        // requests that reused part of a slot's memory
+    uint64_t checkpoint_restores = 0;      // rollbacks through a checkpoint
+    uint64_t reprefills = 0;               // rollbacks impossible without a checkpoint: prompt recomputed
+    uint64_t invariant_repairs = 0;        // slots whose memory disagreed with their tokens before a decode
+    uint64_t restores_ok = 0;
+    std::map<std::string, uint64_t> restore_failures;  // by reason (status code name)
+    uint64_t blob_bytes_out = 0, blob_bytes_in = 0;
+    double restore_seconds = 0, serialize_seconds = 0;
+    uint32_t slots_busy = 0, slots_total = 0;
+    uint64_t decode_calls = 0;
+};
+
+class engine_impl;
+
+class engine {
+  public:
+    // create builds the context and starts the scheduler thread.
+    static Result<std::unique_ptr<engine>> create(std::shared_ptr<const loaded_model> model, const engine_config & cfg);
+    ~engine();  // stops the scheduler; pending tasks end with a cancelled error
+
+    // submit validates the task's typed fields and queues it. invalid_argument for bad requests,
+    // unavailable when the queue is full.
+    Result<request_ptr> submit(engine_task task);
+
+    engine_metrics metrics() const;
+    std::vector<slot_info> slots() const;
+    const loaded_model & model() const;
+    const engine_config & config() const;
+    blob_identity identity() const;
+    blob_context context_info() const;
+
+    // stop: finish no new work; tasks in flight end with a cancelled error. Idempotent.
+    void stop();
+
+  private:
+    explicit engine(std::unique_ptr<engine_impl> impl);
+    std::unique_ptr<engine_impl> impl_;
+};
+
+// engine_run_to_end is a convenience for CLIs and tests: waits for all events of a task.
+struct engine_result {
+    std::vector<token_id> tokens;
+    std::string text;
+    std::vector<std::vector<float>> logits;  // per token, when the request asked for record_logits
+    engine_event done;  // the terminal event (type done or error)
+};
+engine_result engine_run_to_end(const request_ptr & h, std::chrono::milliseconds timeout = std::chrono::minutes(10));
+
+}  // namespace baton

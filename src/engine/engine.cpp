@@ -1,0 +1,186 @@
+// engine.cpp — the engine's public face: creation, task submission and validation, request handles.
+#include "baton/engine.h"
+
+#include <llama.h>
+
+#include "engine_impl.h"
+
+namespace baton {
+
+const char * finish_reason_name(finish_reason r) {
+    switch (r) {
+        case finish_reason::none: return "none";
+        case finish_reason::stop: return "stop";
+        case finish_reason::length: return "length";
+        case finish_reason::cancelled: return "cancelled";
+        case finish_reason::error: return "error";
+    }
+    return "none";
+}
+
+// ---- request_handle ----
+
+bool request_handle::next(engine_event & ev, std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (!cv_.wait_for(lk, timeout, [&] { return !events_.empty(); })) return false;
+    ev = std::move(events_.front());
+    events_.pop_front();
+    return true;
+}
+
+void request_handle::push(engine_event ev) {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        events_.push_back(std::move(ev));
+    }
+    cv_.notify_all();
+}
+
+// ---- validated_blob ----
+
+Result<std::shared_ptr<const validated_blob>> validated_blob::parse(std::vector<uint8_t> bytes, const blob_limits & limits) {
+    std::shared_ptr<validated_blob> b(new validated_blob());
+    b->bytes_ = std::move(bytes);
+    auto v = blob_parse(std::span<const uint8_t>(b->bytes_.data(), b->bytes_.size()), limits);
+    if (!v.ok()) return v.status();
+    b->view_ = std::move(v.value());
+    return std::shared_ptr<const validated_blob>(std::move(b));
+}
+
+// ---- engine ----
+
+engine::engine(std::unique_ptr<engine_impl> impl) : impl_(std::move(impl)) {}
+
+engine::~engine() { stop(); }
+
+void engine::stop() {
+    {
+        std::lock_guard<std::mutex> lk(impl_->mu);
+        impl_->stopping = true;
+    }
+    impl_->cv.notify_all();
+    if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+engine_impl::~engine_impl() {
+    if (batch.token) llama_batch_free(batch);
+}
+
+Result<std::unique_ptr<engine>> engine::create(std::shared_ptr<const loaded_model> model, const engine_config & cfg) {
+    if (!model) return Status(status_code::invalid_argument, "engine: no model");
+    auto impl = std::make_unique<engine_impl>();
+    impl->model = model;
+    impl->cfg = cfg;
+    impl->cfg.ctx = context_normalized(cfg.ctx);
+    auto ctx = context_make(*model, impl->cfg.ctx);
+    if (!ctx.ok()) return ctx.status();
+    impl->ctx = std::move(ctx.value());
+    impl->partial_state = model->has_partial_state();
+    impl->n_vocab = int32_t(model->identity().n_vocab);
+    impl->batch = llama_batch_init(int32_t(impl->cfg.ctx.n_batch), 0, 1);
+
+    const model_identity & mi = model->identity();
+    impl->env.ctx = impl->ctx.get();
+    impl->env.identity = {mi.fingerprint, mi.llama_version, mi.arch, mi.n_layer, mi.n_embd, mi.n_vocab};
+    const context_config & c = impl->cfg.ctx;
+    impl->env.context = {c.type_k, c.type_v, c.flash_attn, c.kv_unified, c.n_seq_max, llama_n_ctx(impl->ctx.get())};
+    impl->env.n_ctx_slot = llama_n_ctx_seq(impl->ctx.get());
+
+    impl->slots.resize(c.n_seq_max);
+    for (size_t i = 0; i < impl->slots.size(); ++i) impl->slots[i].id = int32_t(i);
+    impl->metrics.slots_total = c.n_seq_max;
+    impl->publish();
+    engine_impl * raw = impl.get();
+    impl->thread = std::thread([raw] { raw->run(); });
+    return std::unique_ptr<engine>(new engine(std::move(impl)));
+}
+
+namespace {
+
+Status check_request(const gen_request & r, int32_t n_vocab, uint32_t n_ctx_slot, bool needs_prompt) {
+    BATON_RETURN_IF_ERROR(sampling_check(r.sampling));
+    if (r.n_predict < 0) return {status_code::invalid_argument, "max_tokens: " + std::to_string(r.n_predict) + " is negative"};
+    if (!needs_prompt) return {};
+    if (r.prompt.empty()) return {status_code::invalid_argument, "prompt: is empty"};
+    for (size_t i = 0; i < r.prompt.size(); ++i)
+        if (r.prompt[i] < 0 || r.prompt[i] >= n_vocab)
+            return {status_code::invalid_argument, "prompt: token " + std::to_string(r.prompt[i]) + " at index " +
+                                                       std::to_string(i) + " is not in 0.." + std::to_string(n_vocab - 1)};
+    if (r.prompt.size() >= n_ctx_slot)
+        return {status_code::invalid_argument, "prompt: " + std::to_string(r.prompt.size()) +
+                                                   " tokens do not fit the slot context of " + std::to_string(n_ctx_slot)};
+    return {};
+}
+
+}  // namespace
+
+Result<request_ptr> engine::submit(engine_task task) {
+    const int32_t n_slots = int32_t(impl_->slots.size());
+    auto check_slot = [&](int32_t id) -> Status {
+        if (id < 0 || id >= n_slots)
+            return {status_code::not_found, "slot " + std::to_string(id) + " does not exist (0.." + std::to_string(n_slots - 1) + ")"};
+        return {};
+    };
+    Status st;
+    if (auto * g = std::get_if<task_generate>(&task)) st = check_request(g->req, impl_->n_vocab, impl_->env.n_ctx_slot, true);
+    else if (auto * p = std::get_if<task_prefill>(&task)) st = check_request(p->req, impl_->n_vocab, impl_->env.n_ctx_slot, true);
+    else if (auto * d = std::get_if<task_decode>(&task)) {
+        st = d->blob ? check_request(d->req, impl_->n_vocab, impl_->env.n_ctx_slot, false)
+                     : Status(status_code::invalid_argument, "decode: no blob");
+    } else if (auto * s = std::get_if<task_slot_save>(&task)) st = check_slot(s->slot);
+    else if (auto * r = std::get_if<task_slot_restore>(&task)) {
+        st = check_slot(r->slot);
+        if (st.ok() && !r->blob) st = Status(status_code::invalid_argument, "restore: no blob");
+    } else if (auto * e = std::get_if<task_slot_erase>(&task)) st = check_slot(e->slot);
+    if (!st.ok()) return st;
+
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    if (impl_->stopping) return Status(status_code::unavailable, "engine is shutting down");
+    if (impl_->queue.size() >= impl_->cfg.queue_max)
+        return Status(status_code::unavailable, "queue full: " + std::to_string(impl_->queue.size()) + " tasks waiting for a slot");
+    auto h = std::make_shared<request_handle>(impl_->next_id++);
+    impl_->queue.emplace_back(std::move(task), h);
+    impl_->cv.notify_all();
+    return h;
+}
+
+engine_metrics engine::metrics() const {
+    std::lock_guard<std::mutex> lk(impl_->pub_mu);
+    return impl_->metrics;
+}
+
+std::vector<slot_info> engine::slots() const {
+    std::lock_guard<std::mutex> lk(impl_->pub_mu);
+    return impl_->slot_snapshot;
+}
+
+const loaded_model & engine::model() const { return *impl_->model; }
+const engine_config & engine::config() const { return impl_->cfg; }
+blob_identity engine::identity() const { return impl_->env.identity; }
+blob_context engine::context_info() const { return impl_->env.context; }
+
+engine_result engine_run_to_end(const request_ptr & h, std::chrono::milliseconds timeout) {
+    engine_result r;
+    const auto deadline = steady::now() + timeout;
+    for (;;) {
+        engine_event ev;
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now());
+        if (left.count() <= 0 || !h->next(ev, left)) {
+            h->cancel();
+            r.done.type = engine_event::kind::error;
+            r.done.error = Status(status_code::deadline_exceeded, "request timed out");
+            return r;
+        }
+        if (ev.type == engine_event::kind::token) {
+            r.tokens.push_back(ev.token);
+            r.text += ev.text;
+            if (!ev.logits.empty()) r.logits.push_back(std::move(ev.logits));
+            continue;
+        }
+        r.text += ev.text;
+        r.done = std::move(ev);
+        return r;
+    }
+}
+
+}  // namespace baton

@@ -1,0 +1,111 @@
+// engine_impl.h — the engine's private state: the context, the slots, the task queue and the scheduler.
+// Thread-safety: fields marked "scheduler" are touched only by the scheduler thread; the queue and the
+// published snapshots are guarded by their mutexes.
+#pragma once
+
+#include <llama.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "baton/engine.h"
+#include "baton/model.h"
+#include "slot.h"
+#include "text_stream.h"
+
+namespace baton {
+
+using steady = std::chrono::steady_clock;
+
+enum class task_kind : uint8_t { generate, prefill, decode };
+
+// The request a slot is serving.
+struct active_task {
+    task_kind kind = task_kind::generate;
+    request_ptr h;
+    gen_request req;
+    std::vector<token_id> seq;          // tokens that must be in memory before the next sample
+    std::vector<uint32_t> plan;         // remaining chunk ends (token counts), ascending
+    std::vector<uint32_t> checkpoint_at;
+    sampler_ptr chain;
+    text_stream text{{}};
+    bool need_sample = false;           // slot.logits are fresh for seq.back(): sample in this step
+    int32_t batch_row = -1;             // row of this slot's logits in the current batch, -1 if none
+    uint32_t n_generated = 0;
+    usage_counts usage;
+    steady::time_point t_start, t_prompt_done;
+};
+
+// One slot's share of a batch.
+struct batch_part {
+    size_t slot = 0;
+    uint32_t n_begin = 0, n_end = 0;    // token counts: memory grows from n_begin to n_end
+};
+
+class engine_impl {
+  public:
+    std::shared_ptr<const loaded_model> model;
+    engine_config cfg;
+    context_ptr ctx;
+    restore_env env;
+    bool partial_state = false;
+    int32_t n_vocab = 0;
+    llama_batch batch{};
+
+    // scheduler
+    std::vector<slot> slots;
+    uint64_t step_no = 0;
+
+    // queue
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<std::pair<engine_task, request_ptr>> queue;  // GUARDED_BY(mu)
+    bool stopping = false;                                  // GUARDED_BY(mu)
+    uint64_t next_id = 1;                                   // GUARDED_BY(mu)
+    std::thread thread;
+
+    // published state
+    mutable std::mutex pub_mu;
+    engine_metrics metrics;                 // GUARDED_BY(pub_mu)
+    std::vector<slot_info> slot_snapshot;   // GUARDED_BY(pub_mu)
+
+    ~engine_impl();
+    void run();  // the scheduler thread's loop
+
+    // ---- scheduler step phases (scheduler.cpp) ----
+    void step();
+    void phase_admit();
+    void phase_cancel();
+    std::vector<batch_part> phase_plan_batch();
+    void phase_guard(const std::vector<batch_part> & parts);
+    bool phase_decode(const std::vector<batch_part> & parts);
+    void phase_sample();
+    void publish();
+    // deliver publishes the slot snapshot, then pushes a terminal event.
+    void deliver(const request_ptr & h, engine_event ev);
+
+    // ---- helpers (scheduler.cpp) ----
+    bool admit_one(engine_task & task, const request_ptr & h);  // false: no slot free, keep queued
+    void run_slot_op(engine_task & task, const request_ptr & h);
+    bool bind_task(std::unique_ptr<active_task> t, engine_task & task);
+    int32_t pick_slot(const std::vector<token_id> & prompt) const;
+    void start_prompt(slot & s, active_task & t);
+    void after_chunk(slot & s, uint32_t n_end);
+    void sample_one(slot & s);
+    void finish(slot & s, finish_reason why, Status error = {}, std::vector<uint8_t> blob = {});
+    void fail_task(slot & s, Status error);
+    void repair(slot & s, const Status & why);
+    void count_restore(const Status & st, double seconds, size_t bytes);
+    template <typename F> void bump(F f) {
+        std::lock_guard<std::mutex> lk(pub_mu);
+        f(metrics);
+    }
+};
+
+// sample_from_logits applies the chain to logits and accepts the chosen token.
+token_id sample_from_logits(llama_sampler * chain, const std::vector<float> & logits);
+
+}  // namespace baton

@@ -1,0 +1,442 @@
+// scheduler.cpp — the scheduler thread: one step = admit -> cancel -> plan batch -> guard -> decode -> sample.
+#include <llama.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "engine_impl.h"
+
+namespace baton {
+
+namespace {
+double seconds_since(steady::time_point t) { return std::chrono::duration<double>(steady::now() - t).count(); }
+double ms_between(steady::time_point a, steady::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
+
+engine_event error_event(Status st) {
+    engine_event ev;
+    ev.type = engine_event::kind::error;
+    ev.finish = st.code() == status_code::cancelled ? finish_reason::cancelled : finish_reason::error;
+    ev.error = std::move(st);
+    return ev;
+}
+}  // namespace
+
+token_id sample_from_logits(llama_sampler * chain, const std::vector<float> & logits) {
+    std::vector<llama_token_data> cur(logits.size());
+    for (size_t i = 0; i < logits.size(); ++i) cur[i] = {llama_token(i), logits[i], 0.0f};
+    llama_token_data_array arr = {cur.data(), cur.size(), -1, false};
+    llama_sampler_apply(chain, &arr);
+    const token_id t = (arr.selected >= 0 && size_t(arr.selected) < arr.size) ? arr.data[arr.selected].id : 0;
+    llama_sampler_accept(chain, t);
+    return t;
+}
+
+void engine_impl::deliver(const request_ptr & h, engine_event ev) {
+    publish();
+    h->push(std::move(ev));
+}
+
+void engine_impl::run() {
+    for (;;) {
+        {
+            std::unique_lock<std::mutex> lk(mu);
+            const auto has_work = [&] {
+                if (stopping || !queue.empty()) return true;
+                for (const auto & s : slots)
+                    if (s.task) return true;
+                return false;
+            };
+            cv.wait(lk, has_work);
+            if (stopping) break;
+        }
+        step();
+    }
+    // Shutdown: every task ends with an explicit error, nothing is lost.
+    for (auto & s : slots)
+        if (s.task) finish(s, finish_reason::cancelled, Status(status_code::cancelled, "engine stopped"));
+    std::lock_guard<std::mutex> lk(mu);
+    for (auto & [task, h] : queue) h->push(error_event(Status(status_code::cancelled, "engine stopped")));
+    queue.clear();
+}
+
+void engine_impl::step() {
+    ++step_no;
+    phase_admit();
+    phase_cancel();
+    const std::vector<batch_part> parts = phase_plan_batch();
+    if (!parts.empty()) {
+        phase_guard(parts);
+        if (!phase_decode(parts)) {
+            publish();
+            return;
+        }
+    }
+    phase_sample();
+    publish();
+}
+
+// ---- admit: slot operations run now; generation tasks bind to a slot when one is free ----
+
+void engine_impl::phase_admit() {
+    std::deque<std::pair<engine_task, request_ptr>> waiting;
+    {
+        std::lock_guard<std::mutex> lk(mu);
+        waiting.swap(queue);
+    }
+    std::deque<std::pair<engine_task, request_ptr>> keep;
+    for (auto & [task, h] : waiting) {
+        if (h->cancelled()) {
+            deliver(h, error_event(Status(status_code::cancelled, "request cancelled before it started")));
+            continue;
+        }
+        if (!admit_one(task, h)) keep.emplace_back(std::move(task), h);
+    }
+    if (keep.empty()) return;
+    std::lock_guard<std::mutex> lk(mu);
+    for (auto it = keep.rbegin(); it != keep.rend(); ++it) queue.push_front(std::move(*it));
+}
+
+bool engine_impl::admit_one(engine_task & task, const request_ptr & h) {
+    if (std::holds_alternative<task_slot_save>(task) || std::holds_alternative<task_slot_restore>(task) ||
+        std::holds_alternative<task_slot_erase>(task)) {
+        run_slot_op(task, h);
+        return true;
+    }
+    auto t = std::make_unique<active_task>();
+    t->h = h;
+    t->t_start = steady::now();
+    if (auto * g = std::get_if<task_generate>(&task)) {
+        t->kind = task_kind::generate;
+        t->req = std::move(g->req);
+    } else if (auto * p = std::get_if<task_prefill>(&task)) {
+        t->kind = task_kind::prefill;
+        t->req = std::move(p->req);
+    } else if (auto * d = std::get_if<task_decode>(&task)) {
+        t->kind = task_kind::decode;
+        t->req = std::move(d->req);
+    }
+    return bind_task(std::move(t), task);
+}
+
+int32_t engine_impl::pick_slot(const std::vector<token_id> & prompt) const {
+    int32_t best = -1;
+    size_t best_lcp = 0;
+    for (const auto & s : slots) {
+        if (s.task || s.owner != 0) continue;
+        const size_t lcp = common_prefix(s.tokens, prompt);
+        const bool better = best < 0 || lcp > best_lcp ||
+                            (lcp == best_lcp && s.last_used < slots[size_t(best)].last_used);
+        if (better) {
+            best = s.id;
+            best_lcp = lcp;
+        }
+    }
+    return best;
+}
+
+bool engine_impl::bind_task(std::unique_ptr<active_task> t, engine_task & task) {
+    const std::vector<token_id> no_prompt;
+    const int32_t id = pick_slot(t->kind == task_kind::decode ? no_prompt : t->req.prompt);
+    if (id < 0) return false;
+    slot & s = slots[size_t(id)];
+    s.last_used = step_no;
+    t->chain = sampling_make_chain(t->req.sampling, n_vocab);
+    t->text = text_stream(t->req.stop);
+    if (t->kind == task_kind::decode) {
+        // Decode-apply: the one restore routine, then sample the first token from the shipped logits.
+        const validated_blob & blob = *std::get<task_decode>(task).blob;
+        if (!blob.view().has_logits) {
+            Status st(status_code::incompatible, "logits: the blob carries no trailing logits; /v1/decode needs a blob from prefill");
+            count_restore(st, 0, blob.size());
+            deliver(t->h, error_event(st));
+            return true;
+        }
+        s.owner = t->h->id();
+        const auto t0 = steady::now();
+        Status st = slot_restore(env, s, blob, s.owner);
+        count_restore(st, seconds_since(t0), blob.size());
+        if (!st.ok()) {
+            s.owner = 0;
+            deliver(t->h, error_event(st));
+            return true;
+        }
+        t->seq = s.tokens;
+        t->usage.prompt_tokens = uint32_t(s.tokens.size());
+        t->usage.cached_tokens = uint32_t(s.tokens.size());
+        t->t_prompt_done = steady::now();
+        t->need_sample = true;
+        s.task = std::move(t);
+        return true;
+    }
+    s.owner = t->h->id();
+    if (!slot_check_memory(ctx.get(), s).ok()) repair(s, slot_check_memory(ctx.get(), s));
+    s.task = std::move(t);
+    start_prompt(s, *s.task);
+    return true;
+}
+
+void engine_impl::start_prompt(slot & s, active_task & t) {
+    const prepare_outcome pr = slot_prepare_prompt(ctx.get(), s, t.req.prompt, partial_state);
+    t.seq = t.req.prompt;
+    const uint32_t n = uint32_t(t.seq.size());
+    t.plan = chunk_plan_ends(pr.n_keep, n, cfg.ctx.n_batch, partial_state, cfg.ctx.checkpoints);
+    if (partial_state) t.checkpoint_at = chunk_plan_checkpoints(pr.n_keep, n, cfg.ctx.checkpoints);
+    t.usage.prompt_tokens = n;
+    t.usage.cached_tokens = pr.n_keep;
+    bump([&](engine_metrics & m) {
+        m.prompt_tokens += n;
+        m.cached_tokens += pr.n_keep;
+        m.prefix_reuse_hits += pr.n_keep > 0 ? 1 : 0;
+        m.checkpoint_restores += pr.used_checkpoint ? 1 : 0;
+        m.reprefills += pr.reprefill ? 1 : 0;
+    });
+}
+
+void engine_impl::run_slot_op(engine_task & task, const request_ptr & h) {
+    int32_t id = -1;
+    if (auto * s = std::get_if<task_slot_save>(&task)) id = s->slot;
+    if (auto * r = std::get_if<task_slot_restore>(&task)) id = r->slot;
+    if (auto * e = std::get_if<task_slot_erase>(&task)) id = e->slot;
+    slot & s = slots[size_t(id)];
+    engine_event done;
+    done.type = engine_event::kind::done;
+    done.slot = id;
+    if (s.task || s.owner != 0) {
+        deliver(h, error_event(Status(status_code::busy, "slot " + std::to_string(id) + " is busy")));
+        return;
+    }
+    if (std::holds_alternative<task_slot_erase>(task)) {
+        slot_clear(ctx.get(), s);
+    } else if (auto * r = std::get_if<task_slot_restore>(&task)) {
+        const auto t0 = steady::now();
+        Status st = slot_restore(env, s, *r->blob, 0);
+        count_restore(st, seconds_since(t0), r->blob->size());
+        if (!st.ok()) return deliver(h, error_event(st));
+        done.usage.cached_tokens = uint32_t(s.tokens.size());
+    } else {
+        const auto t0 = steady::now();
+        blob_buffer_sink sink;
+        Status st = slot_export(ctx.get(), s, env.identity, env.context, true, "", sink);
+        if (!st.ok()) return deliver(h, error_event(st));
+        done.blob = std::move(sink.bytes());
+        bump([&](engine_metrics & m) {
+            m.blob_bytes_out += done.blob.size();
+            m.serialize_seconds += seconds_since(t0);
+        });
+    }
+    s.last_used = step_no;
+    deliver(h, std::move(done));
+}
+
+void engine_impl::count_restore(const Status & st, double seconds, size_t bytes) {
+    bump([&](engine_metrics & m) {
+        m.blob_bytes_in += bytes;
+        m.restore_seconds += seconds;
+        if (st.ok()) ++m.restores_ok;
+        else ++m.restore_failures[status_code_name(st.code())];
+    });
+}
+
+// ---- cancel: end tasks whose client went away ----
+
+void engine_impl::phase_cancel() {
+    for (auto & s : slots)
+        if (s.task && s.task->h->cancelled()) finish(s, finish_reason::cancelled, Status(status_code::cancelled, "request cancelled"));
+}
+
+// ---- plan batch: the next token of every generating slot, then prompt chunks within n_batch ----
+
+std::vector<batch_part> engine_impl::phase_plan_batch() {
+    std::vector<batch_part> parts;
+    uint32_t budget = cfg.ctx.n_batch;
+    for (int pass = 0; pass < 2; ++pass) {
+        for (size_t i = 0; i < slots.size() && budget > 0; ++i) {
+            slot & s = slots[i];
+            if (!s.task || s.task->need_sample || s.task->plan.empty()) continue;
+            const uint32_t have = uint32_t(s.tokens.size());
+            const uint32_t next = s.task->plan.front();
+            const bool generating = next == have + 1 && s.task->n_generated > 0;
+            if ((pass == 0) != generating) continue;
+            const uint32_t n_end = std::min(next, have + budget);
+            parts.push_back({i, have, n_end});
+            budget -= n_end - have;
+        }
+    }
+    return parts;
+}
+
+// ---- guard: never decode on a slot whose bookkeeping disagrees with its memory ----
+
+void engine_impl::phase_guard(const std::vector<batch_part> & parts) {
+    for (const auto & p : parts) {
+        slot & s = slots[p.slot];
+        Status st = slot_check_memory(ctx.get(), s);
+        if (!st.ok()) repair(s, st);
+    }
+}
+
+void engine_impl::repair(slot & s, const Status & why) {
+    std::fprintf(stderr, "baton: invariant violated, repairing: %s\n", why.message().c_str());
+    bump([](engine_metrics & m) { ++m.invariant_repairs; });
+    llama_memory_seq_rm(llama_get_memory(ctx.get()), s.id, -1, -1);
+    s.tokens.clear();
+    s.checkpoints.clear();
+    s.logits.clear();
+    if (!s.task) return;
+    // Recompute everything the task needs in memory, from position 0.
+    active_task & t = *s.task;
+    const uint32_t n = uint32_t(t.seq.size());
+    t.plan = chunk_plan_ends(0, n, cfg.ctx.n_batch, partial_state, cfg.ctx.checkpoints);
+    t.checkpoint_at.clear();
+    if (partial_state) t.checkpoint_at = chunk_plan_checkpoints(0, uint32_t(t.req.prompt.size()), cfg.ctx.checkpoints);
+    t.need_sample = false;
+}
+
+// ---- decode: one llama_decode for all parts; the repaired parts re-plan from 0 next step ----
+
+bool engine_impl::phase_decode(const std::vector<batch_part> & in) {
+    std::vector<batch_part> parts;
+    batch.n_tokens = 0;
+    for (const auto & p : in) {
+        slot & s = slots[p.slot];
+        if (uint32_t(s.tokens.size()) != p.n_begin) continue;  // repaired by the guard: planned again next step
+        active_task & t = *s.task;
+        t.batch_row = -1;
+        for (uint32_t k = p.n_begin; k < p.n_end; ++k) {
+            const int32_t row = batch.n_tokens++;
+            batch.token[row] = t.seq[k];
+            batch.pos[row] = llama_pos(k);
+            batch.n_seq_id[row] = 1;
+            batch.seq_id[row][0] = s.id;
+            batch.logits[row] = (k + 1 == p.n_end && p.n_end == t.seq.size()) ? 1 : 0;
+            if (batch.logits[row]) t.batch_row = row;
+        }
+        parts.push_back(p);
+    }
+    if (parts.empty()) return true;
+    int32_t rc = llama_decode(ctx.get(), batch);
+    if (rc == 1) {
+        // No room in the KV cache: drop the memory of idle slots (LRU caches) and try once more.
+        for (auto & s : slots)
+            if (!s.task && !s.tokens.empty()) slot_clear(ctx.get(), s);
+        rc = llama_decode(ctx.get(), batch);
+    }
+    bump([](engine_metrics & m) { ++m.decode_calls; });
+    if (rc != 0) {
+        for (const auto & p : parts) {
+            slot & s = slots[p.slot];
+            slot_clear(ctx.get(), s);
+            fail_task(s, Status(status_code::engine_error, "llama_decode failed (" + std::to_string(rc) +
+                                                               "): the context is full or the batch was rejected"));
+        }
+        return false;
+    }
+    for (const auto & p : parts) after_chunk(slots[p.slot], p.n_end);
+    return true;
+}
+
+void engine_impl::after_chunk(slot & s, uint32_t n_end) {
+    active_task & t = *s.task;
+    s.tokens.insert(s.tokens.end(), t.seq.begin() + s.tokens.size(), t.seq.begin() + n_end);
+    while (!t.plan.empty() && t.plan.front() <= n_end) t.plan.erase(t.plan.begin());
+    if (std::find(t.checkpoint_at.begin(), t.checkpoint_at.end(), n_end) != t.checkpoint_at.end()) {
+        Status st = slot_take_checkpoint(ctx.get(), s, cfg.ctx.checkpoints.max);
+        if (!st.ok()) std::fprintf(stderr, "baton: %s\n", st.message().c_str());
+    }
+    if (n_end != t.seq.size()) return;
+    const float * lg = llama_get_logits_ith(ctx.get(), t.batch_row);
+    if (!lg) return fail_task(s, Status(status_code::engine_error, "no logits for slot " + std::to_string(s.id)));
+    s.logits.assign(lg, lg + n_vocab);
+    t.need_sample = true;
+    if (t.n_generated == 0) t.t_prompt_done = steady::now();
+}
+
+// ---- sample: every slot with fresh logits draws its next token, emits it, and finishes or continues ----
+
+void engine_impl::phase_sample() {
+    for (auto & s : slots)
+        if (s.task && s.task->need_sample) sample_one(s);
+}
+
+void engine_impl::sample_one(slot & s) {
+    active_task & t = *s.task;
+    t.need_sample = false;
+    if (t.kind == task_kind::prefill) {
+        const auto t0 = steady::now();
+        blob_buffer_sink sink;
+        Status st = slot_export(ctx.get(), s, env.identity, env.context, true, t.req.request_json, sink);
+        if (!st.ok()) return fail_task(s, st);
+        bump([&](engine_metrics & m) {
+            m.blob_bytes_out += sink.bytes().size();
+            m.serialize_seconds += seconds_since(t0);
+        });
+        return finish(s, finish_reason::stop, {}, std::move(sink.bytes()));
+    }
+    if (t.req.n_predict == 0) return finish(s, finish_reason::length);
+    const token_id tok = sample_from_logits(t.chain.get(), s.logits);
+    if (!t.req.ignore_eos && llama_vocab_is_eog(model->vocab(), tok)) return finish(s, finish_reason::stop);
+    engine_event ev;
+    ev.token = tok;
+    ev.text = t.text.push(text_token_piece(model->vocab(), tok));
+    if (t.req.record_logits) ev.logits = s.logits;
+    t.h->push(std::move(ev));
+    ++t.n_generated;
+    bump([](engine_metrics & m) { ++m.generated_tokens; });
+    if (t.text.stopped()) return finish(s, finish_reason::stop);
+    if (t.n_generated >= uint32_t(t.req.n_predict)) return finish(s, finish_reason::length);
+    if (t.seq.size() + 1 > env.n_ctx_slot) return finish(s, finish_reason::length);
+    t.seq.push_back(tok);
+    t.plan = {uint32_t(t.seq.size())};
+    if (t.req.test_desync_at >= 0 && t.n_generated == uint32_t(t.req.test_desync_at)) {
+        llama_memory_seq_rm(llama_get_memory(ctx.get()), s.id, -1, -1);  // behind the slot's back
+        t.req.test_desync_at = -1;
+    }
+}
+
+// ---- finishing ----
+
+void engine_impl::finish(slot & s, finish_reason why, Status error, std::vector<uint8_t> blob) {
+    std::unique_ptr<active_task> t = std::move(s.task);
+    s.owner = 0;
+    s.last_used = step_no;
+    if (!error.ok()) return deliver(t->h, error_event(std::move(error)));
+    engine_event done;
+    done.type = engine_event::kind::done;
+    done.finish = why;
+    done.blob = std::move(blob);
+    done.text = t->text.flush();
+    done.slot = s.id;
+    done.usage = t->usage;
+    done.usage.generated_tokens = t->n_generated;
+    const auto now = steady::now();
+    if (t->t_prompt_done == steady::time_point{}) t->t_prompt_done = now;
+    done.ms_prompt = ms_between(t->t_start, t->t_prompt_done);
+    done.ms_generate = ms_between(t->t_prompt_done, now);
+    deliver(t->h, std::move(done));
+}
+
+void engine_impl::fail_task(slot & s, Status error) {
+    if (s.task) finish(s, finish_reason::error, std::move(error));
+}
+
+void engine_impl::publish() {
+    std::vector<slot_info> snap;
+    uint32_t busy = 0;
+    llama_memory_t mem = llama_get_memory(ctx.get());
+    for (const auto & s : slots) {
+        slot_info si;
+        si.id = s.id;
+        si.busy = s.task != nullptr || s.owner != 0;
+        si.n_tokens = uint32_t(s.tokens.size());
+        si.n_checkpoints = uint32_t(s.checkpoints.size());
+        si.pos_min = llama_memory_seq_pos_min(mem, s.id);
+        si.pos_max = llama_memory_seq_pos_max(mem, s.id);
+        busy += si.busy ? 1 : 0;
+        snap.push_back(si);
+    }
+    std::lock_guard<std::mutex> lk(pub_mu);
+    slot_snapshot = std::move(snap);
+    metrics.slots_busy = busy;
+}
+
+}  // namespace baton

@@ -1,0 +1,167 @@
+// slot.cpp — slot bookkeeping, the one restore routine, prefix reuse and checkpoints.
+#include "slot.h"
+
+#include <llama.h>
+
+#include <algorithm>
+
+namespace baton {
+
+namespace {
+llama_memory_t mem_of(llama_context * ctx) { return llama_get_memory(ctx); }
+}  // namespace
+
+size_t common_prefix(const std::vector<token_id> & a, const std::vector<token_id> & b) {
+    const size_t n = std::min(a.size(), b.size());
+    size_t i = 0;
+    while (i < n && a[i] == b[i]) ++i;
+    return i;
+}
+
+void slot_clear(llama_context * ctx, slot & s) {
+    llama_memory_seq_rm(mem_of(ctx), s.id, -1, -1);
+    s.tokens.clear();
+    s.checkpoints.clear();
+    s.logits.clear();
+}
+
+Status slot_check_memory(llama_context * ctx, const slot & s) {
+    const llama_pos pmin = llama_memory_seq_pos_min(mem_of(ctx), s.id);
+    const llama_pos pmax = llama_memory_seq_pos_max(mem_of(ctx), s.id);
+    const int64_t want_max = int64_t(s.tokens.size()) - 1;
+    if (pmax != want_max || (s.tokens.empty() ? pmin != -1 : pmin < 0))
+        return {status_code::internal, "slot " + std::to_string(s.id) + ": memory holds positions " +
+                                           std::to_string(pmin) + ".." + std::to_string(pmax) + " but the slot has " +
+                                           std::to_string(s.tokens.size()) + " tokens"};
+    return {};
+}
+
+Status slot_restore(const restore_env & env, slot & s, const validated_blob & blob, uint64_t owner) {
+    const blob_view & b = blob.view();
+    // 1. Everything about the blob is checked before the slot is touched.
+    BATON_RETURN_IF_ERROR(blob_check_compatible(b, env.identity, env.context));
+    if (b.tokens.empty()) return {status_code::corrupt, "tokens: a blob must cover at least one token"};
+    if (b.tokens.size() > env.n_ctx_slot)
+        return {status_code::incompatible, "tokens: " + std::to_string(b.tokens.size()) +
+                                               " tokens do not fit a slot of " + std::to_string(env.n_ctx_slot) +
+                                               " (start the node with a larger -c)"};
+    // 2. Take the slot.
+    if (s.owner != 0 && s.owner != owner)
+        return {status_code::busy, "slot " + std::to_string(s.id) + " is busy"};
+    // 3. Clear, apply, verify, register.
+    slot_clear(env.ctx, s);
+    Status st;
+    const size_t n_read = llama_state_seq_set_data(env.ctx, b.state.data(), b.state.size(), s.id);
+    if (n_read == 0) {
+        st = Status(status_code::engine_error, "state: libllama rejected the state bytes (" +
+                                                   std::to_string(b.state.size()) + " bytes)");
+    } else if (n_read != b.state.size()) {
+        st = Status(status_code::corrupt, "state: libllama read " + std::to_string(n_read) + " of " +
+                                              std::to_string(b.state.size()) + " state bytes");
+    }
+    if (st.ok()) {
+        s.tokens.assign(b.tokens.begin(), b.tokens.end());
+        st = slot_check_memory(env.ctx, s);
+        if (!st.ok()) st = Status(status_code::corrupt, "state: " + st.message() + " (the blob's token section)");
+    }
+    if (st.ok()) {
+        for (const auto & c : b.checkpoints)
+            s.checkpoints.push_back({c.pos_min, c.pos_max, c.n_tokens, std::vector<uint8_t>(c.data.begin(), c.data.end())});
+        if (b.has_logits) s.logits = b.logits;
+        return {};
+    }
+    // 4. Any failure: empty and consistent.
+    slot_clear(env.ctx, s);
+    return st;
+}
+
+Status slot_take_checkpoint(llama_context * ctx, slot & s, uint32_t max_checkpoints) {
+    if (max_checkpoints == 0) return {};
+    const size_t size = llama_state_seq_get_size_ext(ctx, s.id, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
+    slot_checkpoint c;
+    c.n_tokens = uint32_t(s.tokens.size());
+    c.pos_min = llama_memory_seq_pos_min(mem_of(ctx), s.id);
+    c.pos_max = llama_memory_seq_pos_max(mem_of(ctx), s.id);
+    c.data.resize(size);
+    if (size == 0 || llama_state_seq_get_data_ext(ctx, c.data.data(), size, s.id, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY) != size)
+        return {status_code::engine_error, "checkpoint: libllama could not snapshot slot " + std::to_string(s.id)};
+    // Keep the list ordered and unique by n_tokens; drop the oldest beyond the bound.
+    while (!s.checkpoints.empty() && s.checkpoints.back().n_tokens >= c.n_tokens) s.checkpoints.pop_back();
+    s.checkpoints.push_back(std::move(c));
+    while (s.checkpoints.size() > max_checkpoints) s.checkpoints.erase(s.checkpoints.begin());
+    return {};
+}
+
+namespace {
+
+// Roll partial-state memory back to exactly n tokens through a checkpoint taken at n.
+bool rollback_to_checkpoint(llama_context * ctx, slot & s, const slot_checkpoint & c) {
+    // HAZARD (measured): a hybrid partial checkpoint restored into an EMPTY sequence "succeeds" with wrong
+    // output; callers only roll back a non-empty slot that holds the checkpoint's prefix.
+    if (s.tokens.size() < c.n_tokens || c.n_tokens == 0) return false;
+    if (llama_state_seq_set_data_ext(ctx, c.data.data(), c.data.size(), s.id, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY) == 0)
+        return false;
+    if (!llama_memory_seq_rm(mem_of(ctx), s.id, llama_pos(c.n_tokens), -1)) return false;
+    s.tokens.resize(c.n_tokens);
+    s.logits.clear();
+    while (!s.checkpoints.empty() && s.checkpoints.back().n_tokens > c.n_tokens) s.checkpoints.pop_back();
+    return slot_check_memory(ctx, s).ok();
+}
+
+}  // namespace
+
+prepare_outcome slot_prepare_prompt(llama_context * ctx, slot & s, const std::vector<token_id> & prompt, bool partial_state) {
+    prepare_outcome out;
+    // At least the last prompt token is recomputed: its logits are needed to sample.
+    const size_t limit = prompt.empty() ? 0 : prompt.size() - 1;
+    const size_t lcp = std::min(common_prefix(s.tokens, prompt), limit);
+    if (lcp == s.tokens.size()) {  // the slot holds a prefix of the prompt: nothing to undo
+        out.n_keep = uint32_t(lcp);
+        s.logits.clear();
+        return out;
+    }
+    if (lcp > 0 && !partial_state) {
+        if (llama_memory_seq_rm(mem_of(ctx), s.id, llama_pos(lcp), -1)) {
+            s.tokens.resize(lcp);
+            s.logits.clear();
+            out.n_keep = uint32_t(lcp);
+            return out;
+        }
+    }
+    if (lcp > 0 && partial_state) {
+        for (auto it = s.checkpoints.rbegin(); it != s.checkpoints.rend(); ++it) {
+            if (it->n_tokens > lcp) continue;
+            const slot_checkpoint c = *it;  // copy: rollback trims the list
+            if (rollback_to_checkpoint(ctx, s, c)) {
+                out.n_keep = c.n_tokens;
+                out.used_checkpoint = true;
+                return out;
+            }
+            break;
+        }
+        out.reprefill = true;
+    }
+    slot_clear(ctx, s);
+    return out;
+}
+
+Status slot_export(llama_context * ctx, const slot & s, const blob_identity & id, const blob_context & bc,
+                   bool with_logits, const std::string & request_json, blob_sink & sink) {
+    if (s.tokens.empty()) return {status_code::not_found, "slot " + std::to_string(s.id) + " holds no state"};
+    BATON_RETURN_IF_ERROR(slot_check_memory(ctx, s));
+    const size_t size = llama_state_seq_get_size(ctx, s.id);
+    std::vector<uint8_t> state(size);
+    if (size == 0 || llama_state_seq_get_data(ctx, state.data(), size, s.id) != size)
+        return {status_code::engine_error, "state: libllama could not serialize slot " + std::to_string(s.id)};
+    blob_parts parts;
+    parts.identity = id;
+    parts.context = bc;
+    parts.tokens = std::span<const int32_t>(s.tokens.data(), s.tokens.size());
+    parts.state = state;
+    for (const auto & c : s.checkpoints) parts.checkpoints.push_back({c.pos_min, c.pos_max, c.n_tokens, c.data});
+    if (with_logits && !s.logits.empty()) parts.logits = s.logits;
+    parts.request = request_json;
+    return blob_write(parts, sink);
+}
+
+}  // namespace baton

@@ -1,0 +1,89 @@
+// slot.h — a slot is one llama sequence plus the bookkeeping that must always agree with its memory.
+//
+// Invariant (checked before every decode by slot_check_memory): the memory of sequence `id` holds exactly
+// positions 0..tokens.size()-1, i.e. pos_max == tokens.size() - 1 (and -1 when empty). Checkpoints are
+// partial (recurrent/SWA) snapshots taken at token counts <= tokens.size().
+//
+// slot_restore is THE routine that puts external state into a slot; every entry point calls it.
+// Thread-safety: only the engine's scheduler thread calls these functions.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "baton/blob.h"
+#include "baton/chunk_plan.h"
+#include "baton/engine.h"
+#include "baton/status.h"
+#include "baton/text.h"
+
+struct llama_context;
+
+namespace baton {
+
+struct slot_checkpoint {
+    int32_t pos_min = -1, pos_max = -1;
+    uint32_t n_tokens = 0;       // the sequence covered tokens [0, n_tokens) when it was taken
+    std::vector<uint8_t> data;   // PARTIAL_ONLY state bytes
+};
+
+struct active_task;  // engine.cpp: the request a slot is serving
+
+struct slot {
+    int32_t id = 0;
+    std::vector<token_id> tokens;              // exactly what the memory holds, positions 0..n-1
+    std::vector<slot_checkpoint> checkpoints;  // ordered by n_tokens
+    std::vector<float> logits;                 // [n_vocab] for tokens.back() when known, else empty
+    uint64_t owner = 0;                        // request id that reserved the slot, 0 when free
+    uint64_t last_used = 0;                    // scheduler step of the last use (LRU)
+    std::unique_ptr<active_task> task;         // the request being served, null when idle
+};
+
+// What the restore routine needs to know about the node.
+struct restore_env {
+    llama_context * ctx = nullptr;
+    blob_identity identity;
+    blob_context context;
+    uint32_t n_ctx_slot = 0;  // max tokens one sequence can hold
+};
+
+// slot_clear empties the slot: memory for the sequence removed, no tokens, no checkpoints, no logits.
+void slot_clear(llama_context * ctx, slot & s);
+
+// slot_check_memory returns internal naming the disagreement when the memory does not hold exactly the
+// slot's tokens.
+Status slot_check_memory(llama_context * ctx, const slot & s);
+
+// slot_restore — THE restore routine.
+//   1. check the (already parsed and validated) blob's identity and context against the node;
+//   2. take the slot: it must be free or reserved by request `owner`;
+//   3. clear it, apply the state, check the memory covers exactly the blob's tokens, register the blob's
+//      checkpoints, set tokens (the count comes from the token section only) and trailing logits;
+//   4. on any failure leave the slot empty and consistent and return the typed error.
+Status slot_restore(const restore_env & env, slot & s, const validated_blob & blob, uint64_t owner);
+
+// slot_take_checkpoint snapshots the partial state of the slot at its current token count.
+Status slot_take_checkpoint(llama_context * ctx, slot & s, uint32_t max_checkpoints);
+
+// slot_prepare_prompt makes the slot's memory a prefix of prompt that leaves at least one prompt token to
+// decode, reusing as much as possible: attention-only memory is truncated; partial-state memory is
+// rolled back through the newest checkpoint at or before the divergence point, else cleared.
+// Returns how the slot was prepared.
+struct prepare_outcome {
+    uint32_t n_keep = 0;          // tokens kept (prompt tokens that need no compute)
+    bool used_checkpoint = false;
+    bool reprefill = false;       // rollback was needed but impossible: cleared
+};
+prepare_outcome slot_prepare_prompt(llama_context * ctx, slot & s, const std::vector<token_id> & prompt, bool partial_state);
+
+// slot_export writes the slot's state as a blob: tokens, state bytes, checkpoints, logits (when
+// with_logits and known) and request_json.
+Status slot_export(llama_context * ctx, const slot & s, const blob_identity & id, const blob_context & bc,
+                   bool with_logits, const std::string & request_json, blob_sink & sink);
+
+// common_prefix returns the length of the longest common prefix of a and b.
+size_t common_prefix(const std::vector<token_id> & a, const std::vector<token_id> & b);
+
+}  // namespace baton

@@ -1,0 +1,114 @@
+// engine_fixture.h — shared helpers for engine tests: cached models, engines, prompts, blob surgery.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <random>
+
+#include "baton/blob.h"
+#include "baton/engine.h"
+#include "baton/generate.h"
+#include "baton/model.h"
+#include "support/test_support.h"
+
+namespace baton::test {
+
+inline std::shared_ptr<const loaded_model> model_for(const std::string & arch, unsigned seed = 1) {
+    static std::map<std::string, std::shared_ptr<const loaded_model>> cache;
+    const std::string key = arch + "/" + std::to_string(seed);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+    auto m = loaded_model::load(test_model_path(arch, seed));
+    if (!m.ok()) throw std::runtime_error(m.status().to_string());
+    std::shared_ptr<const loaded_model> sp(std::move(m.value()));
+    cache[key] = sp;
+    return sp;
+}
+
+inline engine_config engine_cfg(uint32_t slots = 1, uint32_t n_ctx = 2048) {
+    engine_config c;
+    c.ctx.n_ctx = n_ctx;
+    c.ctx.n_seq_max = slots;
+    return c;
+}
+
+inline std::unique_ptr<engine> make_engine(const std::shared_ptr<const loaded_model> & m, const engine_config & c) {
+    auto e = engine::create(m, c);
+    if (!e.ok()) throw std::runtime_error(e.status().to_string());
+    return std::move(e.value());
+}
+
+// A deterministic prompt of n tokens: BOS then ids drawn from the non-control part of the vocabulary.
+inline std::vector<token_id> make_prompt(size_t n, unsigned seed, int32_t n_vocab) {
+    std::mt19937 rng(seed);
+    std::vector<token_id> p = {1};
+    while (p.size() < n) p.push_back(token_id(5 + rng() % uint32_t(n_vocab - 5)));
+    return p;
+}
+
+inline engine_result run_task(engine & e, engine_task t) {
+    auto h = e.submit(std::move(t));
+    if (!h.ok()) {
+        engine_result r;
+        r.done.type = engine_event::kind::error;
+        r.done.error = h.status();
+        return r;
+    }
+    return engine_run_to_end(h.value(), std::chrono::seconds(300));
+}
+
+inline gen_request greedy(std::vector<token_id> prompt, int n = 32) {
+    gen_request r;
+    r.prompt = std::move(prompt);
+    r.n_predict = n;
+    r.sampling.temperature = 0;
+    r.record_logits = true;
+    return r;
+}
+
+// The oracle's output for the same request and context config.
+inline generate_output oracle(const loaded_model & m, const gen_request & r, const engine_config & c) {
+    generate_params p;
+    p.prompt_tokens = r.prompt;
+    p.n_predict = r.n_predict;
+    p.sampling = r.sampling;
+    p.record_logits = true;
+    p.ctx = c.ctx;
+    auto out = generate_run(m, p);
+    if (!out.ok()) throw std::runtime_error(out.status().to_string());
+    return std::move(out.value());
+}
+
+// blob_rewrite parses bytes, lets f edit the parts, and writes a new blob (checksums recomputed).
+template <typename F>
+std::vector<uint8_t> blob_rewrite(const std::vector<uint8_t> & bytes, F f) {
+    auto v = blob_parse(std::span<const uint8_t>(bytes.data(), bytes.size()));
+    if (!v.ok()) throw std::runtime_error(v.status().to_string());
+    const blob_view & b = v.value();
+    std::vector<uint8_t> state(b.state.begin(), b.state.end());
+    std::vector<int32_t> tokens = b.tokens;
+    std::vector<float> logits = b.logits;
+    blob_parts parts;
+    parts.identity = b.identity;
+    parts.context = b.context;
+    parts.checkpoints = b.checkpoints;
+    parts.request = b.request;
+    f(parts, state, tokens, logits);
+    parts.state = state;
+    parts.tokens = tokens;
+    parts.logits = logits;
+    blob_buffer_sink sink;
+    Status st = blob_write(parts, sink);
+    if (!st.ok()) throw std::runtime_error(st.to_string());
+    return std::move(sink.bytes());
+}
+
+inline blob_ptr validated(std::vector<uint8_t> bytes) {
+    auto b = validated_blob::parse(std::move(bytes), blob_limits{});
+    if (!b.ok()) throw std::runtime_error(b.status().to_string());
+    return b.value();
+}
+
+}  // namespace baton::test
