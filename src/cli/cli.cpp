@@ -31,6 +31,9 @@ int cli_main(int argc, char ** argv) {
     static const add_fn adders[] = {
         cli_add_mkmodel,
         cli_add_generate,
+        cli_add_prefill,
+        cli_add_decode,
+        cli_add_blob,
     };
     std::vector<cli_run_fn> runs(std::size(adders));
     for (size_t i = 0; i < runs.size(); ++i) adders[i](app, runs[i]);

@@ -29,6 +29,9 @@ std::string cli_version_string();
 // Registration functions, one per cmd_*.cpp. Each adds its subcommand to app and stores its run function.
 void cli_add_mkmodel(CLI::App & app, cli_run_fn & run);
 void cli_add_generate(CLI::App & app, cli_run_fn & run);
+void cli_add_prefill(CLI::App & app, cli_run_fn & run);
+void cli_add_decode(CLI::App & app, cli_run_fn & run);
+void cli_add_blob(CLI::App & app, cli_run_fn & run);
 
 // cli_fail prints "baton: MSG" to stderr and returns code.
 int cli_fail(int code, const std::string & msg);
