@@ -13,6 +13,7 @@
 #include "baton/status.h"
 
 struct llama_vocab;
+struct llama_model;
 
 namespace baton {
 
@@ -28,6 +29,16 @@ std::string text_token_piece(const llama_vocab * vocab, token_id token);
 
 // text_detokenize concatenates the pieces of tokens.
 std::string text_detokenize(const llama_vocab * vocab, const std::vector<token_id> & tokens);
+
+struct chat_message {
+    std::string role;     // system | user | assistant | tool
+    std::string content;
+};
+
+// text_apply_chat_template renders messages with the model's chat template (tokenizer.chat_template, one of
+// the templates libllama recognizes) and the assistant prefix. invalid_argument when the model has no
+// template libllama supports.
+Result<std::string> text_apply_chat_template(const llama_model * model, const std::vector<chat_message> & messages);
 
 // utf8_complete_prefix returns the length of the longest prefix of s that does not end inside an
 // incomplete UTF-8 sequence (invalid bytes count as complete, so nothing is held back forever).
