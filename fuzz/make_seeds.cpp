@@ -1,0 +1,127 @@
+// make_seeds.cpp — write valid state blobs of every test architecture into a corpus directory.
+//
+// usage: make_seeds OUT_DIR MODEL_DIR
+// For each architecture a small model (n_embd 64, 4 layers) is made in MODEL_DIR (unless present), a short
+// prompt is decoded in two halves with a partial checkpoint after each half for recurrent/hybrid memory,
+// and the sequence state, checkpoints, last logits and a request are written as OUT_DIR/<arch>.blob. The
+// blobs are a few KB to ~100 KB: large enough to reach every section, small enough to mutate quickly.
+#include <llama.h>
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "baton/blob.h"
+#include "baton/context.h"
+#include "baton/mkmodel.h"
+#include "baton/model.h"
+#include "baton/text.h"
+
+namespace {
+
+using namespace baton;
+
+bool decode(llama_context * ctx, const std::vector<int32_t> & tokens, int32_t pos) {
+    llama_batch b = llama_batch_init(int32_t(tokens.size()), 0, 1);
+    for (size_t i = 0; i < tokens.size(); ++i) {
+        b.token[i] = tokens[i];
+        b.pos[i] = pos + int32_t(i);
+        b.n_seq_id[i] = 1;
+        b.seq_id[i][0] = 0;
+        b.logits[i] = i + 1 == tokens.size();
+    }
+    b.n_tokens = int32_t(tokens.size());
+    const int rc = llama_decode(ctx, b);
+    llama_batch_free(b);
+    return rc == 0;
+}
+
+int make_seed(const std::string & arch, const std::string & out_dir, const std::string & model_dir) {
+    const std::string model_path = model_dir + "/" + arch + "-e64-l4.gguf";
+    struct stat st;
+    if (::stat(model_path.c_str(), &st) != 0) {
+        mkmodel_params p;
+        p.arch = arch;
+        Status s = mkmodel_write(p, model_path);
+        if (!s.ok()) return std::fprintf(stderr, "make_seeds: %s\n", s.to_string().c_str()), 1;
+    }
+    auto m = loaded_model::load(model_path);
+    if (!m.ok()) return std::fprintf(stderr, "make_seeds: %s\n", m.status().to_string().c_str()), 1;
+    const loaded_model & model = *m.value();
+    context_config cfg;
+    cfg.n_ctx = 64;
+    cfg.n_batch = 64;
+    cfg.n_ubatch = 64;
+    auto c = context_make(model, cfg);
+    if (!c.ok()) return std::fprintf(stderr, "make_seeds: %s\n", c.status().to_string().c_str()), 1;
+    llama_context * ctx = c.value().get();
+    auto toks = text_tokenize(model.vocab(), "Seed the fuzzer with a state.", true, false);
+    if (!toks.ok() || toks->size() < 2) return std::fprintf(stderr, "make_seeds: tokenize failed\n"), 1;
+    const std::vector<int32_t> & prompt = toks.value();
+    const size_t half = prompt.size() / 2;
+
+    std::vector<std::vector<uint8_t>> partial;
+    std::vector<blob_checkpoint_view> checkpoints;
+    auto checkpoint = [&](uint32_t n_tokens) {
+        if (!model.has_partial_state()) return;
+        std::vector<uint8_t> d(llama_state_seq_get_size_ext(ctx, 0, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY));
+        llama_state_seq_get_data_ext(ctx, d.data(), d.size(), 0, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
+        partial.push_back(std::move(d));
+        llama_memory_t mem = llama_get_memory(ctx);
+        checkpoints.push_back({llama_memory_seq_pos_min(mem, 0), llama_memory_seq_pos_max(mem, 0), n_tokens, {}});
+    };
+    if (!decode(ctx, {prompt.begin(), prompt.begin() + long(half)}, 0)) return 1;
+    checkpoint(uint32_t(half));
+    if (!decode(ctx, {prompt.begin() + long(half), prompt.end()}, int32_t(half))) return 1;
+    checkpoint(uint32_t(prompt.size()));
+    for (size_t i = 0; i < checkpoints.size(); ++i) checkpoints[i].data = partial[i];
+
+    const int32_t n_vocab = llama_vocab_n_tokens(model.vocab());
+    const float * l = llama_get_logits_ith(ctx, -1);
+    std::vector<float> logits(l, l + n_vocab);
+    std::vector<uint8_t> state(llama_state_seq_get_size(ctx, 0));
+    llama_state_seq_get_data(ctx, state.data(), state.size(), 0);
+
+    const model_identity & mi = model.identity();
+    blob_parts parts;
+    parts.identity = {mi.fingerprint, mi.llama_version, mi.arch, mi.n_layer, mi.n_embd, mi.n_vocab};
+    parts.context = {cfg.type_k, cfg.type_v, cfg.flash_attn, cfg.kv_unified, cfg.n_seq_max, cfg.n_ctx};
+    parts.tokens = prompt;
+    parts.state = state;
+    parts.checkpoints = checkpoints;
+    parts.logits = logits;
+    parts.request = R"({"prompt":"Seed the fuzzer with a state.","n_predict":8,"temperature":0})";
+    blob_buffer_sink sink;
+    Status s = blob_write(parts, sink);
+    if (!s.ok()) return std::fprintf(stderr, "make_seeds: %s\n", s.to_string().c_str()), 1;
+    const std::string out = out_dir + "/" + arch + ".blob";
+    std::ofstream(out, std::ios::binary)
+        .write(reinterpret_cast<const char *>(sink.bytes().data()), std::streamsize(sink.bytes().size()));
+    std::printf("make_seeds: %s (%zu bytes, %zu tokens, %zu checkpoints)\n", out.c_str(), sink.bytes().size(),
+                prompt.size(), checkpoints.size());
+    // A minimal variant without the optional parts reaches the absent-section paths directly.
+    parts.checkpoints.clear();
+    parts.logits = {};
+    parts.request = {};
+    blob_buffer_sink minimal;
+    if (!blob_write(parts, minimal).ok()) return 1;
+    std::ofstream(out_dir + "/" + arch + "-minimal.blob", std::ios::binary)
+        .write(reinterpret_cast<const char *>(minimal.bytes().data()), std::streamsize(minimal.bytes().size()));
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char ** argv) {
+    if (argc != 3) {
+        std::fprintf(stderr, "usage: make_seeds OUT_DIR MODEL_DIR\n");
+        return 2;
+    }
+    llama_quiet_logs();
+    llama_backend_once();
+    ::mkdir(argv[1], 0755);
+    ::mkdir(argv[2], 0755);
+    int rc = 0;
+    for (const char * arch : {"llama", "mamba2", "granitehybrid", "lfm2"}) rc |= make_seed(arch, argv[1], argv[2]);
+    return rc;
+}
