@@ -1,0 +1,112 @@
+// cmd_serve.cpp — `baton serve`: run a node (see src/server/server.h and docs/api.md).
+//
+// Signals: SIGTERM and SIGINT are blocked in every thread and taken by sigwait on the main thread, which
+// then stops accepting, ends in-flight work (after --drain seconds) and exits 0.
+#include <CLI/CLI.hpp>
+
+#include <signal.h>
+
+#include <cstdio>
+#include <csignal>
+#include <cstdlib>
+
+#include "cli.h"
+#include "server/server.h"
+
+namespace baton {
+
+namespace {
+
+struct serve_options {
+    server_config cfg;
+    std::string role = "both";
+    uint32_t n_slots = 1;
+    double max_blob_mb = 1024;
+    double max_json_mb = 8;
+};
+
+Status serve_check(serve_options & o) {
+    auto role = node_role_parse(o.role);
+    if (!role.ok()) return role.status();
+    o.cfg.role = role.value();
+    if (o.n_slots < 1 || o.n_slots > 256) return {status_code::invalid_argument, "parallel: " + std::to_string(o.n_slots) + " is not in 1..256"};
+    o.cfg.engine.ctx.n_seq_max = o.n_slots;
+    if (!(o.max_blob_mb > 0) || !(o.max_json_mb > 0)) return {status_code::invalid_argument, "max-blob-mb/max-json-mb: must be > 0"};
+    o.cfg.max_blob_bytes = uint64_t(o.max_blob_mb * 1024 * 1024);
+    o.cfg.max_json_bytes = uint64_t(o.max_json_mb * 1024 * 1024);
+    if (o.cfg.port < 0 || o.cfg.port > 65535) return {status_code::invalid_argument, "port: " + std::to_string(o.cfg.port) + " is not in 0..65535"};
+    if (o.cfg.timeout_s < 0 || o.cfg.io_timeout_s <= 0 || o.cfg.drain_s < 0)
+        return {status_code::invalid_argument, "timeout/io-timeout/drain: must be >= 0 (io-timeout > 0)"};
+    if (o.cfg.api_key.empty())
+        if (const char * k = std::getenv("BATON_API_KEY"); k && *k) o.cfg.api_key = k;
+    return context_check(o.cfg.engine.ctx);
+}
+
+int run_serve(serve_options & o) {
+    Status st = serve_check(o);
+    if (!st.ok()) return cli_fail(k_exit_usage, st.message());
+    // Block the shutdown signals before any thread exists, so every thread inherits the mask and only
+    // sigwait below sees them.
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+    std::signal(SIGPIPE, SIG_IGN);
+
+    server node(o.cfg);
+    auto port = node.bind();
+    if (!port.ok()) return cli_fail(k_exit_failure, port.status().message());
+    node.start();  // /health answers 503 while the model loads
+    st = node.load();
+    if (!st.ok()) {
+        node.shutdown();
+        return cli_fail(k_exit_failure, st.message());
+    }
+    std::printf("listening on http://%s:%d\n", o.cfg.host.c_str(), port.value());
+    std::fflush(stdout);
+    for (;;) {
+        timespec tick = {0, 200 * 1000 * 1000};
+        const int sig = sigtimedwait(&sigs, nullptr, &tick);
+        if (sig == SIGTERM || sig == SIGINT) break;
+        if (!node.running()) {
+            node.shutdown();
+            return cli_fail(k_exit_failure, "the HTTP listener stopped unexpectedly");
+        }
+    }
+    std::fprintf(stderr, "baton: shutting down\n");
+    node.shutdown();
+    return k_exit_ok;
+}
+
+}  // namespace
+
+void cli_add_serve(CLI::App & app, cli_run_fn & run) {
+    auto o = std::make_shared<serve_options>();
+    server_config & c = o->cfg;
+    CLI::App * sub = app.add_subcommand("serve", "Run an HTTP node: OpenAI API, prefill/decode and slot state endpoints (docs/api.md)");
+    sub->allow_non_standard_option_names();  // llama-server's -np
+    sub->add_option("-m,--model", c.model_path, "GGUF model file")->required();
+    sub->add_option("--host", c.host, "Address to bind")->capture_default_str();
+    sub->add_option("--port", c.port, "Port to bind (0: any free port)")->capture_default_str();
+    sub->add_option("--role", o->role, "both | prefill | decode: which PD endpoints this node serves")->capture_default_str();
+    sub->add_option("-np,--parallel", o->n_slots, "Slots (concurrent sequences)")->capture_default_str();
+    sub->add_option("-c,--ctx-size", c.engine.ctx.n_ctx, "Context size in tokens (shared by all slots when unified)")->capture_default_str();
+    sub->add_option("-b,--batch-size", c.engine.ctx.n_batch, "Tokens per llama_decode")->capture_default_str();
+    sub->add_option("-t,--threads", c.engine.ctx.n_threads, "Compute threads")->capture_default_str();
+    sub->add_flag("--kv-unified,!--no-kv-unified", c.engine.ctx.kv_unified,
+                  "One KV buffer for all slots (default; blobs restore into any slot count) or one per slot");
+    sub->add_option("--api-key", c.api_key, "Require \"Authorization: Bearer KEY\" on every endpoint but /health (or set BATON_API_KEY)");
+    sub->add_option("--max-blob-mb", o->max_blob_mb, "Body cap of /v1/decode and PUT /v1/slots/{id}/state, MiB")->capture_default_str();
+    sub->add_option("--max-json-mb", o->max_json_mb, "Body cap of the JSON endpoints, MiB")->capture_default_str();
+    sub->add_option("--timeout", c.timeout_s, "Per-request timeout in seconds (0: none); a late request is cancelled")->capture_default_str();
+    sub->add_option("--queue-max", c.queue_max, "Requests that may wait for a slot; beyond this: 503 with Retry-After")->capture_default_str();
+    sub->add_option("--io-timeout", c.io_timeout_s, "Socket read/write timeout in seconds (stalled clients lose their request)")->capture_default_str();
+    sub->add_option("--http-threads", c.http_threads, "Most connections served at once")->capture_default_str();
+    sub->add_option("--drain", c.drain_s, "On SIGTERM, let in-flight requests finish for up to this many seconds, then cancel")->capture_default_str();
+    sub->add_flag("--test-corrupt-state", c.test_corrupt_state,
+                  "TEST ONLY: flip one byte in the state section of every blob this node returns (router tests)");
+    sub->callback([&run, o] { run = [o] { return run_serve(*o); }; });
+}
+
+}  // namespace baton

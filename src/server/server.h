@@ -1,0 +1,71 @@
+// server.h — a Baton node: one model, one engine, one HTTP server (`baton serve`).
+//
+// The node speaks the OpenAI API (/v1/completions, /v1/chat/completions), the PD endpoints (/v1/prefill
+// returns a state blob, /v1/decode continues one) and the slot state endpoints, plus /health, /v1/models,
+// /v1/slots and /metrics; docs/api.md is the reference. HTTP threads parse requests at the edge, submit
+// typed tasks to the engine and consume their handles; only the engine's scheduler thread touches the
+// llama context. Every error becomes an HTTP response in http_errors.cpp.
+//
+// Lifecycle: bind() (port 0 picks a free port) -> start() (accepting; /health answers 503) -> load()
+// (model + engine; /health answers 200) -> shutdown() (stop accepting, cancel in-flight work, join).
+// Thread-safety: the lifecycle functions are called from one thread; the handlers run on HTTP threads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "baton/engine.h"
+#include "baton/status.h"
+
+namespace baton {
+
+enum class node_role : uint8_t { both, prefill, decode };
+const char * node_role_name(node_role r);  // "both" | "prefill" | "decode"
+Result<node_role> node_role_parse(std::string_view s);
+
+struct server_config {
+    std::string model_path;
+    std::string host = "127.0.0.1";
+    int port = 8080;                       // 0: any free port
+    node_role role = node_role::both;
+    engine_config engine;                  // context (slots = ctx.n_seq_max), blob limits
+    uint32_t queue_max = 64;               // generation requests that may wait for a slot; beyond: 503
+    std::string api_key;                   // empty: no authentication
+    uint64_t max_blob_bytes = uint64_t(1) << 30;  // body cap of /v1/decode and PUT state (bytes)
+    uint64_t max_json_bytes = uint64_t(8) << 20;  // body cap of JSON endpoints (bytes)
+    double timeout_s = 600;                // per request, from arrival to the last byte; 0: none
+    double io_timeout_s = 30;              // socket read/write timeout (stalled clients)
+    uint32_t http_threads = 64;            // most concurrent connections served at once
+    double drain_s = 0;                    // shutdown: wait this long for in-flight requests before cancelling
+    bool test_corrupt_state = false;       // TEST ONLY: flip a byte in the state section of every blob returned
+};
+
+class server_impl;
+
+class server {
+  public:
+    explicit server(server_config cfg);
+    ~server();  // shutdown()
+
+    // bind binds the listening socket; returns the port.
+    Result<int> bind();
+    // start accepts connections on a background thread. REQUIRES: bind() succeeded.
+    void start();
+    // load loads the model and creates the engine; afterwards the node is ready.
+    Status load();
+    // running is false once the HTTP server stopped (shutdown, or a listener failure).
+    bool running() const;
+    // shutdown stops accepting, ends in-flight requests (after drain_s) and joins the HTTP thread. Idempotent.
+    void shutdown();
+
+  private:
+    std::unique_ptr<server_impl> impl_;
+};
+
+// server_corrupt_state_for_test flips one byte in the middle of the state section payload (test hook of
+// --test-corrupt-state): the blob stays well-framed but its state checksum no longer matches.
+void server_corrupt_state_for_test(std::vector<uint8_t> & blob);
+
+}  // namespace baton
