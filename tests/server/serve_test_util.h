@@ -1,0 +1,109 @@
+// serve_test_util.h — helpers shared by the `baton serve` end-to-end tests: node arguments, JSON and SSE
+// requests, and response normalization (ids and timestamps are the only fields allowed to differ).
+#pragma once
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "support/node_process.h"
+#include "support/test_support.h"
+
+namespace baton::test {
+
+using json = nlohmann::json;
+
+// serve_args: `serve -m MODEL -c 2048 -t 2` plus extra.
+inline std::vector<std::string> serve_args(const std::string & arch, std::vector<std::string> extra = {}, unsigned seed = 1) {
+    std::vector<std::string> a = {"serve", "-m", test_model_path(arch, seed), "-c", "2048", "-t", "2"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+}
+
+struct http_reply {
+    int status = 0;          // 0: transport error
+    std::string body;
+    std::string content_type;
+    std::string retry_after;
+    json j() const { return json::parse(body, nullptr, false); }
+};
+
+inline http_reply to_reply(const httplib::Result & r) {
+    http_reply out;
+    if (!r) return out;
+    out.status = r->status;
+    out.body = r->body;
+    out.content_type = r->get_header_value("Content-Type");
+    out.retry_after = r->get_header_value("Retry-After");
+    return out;
+}
+
+inline httplib::Headers auth_headers(const std::string & key) {
+    if (key.empty()) return {};
+    return {{"Authorization", "Bearer " + key}};
+}
+
+inline http_reply post(const node_process & n, const std::string & path, const std::string & body,
+                       const std::string & type = "application/json", const std::string & key = "", double timeout_s = 120) {
+    auto c = n.client(timeout_s);
+    return to_reply(c->Post(path, auth_headers(key), body, type));
+}
+
+inline http_reply get(const node_process & n, const std::string & path, const std::string & key = "", double timeout_s = 60) {
+    auto c = n.client(timeout_s);
+    return to_reply(c->Get(path, auth_headers(key)));
+}
+
+// sse_payloads splits an SSE body into its data payloads ("[DONE]" included as a string).
+inline std::vector<std::string> sse_payloads(const std::string & body) {
+    std::vector<std::string> out;
+    size_t pos = 0;
+    while ((pos = body.find("data: ", pos)) != std::string::npos) {
+        const size_t end = body.find("\n\n", pos);
+        out.push_back(body.substr(pos + 6, (end == std::string::npos ? body.size() : end) - pos - 6));
+        pos = end == std::string::npos ? body.size() : end + 2;
+    }
+    return out;
+}
+
+// normalized drops the per-response fields ("id", "created") so two responses can be compared whole.
+inline json normalized(json j) {
+    if (j.is_object()) {
+        j.erase("id");
+        j.erase("created");
+    }
+    return j;
+}
+
+// normalized_stream: every chunk normalized, [DONE] kept as a string.
+inline std::vector<json> normalized_stream(const std::string & body) {
+    std::vector<json> out;
+    for (const auto & p : sse_payloads(body)) out.push_back(p == "[DONE]" ? json("[DONE]") : normalized(json::parse(p, nullptr, false)));
+    return out;
+}
+
+// stream_text concatenates the generated text of a stream (completions "text" or chat "delta.content").
+inline std::string stream_text(const std::vector<json> & chunks) {
+    std::string s;
+    for (const auto & c : chunks) {
+        if (!c.is_object() || !c.contains("choices") || c["choices"].empty()) continue;
+        const json & ch = c["choices"][0];
+        if (ch.contains("text")) s += ch["text"].get<std::string>();
+        if (ch.contains("delta") && ch["delta"].contains("content")) s += ch["delta"]["content"].get<std::string>();
+    }
+    return s;
+}
+
+// metric_value reads one sample ("name" or "name{labels}") from Prometheus text; -1 if absent.
+inline double metric_value(const std::string & text, const std::string & sample) {
+    size_t pos = 0;
+    while ((pos = text.find(sample + " ", pos)) != std::string::npos) {
+        if (pos == 0 || text[pos - 1] == '\n') return std::stod(text.substr(pos + sample.size() + 1));
+        pos += sample.size();
+    }
+    return -1;
+}
+
+}  // namespace baton::test
