@@ -36,7 +36,8 @@ Result<std::array<uint8_t, 16>> model_fingerprint_file(const std::string & path)
 
 struct model_load_params {
     int n_gpu_layers = 0;
-    bool quiet = true;  // route libllama's logs to nowhere except errors
+    bool quiet = true;       // route libllama's logs to nowhere except errors
+    bool vocab_only = false; // load only the vocabulary and metadata (no weights, no fingerprint)
 };
 
 class loaded_model {

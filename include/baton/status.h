@@ -29,6 +29,7 @@ enum class status_code : uint8_t {
     cancelled,          // the request was cancelled (client went away, shutdown)
     deadline_exceeded,  // a timeout elapsed
     unauthenticated,    // missing or wrong API key
+    upstream_error,     // a node the router forwarded to failed, timed out or answered garbage
     internal,           // a bug in Baton: should never happen
 };
 

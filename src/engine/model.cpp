@@ -62,11 +62,20 @@ loaded_model::~loaded_model() {
 Result<std::unique_ptr<loaded_model>> loaded_model::load(const std::string & path, const model_load_params & params) {
     if (params.quiet) llama_quiet_logs();
     llama_backend_once();
-    auto fp = model_fingerprint_file(path);
-    if (!fp.ok()) return fp.status();
+    std::array<uint8_t, 16> fingerprint{};
+    if (!params.vocab_only) {
+        auto fp = model_fingerprint_file(path);
+        if (!fp.ok()) return fp.status();
+        fingerprint = fp.value();
+    } else if (std::FILE * f = std::fopen(path.c_str(), "rb")) {
+        std::fclose(f);
+    } else {
+        return Status(status_code::io_error, "cannot read '" + path + "': " + std::strerror(errno));
+    }
 
     llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = params.n_gpu_layers;
+    mp.vocab_only = params.vocab_only;
     llama_model * m = llama_model_load_from_file(path.c_str(), mp);
     if (!m) return Status(status_code::invalid_argument, "cannot load model '" + path + "': libllama rejected it (set BATON_LLAMA_LOG=1 for details)");
 
@@ -74,7 +83,7 @@ Result<std::unique_ptr<loaded_model>> loaded_model::load(const std::string & pat
     lm->model_ = m;
     lm->path_ = path;
     auto & id = lm->identity_;
-    id.fingerprint = fp.value();
+    id.fingerprint = fingerprint;
     id.llama_version = llama_version();
     char buf[256];
     if (llama_model_meta_val_str(m, "general.architecture", buf, sizeof buf) >= 0) id.arch = buf;

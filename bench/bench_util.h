@@ -1,0 +1,78 @@
+// bench_util.h — shared helpers for Baton's benchmarks: repeated measurement (median, min, max), result
+// lines in the machine-readable format bench/run collects, and cached benchmark models.
+//
+// Every benchmark prints a human table on stdout and one JSON line per figure prefixed with "RESULT ":
+//   RESULT {"name":..., "value":..., "unit":..., "target":..., "ok":true|false, "min":..., "max":..., "n":...}
+#pragma once
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "baton/mkmodel.h"
+
+namespace baton::bench {
+
+struct stats {
+    double median = 0, min = 0, max = 0;
+    size_t n = 0;
+};
+
+inline stats summarize(std::vector<double> v) {
+    stats s;
+    if (v.empty()) return s;
+    std::sort(v.begin(), v.end());
+    s.n = v.size();
+    s.min = v.front();
+    s.max = v.back();
+    s.median = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+    return s;
+}
+
+inline double now_ms() {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// result prints one figure. target_text is human-readable ("<= 1%"); ok says whether it is met.
+inline void result(const std::string & name, const stats & s, const std::string & unit, const std::string & target_text, bool ok) {
+    std::printf("RESULT {\"name\":\"%s\",\"value\":%.6g,\"unit\":\"%s\",\"target\":\"%s\",\"ok\":%s,\"min\":%.6g,\"max\":%.6g,\"n\":%zu}\n",
+                name.c_str(), s.median, unit.c_str(), target_text.c_str(), ok ? "true" : "false", s.min, s.max, s.n);
+    std::fflush(stdout);
+}
+
+// bench_model returns a cached benchmark model (made with mkmodel on first use) under $BATON_BENCH_DIR
+// (default build/bench-models).
+inline std::string bench_model(const std::string & arch, int n_embd, int n_layer, int n_ctx = 8192) {
+    const char * env = std::getenv("BATON_BENCH_DIR");
+    const std::string dir = env && *env ? env : "build/bench-models";
+    ::mkdir(dir.c_str(), 0755);
+    const std::string path = dir + "/" + arch + "-" + std::to_string(n_embd) + "x" + std::to_string(n_layer) + ".gguf";
+    struct stat st;
+    if (::stat(path.c_str(), &st) == 0) return path;
+    mkmodel_params p;
+    p.arch = arch;
+    p.n_embd = n_embd;
+    p.n_layer = n_layer;
+    p.n_ctx = n_ctx;
+    Status s = mkmodel_write(p, path);
+    if (!s.ok()) {
+        std::fprintf(stderr, "bench: %s\n", s.to_string().c_str());
+        std::exit(1);
+    }
+    return path;
+}
+
+// quick_mode: `--quick` on the command line (smoke mode: fewer sizes and runs).
+inline bool quick_mode(int argc, char ** argv) {
+    for (int i = 1; i < argc; ++i)
+        if (std::string(argv[i]) == "--quick") return true;
+    return false;
+}
+
+}  // namespace baton::bench

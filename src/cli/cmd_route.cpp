@@ -1,0 +1,77 @@
+// cmd_route.cpp — `baton route`: the OpenAI front over prefill and decode node pools.
+#include <CLI/CLI.hpp>
+
+#include <signal.h>
+
+#include <cstdio>
+#include <sstream>
+#include <thread>
+
+#include "cli.h"
+#include "router/router.h"
+
+namespace baton {
+
+namespace {
+
+std::vector<std::string> split_urls(const std::string & s) {
+    std::vector<std::string> out;
+    std::stringstream ss(s);
+    std::string item;
+    while (std::getline(ss, item, ','))
+        if (!item.empty()) out.push_back(item);
+    return out;
+}
+
+int run_route(const router_config & base, const std::string & prefill, const std::string & decode, const std::string & fallback) {
+    router_config cfg = base;
+    cfg.prefill_urls = split_urls(prefill);
+    cfg.decode_urls = split_urls(decode);
+    if (fallback == "local") cfg.fallback = fallback_policy::local;
+    else if (fallback == "fail") cfg.fallback = fallback_policy::fail;
+    else return cli_fail(k_exit_usage, "--fallback: '" + fallback + "' is not local or fail");
+    // Block the stop signals before any thread starts, so one thread can wait for them.
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    signal(SIGPIPE, SIG_IGN);
+    auto r = router::create(cfg);
+    if (!r.ok()) return cli_fail(r.status().code() == status_code::invalid_argument ? k_exit_usage : k_exit_failure, r.status().message());
+    auto port = r.value()->start();
+    if (!port.ok()) return cli_fail(k_exit_failure, port.status().message());
+    std::printf("listening on http://%s:%d\n", cfg.host.c_str(), port.value());
+    std::fflush(stdout);
+    int sig = 0;
+    sigwait(&set, &sig);
+    std::fprintf(stderr, "baton: route: signal %d, stopping\n", sig);
+    r.value()->stop();
+    return k_exit_ok;
+}
+
+}  // namespace
+
+void cli_add_route(CLI::App & app, cli_run_fn & run) {
+    auto cfg = std::make_shared<router_config>();
+    auto prefill = std::make_shared<std::string>(), decode = std::make_shared<std::string>();
+    auto fallback = std::make_shared<std::string>("local");
+    CLI::App * sub = app.add_subcommand("route", "OpenAI front that drives prefill -> decode across node pools");
+    sub->add_option("--prefill", *prefill, "Prefill node URLs, comma-separated (http://HOST:PORT,...)");
+    sub->add_option("--decode", *decode, "Decode node URLs, comma-separated")->required();
+    sub->add_option("--host", cfg->host, "Address to bind")->capture_default_str();
+    sub->add_option("--port", cfg->port, "Port (0 picks a free one)")->capture_default_str();
+    sub->add_option("--api-key", cfg->api_key, "Key clients must send as Authorization: Bearer KEY");
+    sub->add_option("--node-key", cfg->node_key, "Key sent to the nodes");
+    sub->add_option("--pd-min-tokens", cfg->pd_min_tokens, "Prompts with fewer tokens skip the prefill hop")->capture_default_str();
+    sub->add_option("--fallback", *fallback, "When prefill fails or a blob is rejected: local (prefill on the decode node) or fail")->capture_default_str();
+    sub->add_option("--timeout", cfg->timeout_s, "Per-request deadline in seconds (every hop gets what is left)")->capture_default_str();
+    sub->add_option("--health-interval", cfg->health_interval_s, "Seconds between node health checks")->capture_default_str();
+    sub->add_option("--load-cap", cfg->load_cap, "Decode affinity yields when its node has this many more requests than the least loaded")->capture_default_str();
+    sub->add_option("-m,--model", cfg->model_path, "GGUF file whose vocabulary counts prompt tokens exactly (else ~4 bytes per token)");
+    sub->callback([&run, cfg, prefill, decode, fallback] {
+        run = [cfg, prefill, decode, fallback] { return run_route(*cfg, *prefill, *decode, *fallback); };
+    });
+}
+
+}  // namespace baton

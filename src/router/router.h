@@ -1,0 +1,63 @@
+// router.h — `baton route`: the OpenAI front that drives prefill -> blob -> decode across node pools.
+//
+// A request whose prompt has at least pd_min_tokens tokens goes to a prefill node (/v1/prefill), its blob
+// to a decode node (/v1/decode), and the decode node's response back to the client; shorter prompts go
+// straight to a decode node. Failure policy (each case counted in /metrics by reason):
+//   prefill node error or timeout  -> the next prefill node; all failed -> local prefill on a decode node
+//                                     (fallback local) or an explicit error (fallback fail);
+//   decode node rejects the blob   -> local prefill on a decode node, or an explicit error;
+//   decode node unreachable before the first byte -> another decode node; after the first byte -> an
+//                                     error event in the stream and a closed response;
+//   every hop has a timeout; nodes failing health checks are ejected and re-admitted when healthy.
+// Thread-safety: the router object is shared by httplib's worker threads and the health-check thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "baton/status.h"
+
+namespace baton {
+
+enum class fallback_policy : uint8_t { local, fail };
+
+struct router_config {
+    std::vector<std::string> prefill_urls;
+    std::vector<std::string> decode_urls;
+    std::string host = "127.0.0.1";
+    int port = 8080;
+    std::string api_key;                 // clients must send it (Authorization: Bearer) when set
+    std::string node_key;                // sent to nodes when set
+    uint32_t pd_min_tokens = 64;         // prompts shorter than this skip the prefill hop
+    fallback_policy fallback = fallback_policy::local;
+    double timeout_s = 300;              // whole-request deadline; every hop gets what is left
+    double health_interval_s = 1.0;      // health checks of every node
+    uint32_t load_cap = 4;               // decode affinity yields when a node is this far above the least loaded
+    std::string model_path;              // optional: count prompt tokens exactly with this model's vocabulary
+    size_t max_body_bytes = 8u << 20;    // client request bodies
+};
+
+class router_impl;
+
+class router {
+  public:
+    // create validates the config (URLs, ports) and loads the vocabulary when model_path is set.
+    static Result<std::unique_ptr<router>> create(const router_config & cfg);
+    ~router();
+    // start binds (port 0 picks a free port) and starts serving and health checking; returns the port.
+    Result<int> start();
+    // stop stops accepting, lets in-flight requests end, joins threads. Idempotent.
+    void stop();
+    // wait blocks until stop() was called (from a signal handler thread, say).
+    void wait();
+
+  private:
+    explicit router(std::unique_ptr<router_impl> impl);
+    std::unique_ptr<router_impl> impl_;
+};
+
+}  // namespace baton
