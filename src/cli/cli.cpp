@@ -34,6 +34,7 @@ int cli_main(int argc, char ** argv) {
         cli_add_prefill,
         cli_add_decode,
         cli_add_blob,
+        cli_add_route,
         cli_add_serve,
     };
     std::vector<cli_run_fn> runs(std::size(adders));

@@ -32,6 +32,7 @@ void cli_add_generate(CLI::App & app, cli_run_fn & run);
 void cli_add_prefill(CLI::App & app, cli_run_fn & run);
 void cli_add_decode(CLI::App & app, cli_run_fn & run);
 void cli_add_blob(CLI::App & app, cli_run_fn & run);
+void cli_add_route(CLI::App & app, cli_run_fn & run);
 void cli_add_serve(CLI::App & app, cli_run_fn & run);
 
 // cli_fail prints "baton: MSG" to stderr and returns code.
