@@ -39,7 +39,7 @@ namespace baton {
 class loaded_model;
 
 struct engine_config {
-    context_config ctx;           // ctx.n_seq_max is the number of slots
+    context_config ctx;           // ctx.n_seq_max is the number of slots; each holds n_ctx / slots tokens
     blob_limits limits;           // applied to every blob a slot restores
     uint32_t queue_max = 256;     // tasks waiting for a slot; beyond this submit fails with unavailable
 };

@@ -84,7 +84,9 @@ Result<std::unique_ptr<engine>> engine::create(std::shared_ptr<const loaded_mode
     impl->env.identity = {mi.fingerprint, mi.llama_version, mi.arch, mi.n_layer, mi.n_embd, mi.n_vocab};
     const context_config & c = impl->cfg.ctx;
     impl->env.context = {c.type_k, c.type_v, c.flash_attn, c.kv_unified, c.n_seq_max, llama_n_ctx(impl->ctx.get())};
-    impl->env.n_ctx_slot = llama_n_ctx_seq(impl->ctx.get());
+    // Each slot owns an equal share of the KV cells (like llama-server's -np), so the slots together can
+    // never need more cells than exist and one slot can never starve another, whatever the KV layout.
+    impl->env.n_ctx_slot = llama_n_ctx(impl->ctx.get()) / c.n_seq_max;
 
     impl->slots.resize(c.n_seq_max);
     for (size_t i = 0; i < impl->slots.size(); ++i) impl->slots[i].id = int32_t(i);

@@ -90,7 +90,7 @@ class engine_impl {
     // ---- helpers (scheduler.cpp) ----
     bool admit_one(engine_task & task, const request_ptr & h);  // false: no slot free, keep queued
     void run_slot_op(engine_task & task, const request_ptr & h);
-    bool bind_task(std::unique_ptr<active_task> t, engine_task & task);
+    void bind_task(slot & s, std::unique_ptr<active_task> t, engine_task & task);
     int32_t pick_slot(const std::vector<token_id> & prompt) const;
     void start_prompt(slot & s, active_task & t);
     void after_chunk(slot & s, uint32_t n_end);

@@ -102,20 +102,24 @@ bool engine_impl::admit_one(engine_task & task, const request_ptr & h) {
         run_slot_op(task, h);
         return true;
     }
+    // Choose the slot before taking anything out of the task: a task that finds no free slot stays queued
+    // intact (regression: a moved-from request was re-queued and later bound with an empty prompt).
+    gen_request * req = nullptr;
+    task_kind kind = task_kind::generate;
+    if (auto * g = std::get_if<task_generate>(&task)) req = &g->req;
+    else if (auto * p = std::get_if<task_prefill>(&task)) req = &p->req, kind = task_kind::prefill;
+    else if (auto * d = std::get_if<task_decode>(&task)) req = &d->req, kind = task_kind::decode;
+    if (!req) return true;
+    const std::vector<token_id> no_prompt;
+    const int32_t id = pick_slot(kind == task_kind::decode ? no_prompt : req->prompt);
+    if (id < 0) return false;
     auto t = std::make_unique<active_task>();
     t->h = h;
     t->t_start = steady::now();
-    if (auto * g = std::get_if<task_generate>(&task)) {
-        t->kind = task_kind::generate;
-        t->req = std::move(g->req);
-    } else if (auto * p = std::get_if<task_prefill>(&task)) {
-        t->kind = task_kind::prefill;
-        t->req = std::move(p->req);
-    } else if (auto * d = std::get_if<task_decode>(&task)) {
-        t->kind = task_kind::decode;
-        t->req = std::move(d->req);
-    }
-    return bind_task(std::move(t), task);
+    t->kind = kind;
+    t->req = std::move(*req);
+    bind_task(slots[size_t(id)], std::move(t), task);
+    return true;
 }
 
 int32_t engine_impl::pick_slot(const std::vector<token_id> & prompt) const {
@@ -134,11 +138,7 @@ int32_t engine_impl::pick_slot(const std::vector<token_id> & prompt) const {
     return best;
 }
 
-bool engine_impl::bind_task(std::unique_ptr<active_task> t, engine_task & task) {
-    const std::vector<token_id> no_prompt;
-    const int32_t id = pick_slot(t->kind == task_kind::decode ? no_prompt : t->req.prompt);
-    if (id < 0) return false;
-    slot & s = slots[size_t(id)];
+void engine_impl::bind_task(slot & s, std::unique_ptr<active_task> t, engine_task & task) {
     s.last_used = step_no;
     t->chain = sampling_make_chain(t->req.sampling, n_vocab);
     t->text = text_stream(t->req.stop);
@@ -149,7 +149,7 @@ bool engine_impl::bind_task(std::unique_ptr<active_task> t, engine_task & task) 
             Status st(status_code::incompatible, "logits: the blob carries no trailing logits; /v1/decode needs a blob from prefill");
             count_restore(st, 0, blob.size());
             deliver(t->h, error_event(st));
-            return true;
+            return;
         }
         s.owner = t->h->id();
         const auto t0 = steady::now();
@@ -158,7 +158,7 @@ bool engine_impl::bind_task(std::unique_ptr<active_task> t, engine_task & task) 
         if (!st.ok()) {
             s.owner = 0;
             deliver(t->h, error_event(st));
-            return true;
+            return;
         }
         t->seq = s.tokens;
         t->usage.prompt_tokens = uint32_t(s.tokens.size());
@@ -166,13 +166,12 @@ bool engine_impl::bind_task(std::unique_ptr<active_task> t, engine_task & task) 
         t->t_prompt_done = steady::now();
         t->need_sample = true;
         s.task = std::move(t);
-        return true;
+        return;
     }
     s.owner = t->h->id();
-    if (!slot_check_memory(ctx.get(), s).ok()) repair(s, slot_check_memory(ctx.get(), s));
+    if (Status st = slot_check_memory(ctx.get(), s); !st.ok()) repair(s, st);
     s.task = std::move(t);
     start_prompt(s, *s.task);
-    return true;
 }
 
 void engine_impl::start_prompt(slot & s, active_task & t) {

@@ -295,3 +295,32 @@ TEST(EngineSubmit, StopStringsEndGenerationAndAreNotEmitted) {
 
 }  // namespace
 }  // namespace baton
+
+namespace baton {
+namespace {
+using namespace baton::test;
+
+// Regression: more concurrent requests than slots, all sharing a prefix, must all finish (they queue for
+// a slot and reuse each other's prefix).
+TEST(EngineQueue, MoreRequestsThanSlotsAllFinishRegression) {
+    auto m = model_for("llama");
+    const engine_config cfg = engine_cfg(2, 2048);
+    auto e = make_engine(m, cfg);
+    std::vector<gen_request> reqs;
+    for (unsigned i = 0; i < 16; ++i) {
+        gen_request r = greedy(make_prompt(40, 7, 300), 8);
+        for (token_id t : make_prompt(6, 100 + i, 300)) r.prompt.push_back(t == 1 ? 11 : t);
+        r.record_logits = false;
+        reqs.push_back(r);
+    }
+    std::vector<request_ptr> hs;
+    for (const auto & r : reqs) hs.push_back(e->submit(task_generate{r}).value());
+    for (size_t i = 0; i < hs.size(); ++i) {
+        engine_result r = engine_run_to_end(hs[i], std::chrono::seconds(30));
+        ASSERT_EQ(r.done.type, engine_event::kind::done) << "request " << i << ": " << r.done.error.to_string();
+        EXPECT_EQ(r.tokens, oracle(*m, reqs[i], engine_cfg(1, 2048)).tokens) << i;
+    }
+}
+
+}  // namespace
+}  // namespace baton
