@@ -12,6 +12,7 @@
 #include "node_pool.h"
 #include "router_metrics.h"
 #include "server/http_errors.h"
+#include "server/listen_backlog.h"
 #include "server/openai.h"
 #include "upstream.h"
 
@@ -229,11 +230,15 @@ void router_impl::stream_to_client(route_ctx & ctx, std::shared_ptr<upstream_cal
                     *first = false;
                     metrics.ttft(seconds_between(t_arrival, steady::now()));
                 }
-                if (!sink.write(chunk.data(), chunk.size())) call->cancel();
+                if (!sink.write(chunk.data(), chunk.size())) {
+                    std::fprintf(stderr, "baton: route: client went away mid-stream; cancelling the upstream request\n");
+                    call->cancel();
+                }
                 return true;
             }
             Status st = call->end_status();
             if (!st.ok()) {  // after the first byte: an explicit error event, then the stream closes
+                std::fprintf(stderr, "baton: route: stream from the decode node ended with an error: %s\n", st.message().c_str());
                 const std::string ev = "data: " + http_error_json(Status(status_code::upstream_error, "decode node failed mid-stream: " + st.message())) + "\n\n";
                 sink.write(ev.data(), ev.size());
             }
@@ -304,7 +309,21 @@ void router_impl::routes() {
         if (res.status == 404) reply_error(res, Status(status_code::not_found, "unknown route"));
         else if (res.status == 413) reply_error(res, Status(status_code::too_large, "request body over the limit"));
     });
-    http.set_logger([this](const httplib::Request & req, const httplib::Response & res) { metrics.request(req.path, res.status); });
+    http.set_logger([this](const httplib::Request & req, const httplib::Response & res) {
+        metrics.request(req.path, res.status);
+        if (res.status >= 400) std::fprintf(stderr, "baton: route: %s %s -> %d\n", req.method.c_str(), req.path.c_str(), res.status);
+    });
+    http.set_exception_handler([](const httplib::Request & req, httplib::Response & res, std::exception_ptr ep) {
+        std::string what = "unknown exception";
+        try {
+            std::rethrow_exception(ep);
+        } catch (const std::exception & e) {
+            what = e.what();
+        } catch (...) {
+        }
+        std::fprintf(stderr, "baton: route: %s %s: internal error: %s\n", req.method.c_str(), req.path.c_str(), what.c_str());
+        http_send_error(res, Status(status_code::internal, "router internal error: " + what));
+    });
 }
 
 // ---- lifecycle ----
@@ -336,9 +355,13 @@ Result<int> router::start() {
     router_impl & r = *impl_;
     int port = r.cfg.port == 0 ? r.http.bind_to_any_port(r.cfg.host) : (r.http.bind_to_port(r.cfg.host, r.cfg.port) ? r.cfg.port : -1);
     if (port <= 0) return Status(status_code::unavailable, "cannot listen on " + r.cfg.host + ":" + std::to_string(r.cfg.port));
+    // httplib's backlog is 5: many clients connecting at once would be reset (see listen_backlog.h). The
+    // socket listens once listen_after_bind runs, so the backlog is raised right after it is ready.
     r.health_thread = std::thread([&r] { r.health_loop(); });
     r.http_thread = std::thread([&r] { r.http.listen_after_bind(); });
     r.http.wait_until_ready();
+    Status st = http_raise_backlog(port);
+    if (!st.ok()) std::fprintf(stderr, "baton: route: %s\n", st.message().c_str());
     return port;
 }
 

@@ -1,0 +1,233 @@
+// router_e2e_test.cpp — `baton route` end to end with real processes: 2 prefill + 2 decode nodes behind a
+// router against a single `both` node; kill -9 of nodes; a prefill node that corrupts its blobs; and
+// --fallback fail. Every request has a timeout; every process is reaped by its guard.
+#include <gtest/gtest.h>
+
+#include <future>
+
+#include "server/serve_test_util.h"
+#include "support/node_process.h"
+
+namespace baton {
+namespace {
+
+using namespace baton::test;
+
+struct cluster {
+    std::vector<std::unique_ptr<node_process>> prefill, decode;
+    std::unique_ptr<node_process> router;
+
+    static cluster make(int n_prefill, int n_decode, std::vector<std::string> router_extra = {},
+                        std::vector<std::string> prefill_extra = {}) {
+        cluster c;
+        for (int i = 0; i < n_prefill; ++i) {
+            auto a = prefill_extra;
+            a.insert(a.end(), {"--role", "prefill", "-np", "2"});
+            c.prefill.push_back(node_process::start(serve_args("llama", a)));
+        }
+        for (int i = 0; i < n_decode; ++i) c.decode.push_back(node_process::start(serve_args("llama", {"--role", "decode", "-np", "4"})));
+        std::string p, d;
+        for (auto & n : c.prefill) p += (p.empty() ? "" : ",") + n->url();
+        for (auto & n : c.decode) d += (d.empty() ? "" : ",") + n->url();
+        std::vector<std::string> args = {"route", "--decode", d, "--pd-min-tokens", "16", "-m", test_model_path("llama"),
+                                         "--timeout", "60", "--health-interval", "0.2"};
+        if (!p.empty()) args.insert(args.end(), {"--prefill", p});
+        args.insert(args.end(), router_extra.begin(), router_extra.end());
+        c.router = node_process::start(args);
+        return c;
+    }
+};
+
+// A request of the mixed workload: i picks the length (some below --pd-min-tokens), the endpoint and
+// whether it streams; sampled requests carry a seed.
+json workload_body(int i) {
+    std::string prompt = "Hello world";
+    for (int k = 0; k < (i % 4) * 6; ++k) prompt += " the model and the state " + std::to_string(k);
+    json b = {{"max_tokens", 12 + i % 5}, {"temperature", i % 3 == 0 ? 0.8 : 0.0}, {"seed", 1000 + i}, {"stream", i % 2 == 1}};
+    if (i % 5 == 4) b["messages"] = json::array({{{"role", "user"}, {"content", prompt}}});
+    else b["prompt"] = prompt;
+    return b;
+}
+
+std::string path_of(const json & b) { return b.contains("messages") ? "/v1/chat/completions" : "/v1/completions"; }
+
+// The generated text and token count of a response, streamed or not.
+struct outcome {
+    int status = 0;
+    std::string text;
+    int64_t completion_tokens = -1;
+    bool stream_error = false;
+};
+
+outcome outcome_of(const http_reply & r, bool stream) {
+    outcome o;
+    o.status = r.status;
+    if (r.status != 200) return o;
+    if (stream) {
+        auto chunks = normalized_stream(r.body);
+        o.text = stream_text(chunks);
+        for (const auto & c : chunks) {
+            if (c.is_object() && c.contains("error")) o.stream_error = true;
+            if (c.is_object() && c.contains("usage") && c["usage"].is_object()) o.completion_tokens = c["usage"]["completion_tokens"];
+        }
+        return o;
+    }
+    const json j = r.j();
+    const json & ch = j["choices"][0];
+    o.text = ch.contains("text") ? ch["text"].get<std::string>() : ch["message"]["content"].get<std::string>();
+    o.completion_tokens = j["usage"]["completion_tokens"];
+    return o;
+}
+
+json with_usage(json b) {
+    if (b.value("stream", false)) b["stream_options"] = {{"include_usage", true}};
+    return b;
+}
+
+TEST(RouterE2E, ConcurrentMixedRequestsEqualSingleNode) {
+    auto both = node_process::start(serve_args("llama", {"-np", "4"}));
+    cluster c = cluster::make(2, 2);
+    const int n = 64;
+    std::vector<outcome> want(n);
+    for (int i = 0; i < n; ++i) {
+        const json b = with_usage(workload_body(i));
+        want[i] = outcome_of(post(*both, path_of(b), b.dump()), b["stream"]);
+        ASSERT_EQ(want[i].status, 200) << i;
+    }
+    std::vector<std::future<outcome>> got;
+    for (int i = 0; i < n; ++i)
+        got.push_back(std::async(std::launch::async, [&, i] {
+            const json b = with_usage(workload_body(i));
+            auto cl = c.router->client(120);
+            auto r = cl->Post(path_of(b), b.dump(), "application/json");
+            outcome o = outcome_of(to_reply(r), b["stream"]);
+            if (!r) o.text = "transport error: " + httplib::to_string(r.error());
+            return o;
+        }));
+    for (int i = 0; i < n; ++i) {
+        outcome o = got[i].get();
+        ASSERT_EQ(o.status, 200) << "request " << i << ": " << o.text << "\nrouter stderr:\n" << c.router->stderr_text();
+        EXPECT_FALSE(o.stream_error) << i;
+        EXPECT_EQ(o.text, want[i].text) << "request " << i;
+        EXPECT_EQ(o.completion_tokens, want[i].completion_tokens) << "request " << i;
+    }
+    const std::string m = get(*c.router, "/metrics").body;
+    EXPECT_GT(metric_value(m, "baton_router_mode_total{mode=\"pd\"}"), 0) << m;
+    EXPECT_GT(metric_value(m, "baton_router_mode_total{mode=\"direct\"}"), 0) << m;
+    EXPECT_GT(metric_value(m, "baton_router_blob_bytes_total"), 0) << m;
+    EXPECT_EQ(metric_value(m, "baton_router_fallbacks_total{reason=\"prefill_failed\"}"), 0) << m;
+}
+
+TEST(RouterE2E, KillPrefillNodeDuringRunEveryRequestSucceeds) {
+    cluster c = cluster::make(2, 2);
+    auto both = node_process::start(serve_args("llama", {"-np", "2"}));
+    const int n = 24;
+    std::vector<std::future<outcome>> got;
+    for (int i = 0; i < n; ++i) {
+        if (i == 6) ::kill(c.prefill[0]->pid(), SIGKILL);
+        got.push_back(std::async(std::launch::async, [&, i] {
+            json b = workload_body(i * 4 + 3);  // long prompts: all take the PD path
+            b["stream"] = false;
+            return outcome_of(post(*c.router, path_of(b), b.dump(), "application/json", "", 120), false);
+        }));
+    }
+    for (int i = 0; i < n; ++i) {
+        outcome o = got[i].get();
+        ASSERT_EQ(o.status, 200) << "request " << i;
+        json b = workload_body(i * 4 + 3);
+        b["stream"] = false;
+        EXPECT_EQ(o.text, outcome_of(post(*both, path_of(b), b.dump()), false).text) << i;
+    }
+}
+
+TEST(RouterE2E, CorruptBlobIsRejectedAndRouterFallsBack) {
+    cluster c = cluster::make(1, 1, {}, {"--test-corrupt-state"});
+    auto both = node_process::start(serve_args("llama"));
+    const json b = workload_body(3);
+    for (bool stream : {false, true}) {
+        json body = b;
+        body["stream"] = stream;
+        outcome want = outcome_of(post(*both, path_of(body), body.dump()), stream);
+        outcome o = outcome_of(post(*c.router, path_of(body), body.dump()), stream);
+        ASSERT_EQ(o.status, 200);
+        EXPECT_EQ(o.text, want.text) << "fallback output must still be correct";
+    }
+    const std::string m = get(*c.router, "/metrics").body;
+    EXPECT_EQ(metric_value(m, "baton_router_fallbacks_total{reason=\"blob_rejected\"}"), 2) << m;
+    // The decode node counted both rejections (a checksum failure: corrupt) and never touched a slot.
+    const std::string dm = get(*c.decode[0], "/metrics").body;
+    EXPECT_EQ(metric_value(dm, "baton_restore_failures_total{reason=\"corrupt\"}"), 2) << dm;
+    EXPECT_EQ(metric_value(dm, "baton_restores_total"), 0) << dm;
+}
+
+TEST(RouterE2E, KillDecodeNodeTrafficMovesAndInFlightStreamsEndWithError) {
+    cluster c = cluster::make(1, 2);
+    json body = long_stream_body();
+    body["prompt"] = "Hello world the model and the state of the node is long enough";
+    held_stream s(*c.router, body, "/v1/completions", 60);
+    ASSERT_TRUE(s.wait_for("data: ", 60)) << "stream never started";
+    // Find the decode node serving it and kill it.
+    int victim = -1;
+    for (int i = 0; i < 2 && victim < 0; ++i) {
+        const json slots = json::parse(get(*c.decode[size_t(i)], "/v1/slots").body, nullptr, false);
+        for (const auto & sl : slots)
+            if (sl["busy"].get<bool>()) victim = i;
+    }
+    ASSERT_GE(victim, 0);
+    ::kill(c.decode[size_t(victim)]->pid(), SIGKILL);
+    ASSERT_TRUE(s.wait_end(30)) << "an in-flight stream must end, not hang";
+    EXPECT_NE(s.received().find("\"error\""), std::string::npos) << "the stream must end with an explicit error event";
+    // New traffic goes to the survivor.
+    for (int i = 0; i < 4; ++i) {
+        json b = workload_body(i * 4 + 3);
+        b["stream"] = false;
+        EXPECT_EQ(post(*c.router, path_of(b), b.dump(), "application/json", "", 60).status, 200) << i;
+    }
+}
+
+TEST(RouterE2E, FallbackFailGivesExplicitErrorsNeverHangs) {
+    {
+        cluster c = cluster::make(1, 1, {"--fallback", "fail"}, {"--test-corrupt-state"});
+        const json b = workload_body(3);
+        http_reply r = post(*c.router, path_of(b), b.dump(), "application/json", "", 60);
+        EXPECT_EQ(r.status, 502) << r.body;
+        EXPECT_NE(r.body.find("rejected the blob"), std::string::npos) << r.body;
+    }
+    {
+        cluster c = cluster::make(1, 1, {"--fallback", "fail"});
+        ::kill(c.prefill[0]->pid(), SIGKILL);
+        const json b = workload_body(3);
+        http_reply r = post(*c.router, path_of(b), b.dump(), "application/json", "", 60);
+        EXPECT_EQ(r.status, 502) << r.body;
+        EXPECT_NE(r.body.find("prefill failed"), std::string::npos) << r.body;
+        // Short prompts do not need a prefill node.
+        const json s = {{"prompt", "Hi"}, {"max_tokens", 4}};
+        EXPECT_EQ(post(*c.router, "/v1/completions", s.dump(), "application/json", "", 60).status, 200);
+    }
+}
+
+TEST(RouterE2E, ErrorsAuthAndHealth) {
+    auto d = node_process::start(serve_args("llama", {"--role", "decode", "--api-key", "node-secret"}));
+    auto r = node_process::start({"route", "--decode", d->url(), "--api-key", "client-secret", "--node-key", "node-secret",
+                                  "--health-interval", "0.2"});
+    EXPECT_EQ(post(*r, "/v1/completions", "{\"prompt\":\"hi\",\"max_tokens\":2}").status, 401);
+    EXPECT_EQ(post(*r, "/v1/completions", "{\"prompt\":\"hi\",\"max_tokens\":2}", "application/json", "client-secret").status, 200);
+    EXPECT_EQ(post(*r, "/v1/completions", "{bad json", "application/json", "client-secret").status, 400);
+    EXPECT_EQ(get(*r, "/v1/models", "client-secret").status, 200);
+    EXPECT_EQ(get(*r, "/nope", "client-secret").status, 404);
+    EXPECT_EQ(get(*r, "/health").status, 200);
+    ::kill(d->pid(), SIGKILL);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    int h = 200;
+    while (h == 200 && std::chrono::steady_clock::now() < deadline) {
+        h = get(*r, "/health").status;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_EQ(h, 503) << "router must report unhealthy when no decode node is left";
+    http_reply e = post(*r, "/v1/completions", "{\"prompt\":\"hi\",\"max_tokens\":2}", "application/json", "client-secret", 30);
+    EXPECT_EQ(e.status, 503) << e.body;
+    EXPECT_EQ(r->terminate(), 0);
+}
+
+}  // namespace
+}  // namespace baton
