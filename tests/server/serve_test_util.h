@@ -5,7 +5,12 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "support/node_process.h"
@@ -104,6 +109,73 @@ inline double metric_value(const std::string & text, const std::string & sample)
         pos += sample.size();
     }
     return -1;
+}
+
+// held_stream: a streaming request read on a background thread, held open until release() (which makes
+// the client hang up, like a user closing the tab) or until the server ends the stream.
+class held_stream {
+  public:
+    held_stream(const node_process & n, const json & body, const std::string & path = "/v1/completions", double timeout_s = 60)
+        : client_(n.client(timeout_s)) {
+        thread_ = std::thread([this, body, path] {
+            auto r = client_->Post(path, {}, body.dump(), "application/json", [this](const char * d, size_t len) {
+                std::lock_guard<std::mutex> lk(mu_);
+                received_.append(d, len);
+                cv_.notify_all();
+                return !released_.load();
+            });
+            std::lock_guard<std::mutex> lk(mu_);
+            status_ = r ? r->status : 0;
+            ended_ = true;
+            cv_.notify_all();
+        });
+    }
+    ~held_stream() {
+        release();
+        if (thread_.joinable()) thread_.join();
+    }
+    // wait_for waits until the received bytes contain needle (or the request ended); true if found.
+    bool wait_for(const std::string & needle, double timeout_s = 60) {
+        std::unique_lock<std::mutex> lk(mu_);
+        cv_.wait_for(lk, std::chrono::duration<double>(timeout_s), [&] { return ended_ || received_.find(needle) != std::string::npos; });
+        return received_.find(needle) != std::string::npos;
+    }
+    // wait_end waits until the request ended; true if it did within timeout_s.
+    bool wait_end(double timeout_s = 60) {
+        std::unique_lock<std::mutex> lk(mu_);
+        return cv_.wait_for(lk, std::chrono::duration<double>(timeout_s), [&] { return ended_; });
+    }
+    void release() { released_ = true; }
+    std::string received() {
+        std::lock_guard<std::mutex> lk(mu_);
+        return received_;
+    }
+
+  private:
+    std::unique_ptr<httplib::Client> client_;
+    std::thread thread_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::string received_;
+    bool ended_ = false;
+    int status_ = 0;
+    std::atomic<bool> released_{false};
+};
+
+// long_stream_body: a streaming completion that runs until cancelled (thousands of tokens, EOS ignored).
+inline json long_stream_body() {
+    return {{"prompt", "Tell me a very long story"}, {"max_tokens", 1800}, {"ignore_eos", true}, {"temperature", 0}, {"stream", true}};
+}
+
+// wait_slot_idle polls /v1/slots until slot id is not busy; true if it freed within timeout_s.
+inline bool wait_slot_idle(const node_process & n, int id, double timeout_s) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    while (std::chrono::steady_clock::now() < deadline) {
+        const json s = json::parse(get(n, "/v1/slots").body, nullptr, false);
+        if (s.is_array() && size_t(id) < s.size() && !s[size_t(id)]["busy"].get<bool>()) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
 }
 
 }  // namespace baton::test

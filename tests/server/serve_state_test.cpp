@@ -1,0 +1,48 @@
+// serve_state_test.cpp — slot state moved between two nodes with GET/PUT, then a request that reuses it;
+// DELETE empties a slot.
+#include "serve_test_util.h"
+
+namespace baton::test {
+namespace {
+
+TEST(ServeState, SlotStateMovesBetweenNodesAndIsReused) {
+    auto a = node_process::start(serve_args("llama", {"-np", "1"}));
+    auto b = node_process::start(serve_args("llama", {"-np", "2"}));
+    const json body = {{"prompt", "A shared system prompt that many requests start with, followed by a question"},
+                       {"max_tokens", 4},
+                       {"temperature", 0}};
+    const http_reply first = post(*a, "/v1/completions", body.dump());
+    ASSERT_EQ(first.status, 200) << first.body;
+    const int n_prompt = first.j()["usage"]["prompt_tokens"].get<int>();
+
+    const http_reply state = get(*a, "/v1/slots/0/state");
+    ASSERT_EQ(state.status, 200) << state.body;
+    EXPECT_EQ(state.content_type, "application/octet-stream");
+
+    auto c = b->client(60);
+    const http_reply put = to_reply(c->Put("/v1/slots/1/state", state.body, "application/octet-stream"));
+    ASSERT_EQ(put.status, 200) << put.body;
+    const int n_restored = put.j()["n_tokens"].get<int>();
+    EXPECT_GE(n_restored, n_prompt);
+    const json slots = json::parse(get(*b, "/v1/slots").body);
+    EXPECT_EQ(slots[1]["n_tokens"].get<int>(), n_restored);
+    EXPECT_EQ(slots[0]["n_tokens"].get<int>(), 0);
+
+    const double cached_before = metric_value(get(*b, "/metrics").body, "baton_cached_tokens_total");
+    const http_reply again = post(*b, "/v1/completions", body.dump());
+    ASSERT_EQ(again.status, 200) << again.body;
+    EXPECT_EQ(again.j()["usage"]["prompt_tokens"].get<int>(), n_prompt);
+    const std::string m = get(*b, "/metrics").body;
+    // The request ran in the restored slot and recomputed at most the last prompt token.
+    EXPECT_GE(metric_value(m, "baton_cached_tokens_total") - cached_before, n_prompt - 1) << m;
+    EXPECT_GE(metric_value(m, "baton_restores_total"), 1);
+
+    // DELETE empties the slot; exporting an empty slot is 404.
+    const http_reply del = to_reply(c->Delete("/v1/slots/1/state"));
+    ASSERT_EQ(del.status, 200) << del.body;
+    EXPECT_EQ(json::parse(get(*b, "/v1/slots").body)[1]["n_tokens"].get<int>(), 0);
+    EXPECT_EQ(get(*b, "/v1/slots/1/state").status, 404);
+}
+
+}  // namespace
+}  // namespace baton::test
