@@ -36,6 +36,7 @@ int cli_main(int argc, char ** argv) {
         cli_add_blob,
         cli_add_route,
         cli_add_serve,
+        cli_add_demo,
     };
     std::vector<cli_run_fn> runs(std::size(adders));
     for (size_t i = 0; i < runs.size(); ++i) adders[i](app, runs[i]);

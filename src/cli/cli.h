@@ -34,6 +34,7 @@ void cli_add_decode(CLI::App & app, cli_run_fn & run);
 void cli_add_blob(CLI::App & app, cli_run_fn & run);
 void cli_add_route(CLI::App & app, cli_run_fn & run);
 void cli_add_serve(CLI::App & app, cli_run_fn & run);
+void cli_add_demo(CLI::App & app, cli_run_fn & run);
 
 // cli_fail prints "baton: MSG" to stderr and returns code.
 int cli_fail(int code, const std::string & msg);

@@ -35,6 +35,10 @@ int run_route(const router_config & base, const std::string & prefill, const std
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
+    // A shell starts background jobs with SIGINT ignored, and an ignored signal is discarded even while
+    // blocked: restore the default dispositions so sigwait sees Ctrl-C and SIGTERM.
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
     signal(SIGPIPE, SIG_IGN);
     auto r = router::create(cfg);
