@@ -1,0 +1,225 @@
+// serve_bench.cpp — `baton serve` vs llama-server on the same GGUF, threads, context, slots and batch sizes
+// (flash attention off on both, unified KV on both): prompt processing and generation tok/s with 1 and 4
+// concurrent streams, runs interleaved between the two servers, median of N runs with min/max.
+//
+// Figures per server and concurrency c (c streams started together, distinct random token prompts so
+// neither server's prompt cache helps, ignore_eos so every stream generates exactly --gen tokens):
+//   pp tok/s = c * prompt_tokens / (time until the last stream's first token)
+//   tg tok/s = c * (gen - 1) / (time from the last first token to the last stream's end)
+// Target: Baton >= 0.97x llama-server on every figure.
+//
+// Usage: serve_bench [--quick] [--model GGUF] [--baton PATH] [--llama-server PATH] [-t N] [-c N] [-np N]
+//                    [--runs N] [--prompt N] [--gen N]
+#include <httplib.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <fcntl.h>
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "bench_util.h"
+
+using namespace baton;
+using namespace baton::bench;
+using json = nlohmann::json;
+
+namespace {
+
+struct options {
+    std::string model, baton_bin, llama_bin = "/usr/bin/llama-server";
+    int threads = 2, ctx = 4096, slots = 4, runs = 5, prompt = 256, gen = 64;
+};
+
+int free_port() {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
+    socklen_t n = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &n);
+    ::close(fd);
+    return ntohs(a.sin_port);
+}
+
+// A server child process; killed and reaped on destruction.
+struct server_proc {
+    std::string name;
+    pid_t pid = -1;
+    int port = 0;
+    ~server_proc() {
+        if (pid <= 0) return;
+        ::kill(pid, SIGTERM);
+        for (int i = 0; i < 500; ++i) {
+            if (::waitpid(pid, nullptr, WNOHANG) == pid) return;
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+    }
+};
+
+std::unique_ptr<server_proc> start(const std::string & name, std::vector<std::string> argv, int port) {
+    auto s = std::make_unique<server_proc>();
+    s->name = name;
+    s->port = port;
+    s->pid = ::fork();
+    if (s->pid == 0) {
+        int null = ::open("/dev/null", O_RDWR);
+        ::dup2(null, 0);
+        ::dup2(null, 1);
+        ::dup2(null, 2);
+        std::vector<char *> a;
+        for (auto & x : argv) a.push_back(x.data());
+        a.push_back(nullptr);
+        ::execv(a[0], a.data());
+        ::_exit(127);
+    }
+    httplib::Client c("127.0.0.1", port);
+    c.set_connection_timeout(1);
+    for (int i = 0; i < 1200; ++i) {
+        auto r = c.Get("/health");
+        if (r && r->status == 200) return s;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    std::fprintf(stderr, "serve_bench: %s did not become healthy\n", name.c_str());
+    std::exit(1);
+}
+
+struct stream_timing {
+    double t_first = 0, t_end = 0;  // ms
+    bool ok = false;
+};
+
+stream_timing stream_one(int port, const std::vector<int> & prompt, int n_gen) {
+    json body = {{"prompt", prompt},      {"max_tokens", n_gen}, {"temperature", 0}, {"ignore_eos", true},
+                 {"stream", true},        {"cache_prompt", false}};
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(600);
+    stream_timing t;
+    std::string buf;
+    auto r = c.Post("/v1/completions", {}, body.dump(), "application/json", [&](const char * d, size_t n) {
+        if (t.t_first == 0) {
+            buf.append(d, n);
+            if (buf.find("\"text\"") != std::string::npos || buf.find("\"content\"") != std::string::npos) t.t_first = now_ms();
+        }
+        return true;
+    });
+    t.t_end = now_ms();
+    t.ok = r && r->status == 200 && t.t_first > 0;
+    return t;
+}
+
+struct figures {
+    double pp = 0, tg = 0;
+};
+
+figures measure(int port, int conc, const options & o, unsigned seed) {
+    std::vector<std::vector<int>> prompts(static_cast<size_t>(conc));
+    std::mt19937 rng(seed);
+    for (auto & p : prompts) {
+        p.push_back(1);  // BOS
+        while (int(p.size()) < o.prompt) p.push_back(5 + int(rng() % 400));
+    }
+    std::vector<stream_timing> t(static_cast<size_t>(conc));
+    const double t0 = now_ms();
+    std::vector<std::thread> th;
+    for (int i = 0; i < conc; ++i) th.emplace_back([&, i] { t[size_t(i)] = stream_one(port, prompts[size_t(i)], o.gen); });
+    for (auto & x : th) x.join();
+    double first = 0, end = 0;
+    for (const auto & x : t) {
+        if (!x.ok) {
+            std::fprintf(stderr, "serve_bench: a request to port %d failed\n", port);
+            std::exit(1);
+        }
+        first = std::max(first, x.t_first);
+        end = std::max(end, x.t_end);
+    }
+    figures f;
+    f.pp = conc * o.prompt / ((first - t0) / 1000.0);
+    f.tg = conc * (o.gen - 1) / ((end - first) / 1000.0);
+    return f;
+}
+
+std::string exe_dir() {
+    char buf[4096];
+    const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+    std::string p(buf, n > 0 ? size_t(n) : 0);
+    return p.substr(0, p.find_last_of('/'));
+}
+
+}  // namespace
+
+int main(int argc, char ** argv) {
+    options o;
+    o.baton_bin = exe_dir() + "/../apps/baton";
+    const bool quick = quick_mode(argc, argv);
+    if (quick) o.runs = 2, o.prompt = 128, o.gen = 32;
+    for (int i = 1; i + 1 < argc; ++i) {
+        const std::string a = argv[i];
+        auto next = [&] { return std::string(argv[++i]); };
+        if (a == "--model") o.model = next();
+        else if (a == "--baton") o.baton_bin = next();
+        else if (a == "--llama-server") o.llama_bin = next();
+        else if (a == "-t") o.threads = std::stoi(next());
+        else if (a == "-c") o.ctx = std::stoi(next());
+        else if (a == "-np") o.slots = std::stoi(next());
+        else if (a == "--runs") o.runs = std::stoi(next());
+        else if (a == "--prompt") o.prompt = std::stoi(next());
+        else if (a == "--gen") o.gen = std::stoi(next());
+    }
+    if (o.model.empty()) o.model = bench_model("llama", 512, 8);
+    const std::string t = std::to_string(o.threads), c = std::to_string(o.ctx), np = std::to_string(o.slots);
+    const int bp = free_port();
+    auto baton_srv = start("baton", {o.baton_bin, "serve", "-m", o.model, "-t", t, "-c", c, "-np", np, "-b", "512",
+                                     "--kv-unified", "--host", "127.0.0.1", "--port", std::to_string(bp)}, bp);
+    const int lp = free_port();
+    auto llama_srv = start("llama-server", {o.llama_bin, "-m", o.model, "-t", t, "-tb", t, "-c", c, "-np", np, "-b", "512",
+                                            "-ub", "512", "-fa", "off", "-kvu", "--no-webui", "--host", "127.0.0.1",
+                                            "--port", std::to_string(lp)}, lp);
+    std::printf("serve_bench: %s, -t %d -c %d -np %d, prompt %d, gen %d, %d runs\n", o.model.c_str(), o.threads, o.ctx,
+                o.slots, o.prompt, o.gen, o.runs);
+    // Warm-up both (first-use allocations, page cache).
+    measure(bp, 1, o, 999);
+    measure(lp, 1, o, 999);
+    struct series { std::vector<double> pp, tg; };
+    std::map<std::pair<std::string, int>, series> all;
+    for (int run = 0; run < o.runs; ++run)
+        for (int conc : {1, 4})
+            for (const server_proc * s : {baton_srv.get(), llama_srv.get()}) {
+                const figures f = measure(s->port, conc, o, unsigned(run * 10 + conc));  // same prompts for both
+                all[{s->name, conc}].pp.push_back(f.pp);
+                all[{s->name, conc}].tg.push_back(f.tg);
+            }
+    std::printf("\n%-10s %-3s %28s %28s %7s\n", "figure", "c", "baton median [min, max]", "llama-server median [min, max]", "ratio");
+    bool all_ok = true;
+    for (int conc : {1, 4})
+        for (const char * what : {"pp", "tg"}) {
+            const bool pp = std::string(what) == "pp";
+            const stats b = summarize(pp ? all[{"baton", conc}].pp : all[{"baton", conc}].tg);
+            const stats l = summarize(pp ? all[{"llama-server", conc}].pp : all[{"llama-server", conc}].tg);
+            const double ratio = b.median / l.median;
+            const bool ok = ratio >= 0.97;
+            all_ok = all_ok && ok;
+            std::printf("%-10s %-3d %10.1f [%7.1f, %7.1f] %10.1f [%7.1f, %7.1f] %6.3fx %s\n", pp ? "pp tok/s" : "tg tok/s", conc,
+                        b.median, b.min, b.max, l.median, l.min, l.max, ratio, ok ? "ok" : "BELOW 0.97x");
+            const std::string name = std::string("serve_") + what + "_c" + std::to_string(conc);
+            result(name + "_baton", b, "tok/s", "-", true);
+            result(name + "_llama_server", l, "tok/s", "-", true);
+            stats r;
+            r.median = ratio;
+            r.min = b.min / l.max;
+            r.max = b.max / l.min;
+            r.n = b.n;
+            result(name + "_ratio", r, "x", ">= 0.97", ok);
+        }
+    return all_ok ? 0 : 3;
+}
