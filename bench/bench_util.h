@@ -3,6 +3,8 @@
 //
 // Every benchmark prints a human table on stdout and one JSON line per figure prefixed with "RESULT ":
 //   RESULT {"name":..., "value":..., "unit":..., "target":..., "ok":true|false, "min":..., "max":..., "n":...}
+// optionally with "fig" (figure number), "series" and "x" so bench_report can plot it, and one headline line
+// per figure prefixed with "FIGURE " (same fields plus "fig"): bench/results/latest.json holds the headlines.
 #pragma once
 
 #include <sys/stat.h>
@@ -43,6 +45,35 @@ inline double now_ms() {
 inline void result(const std::string & name, const stats & s, const std::string & unit, const std::string & target_text, bool ok) {
     std::printf("RESULT {\"name\":\"%s\",\"value\":%.6g,\"unit\":\"%s\",\"target\":\"%s\",\"ok\":%s,\"min\":%.6g,\"max\":%.6g,\"n\":%zu}\n",
                 name.c_str(), s.median, unit.c_str(), target_text.c_str(), ok ? "true" : "false", s.min, s.max, s.n);
+    std::fflush(stdout);
+}
+
+// plot_point places a RESULT on a figure's plot: series name and x coordinate.
+struct plot_point {
+    int fig = 0;
+    std::string series;
+    double x = 0;
+};
+
+inline std::string json_fields(const std::string & name, const stats & s, const std::string & unit, const std::string & target_text,
+                               bool ok) {
+    char buf[1024];
+    std::snprintf(buf, sizeof buf, "\"name\":\"%s\",\"value\":%.6g,\"unit\":\"%s\",\"target\":\"%s\",\"ok\":%s,\"min\":%.6g,\"max\":%.6g,\"n\":%zu",
+                  name.c_str(), s.median, unit.c_str(), target_text.c_str(), ok ? "true" : "false", s.min, s.max, s.n);
+    return buf;
+}
+
+// result_at prints a RESULT placed on a plot.
+inline void result_at(const std::string & name, const stats & s, const std::string & unit, const std::string & target_text, bool ok,
+                      const plot_point & p) {
+    std::printf("RESULT {%s,\"fig\":%d,\"series\":\"%s\",\"x\":%.6g}\n", json_fields(name, s, unit, target_text, ok).c_str(), p.fig,
+                p.series.c_str(), p.x);
+    std::fflush(stdout);
+}
+
+// headline prints the one FIGURE line of figure fig (its entry in bench/results/latest.json).
+inline void headline(int fig, const std::string & name, const stats & s, const std::string & unit, const std::string & target_text, bool ok) {
+    std::printf("FIGURE {%s,\"fig\":%d}\n", json_fields(name, s, unit, target_text, ok).c_str(), fig);
     std::fflush(stdout);
 }
 

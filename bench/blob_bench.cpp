@@ -1,50 +1,57 @@
-// blob_bench.cpp — state blob costs: verify+parse throughput against memcpy, and the format's size overhead.
+// blob_bench.cpp — state blob costs: the blob pipeline against memcpy (figure 3) and blob size per token
+// against the theoretical KV size (figure 6), plus the format's framing overhead.
 //
-// 1. A 16 MiB blob (random state bytes, 4096 tokens, 32000 logits) is parsed (every checksum verified, the
-//    state viewed in place) and memcpy'd, alternately in the same run; median/min/max of the runs and the
-//    throughput ratio parse/memcpy (target >= 0.5).
-// 2. A 512-token state of a 512x8 llama test model (made with mkmodel in a temp dir): header and section
-//    framing as % of the state bytes (target <= 1%), and, for information, everything besides the state
-//    (framing + tokens + logits) as %.
-// Prints a table and one JSON line per figure: {"name","value","unit","target","ok"}.
+// 1. Figure 3. A 16 MiB blob (random state bytes, 4096 tokens, 32000 logits). Each run times, on the same
+//    bytes: serialize (blob_write into a pre-faulted buffer), checksum (XXH3-64 over all bytes, the hash the
+//    format uses), verify (blob_parse: every checksum verified, the state viewed in place), loopback
+//    transfer (POST of the blob to an in-process cpp-httplib server on 127.0.0.1 that receives the whole
+//    body and answers with its size), and memcpy. Each stage's throughput is divided by that run's memcpy
+//    throughput (pair by pair); median/min/max over the runs. Target: verify >= 0.5x memcpy.
+// 2. Figure 6. Real blobs of a 512x8 llama model from the engine's prefill (512 and 2048 tokens): blob
+//    bytes per token / theoretical KV bytes per token (2 x n_layer x n_embd_kv x bytes per element of the
+//    K/V cache type) - 1. Target: <= 2%. Also: header and section framing as % of the state bytes of a
+//    512-token state (<= 1%).
+// Prints a table and RESULT/FIGURE lines (bench_util.h).
+#include <ggml.h>
+#include <httplib.h>
 #include <llama.h>
-#include <unistd.h>
+#include <xxhash.h>
 
-#include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <random>
-#include <string>
-#include <vector>
+#include <thread>
 
 #include "baton/blob.h"
-#include "baton/context.h"
-#include "baton/mkmodel.h"
+#include "baton/engine.h"
 #include "baton/model.h"
+#include "bench_util.h"
+
+using namespace baton;
+using namespace baton::bench;
 
 namespace {
 
-using namespace baton;
-using clock_type = std::chrono::steady_clock;
+double gbps(size_t bytes, double ms) { return double(bytes) / (ms / 1000.0) / 1e9; }
 
-struct stats {
-    double median, min, max;
+// A cpp-httplib server on 127.0.0.1 that receives a body and answers with its size (stopped on destruction).
+struct sink_server {
+    httplib::Server http;
+    std::thread th;
+    int port = 0;
+    sink_server() {
+        http.set_payload_max_length(size_t(1) << 30);
+        http.Post("/blob", [](const httplib::Request & req, httplib::Response & res) { res.set_content(std::to_string(req.body.size()), "text/plain"); });
+        port = http.bind_to_any_port("127.0.0.1");
+        th = std::thread([this] { http.listen_after_bind(); });
+        http.wait_until_ready();
+    }
+    ~sink_server() {
+        http.stop();
+        th.join();
+    }
 };
 
-stats summarize(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return {v[v.size() / 2], v.front(), v.back()};
-}
-
-void json(const char * name, double value, const char * unit, const char * target, bool ok) {
-    std::printf("{\"name\":\"%s\",\"value\":%.4f,\"unit\":\"%s\",\"target\":%s,\"ok\":%s}\n", name, value, unit, target,
-                ok ? "true" : "false");
-}
-
-int bench_throughput(bool & all_ok) {
+int bench_pipeline(bool quick) {
     const size_t blob_bytes = size_t(16) << 20;
     const uint32_t n_vocab = 32000;
     std::vector<int32_t> tokens(4096);
@@ -82,128 +89,126 @@ int bench_throughput(bool & all_ok) {
     const std::vector<uint8_t> & blob = sink.bytes();
     std::vector<uint8_t> dst(blob.size());
     std::memset(dst.data(), 1, dst.size());  // fault the pages in before timing
+    const std::string body(reinterpret_cast<const char *>(blob.data()), blob.size());
+    sink_server server;
+    httplib::Client client("127.0.0.1", server.port);
+    client.set_read_timeout(std::chrono::seconds(60));
+    client.set_write_timeout(std::chrono::seconds(60));
+    client.set_keep_alive(true);
 
-    const int runs = 11;
-    std::vector<double> parse_gbps, memcpy_gbps, write_gbps;
-    for (int r = -1; r < runs; ++r) {
-        blob_buffer_sink out;
-        out.bytes().assign(blob_bytes, 0);  // fault the pages in before timing, then keep the capacity
-        out.bytes().clear();
-        auto t0 = clock_type::now();
-        Status ws = blob_write(parts, out);
-        auto t1 = clock_type::now();
-        if (!ws.ok()) return 1;
-        if (r >= 0) write_gbps.push_back(double(blob_bytes) / std::chrono::duration<double>(t1 - t0).count() / 1e9);
-    }
-    size_t checksum = 0;
+    const int runs = quick ? 2 : 11;
+    enum { S_SERIALIZE, S_CHECKSUM, S_VERIFY, S_TRANSFER, S_MEMCPY, S_N };
+    const char * names[S_N] = {"serialize", "checksum", "verify", "loopback_transfer", "memcpy"};
+    std::vector<double> g[S_N], ratio[S_N];
+    blob_buffer_sink out;
+    out.bytes().assign(blob_bytes, 0);  // fault the pages in before timing, then keep the capacity
+    size_t check = 0;
     for (int r = -1; r < runs; ++r) {  // r == -1 warms up
-        auto t0 = clock_type::now();
+        double ms[S_N];
+        out.bytes().clear();
+        double t0 = now_ms();
+        if (!blob_write(parts, out).ok()) return 1;
+        ms[S_SERIALIZE] = now_ms() - t0;
+        t0 = now_ms();
+        check += size_t(XXH3_64bits(blob.data(), blob.size()) & 1);
+        ms[S_CHECKSUM] = now_ms() - t0;
+        t0 = now_ms();
         auto v = blob_parse(blob);
-        auto t1 = clock_type::now();
-        if (!v.ok()) {
-            std::fprintf(stderr, "blob_bench: parse failed: %s\n", v.status().to_string().c_str());
-            return 1;
-        }
-        checksum += v->state.size();
-        auto t2 = clock_type::now();
+        ms[S_VERIFY] = now_ms() - t0;
+        if (!v.ok()) return std::fprintf(stderr, "blob_bench: parse failed: %s\n", v.status().to_string().c_str()), 1;
+        check += v->state.size();
+        t0 = now_ms();
+        auto res = client.Post("/blob", body, "application/octet-stream");
+        ms[S_TRANSFER] = now_ms() - t0;
+        if (!res || res->status != 200 || res->body != std::to_string(blob.size()))
+            return std::fprintf(stderr, "blob_bench: loopback POST failed\n"), 1;
+        t0 = now_ms();
         std::memcpy(dst.data(), blob.data(), blob.size());
-        auto t3 = clock_type::now();
-        checksum += dst[size_t(r + 1) * 4099 % dst.size()];
+        ms[S_MEMCPY] = now_ms() - t0;
+        check += dst[size_t(r + 1) * 4099 % dst.size()];
         if (r < 0) continue;
-        parse_gbps.push_back(double(blob.size()) / std::chrono::duration<double>(t1 - t0).count() / 1e9);
-        memcpy_gbps.push_back(double(blob.size()) / std::chrono::duration<double>(t3 - t2).count() / 1e9);
+        for (int s = 0; s < S_N; ++s) {
+            g[s].push_back(gbps(blob_bytes, ms[s]));
+            ratio[s].push_back(gbps(blob_bytes, ms[s]) / gbps(blob_bytes, ms[S_MEMCPY]));
+        }
     }
-    const stats p = summarize(parse_gbps), m = summarize(memcpy_gbps), w = summarize(write_gbps);
-    const double ratio = p.median / m.median;
-    std::printf("%-34s %10s %10s %10s\n", "16 MiB blob (GB/s)", "median", "min", "max");
-    std::printf("%-34s %10.2f %10.2f %10.2f\n", "blob_parse (verify+parse)", p.median, p.min, p.max);
-    std::printf("%-34s %10.2f %10.2f %10.2f\n", "memcpy", m.median, m.min, m.max);
-    std::printf("%-34s %10.2f   (target >= 0.50)\n", "ratio parse/memcpy (medians)", ratio);
-    std::printf("%-34s %10.2f %10.2f %10.2f\n", "blob_write (buffer sink)", w.median, w.min, w.max);
-    std::printf("(%d runs; check %zu)\n", runs, checksum % 10);
-    json("blob_parse_16mib", p.median, "GB/s", "null", true);
-    json("memcpy_16mib", m.median, "GB/s", "null", true);
-    json("blob_parse_vs_memcpy", ratio, "x", "0.5", ratio >= 0.5);
-    json("blob_write_16mib", w.median, "GB/s", "null", true);
-    all_ok = all_ok && ratio >= 0.5;
+    std::printf("%-28s %10s %10s %10s %14s\n", "16 MiB blob, GB/s", "median", "min", "max", "x memcpy");
+    for (int s = 0; s < S_N; ++s) {
+        const stats sg = summarize(g[s]), sr = summarize(ratio[s]);
+        std::printf("%-28s %10.2f %10.2f %10.2f %14.3f\n", names[s], sg.median, sg.min, sg.max, sr.median);
+        result_at(std::string("blob_pipeline/") + names[s] + "_gbps", sg, "GB/s", "info", true, {3, "GB/s", double(s)});
+        if (s != S_MEMCPY)
+            result(std::string("blob_pipeline/") + names[s] + "_vs_memcpy", sr, "x", s == S_VERIFY ? ">= 0.5" : "info",
+                   s != S_VERIFY || sr.median >= 0.5);
+    }
+    std::printf("(%d runs; check %zu)\n", runs, check % 10);
+    const stats sv = summarize(ratio[S_VERIFY]);
+    headline(3, "blob_verify_vs_memcpy", sv, "x", ">= 0.5x", sv.median >= 0.5);
     return 0;
 }
 
-int bench_overhead(bool & all_ok) {
-    const std::string dir = std::filesystem::temp_directory_path() / ("baton-blob-bench-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir);
-    const std::string path = dir + "/llama-512x8.gguf";
-    mkmodel_params mp;
-    mp.arch = "llama";
-    mp.n_embd = 512;
-    mp.n_layer = 8;
-    Status st = mkmodel_write(mp, path);
-    if (!st.ok()) return std::fprintf(stderr, "blob_bench: %s\n", st.to_string().c_str()), 1;
-    auto m = loaded_model::load(path);
-    std::filesystem::remove_all(dir);
-    if (!m.ok()) return std::fprintf(stderr, "blob_bench: %s\n", m.status().to_string().c_str()), 1;
-    const loaded_model & model = *m.value();
-    context_config cfg;
-    cfg.n_ctx = 1024;
-    auto c = context_make(model, cfg);
-    if (!c.ok()) return std::fprintf(stderr, "blob_bench: %s\n", c.status().to_string().c_str()), 1;
-    llama_context * ctx = c.value().get();
-    const int32_t n_vocab = llama_vocab_n_tokens(model.vocab());
-    const int n = 512;
-    std::vector<int32_t> tokens(n);
-    std::mt19937 rng(3);
-    for (auto & t : tokens) t = int32_t(rng() % uint32_t(n_vocab));
-    llama_batch b = llama_batch_init(n, 0, 1);
-    for (int i = 0; i < n; ++i) {
-        b.token[i] = tokens[i];
-        b.pos[i] = i;
-        b.n_seq_id[i] = 1;
-        b.seq_id[i][0] = 0;
-        b.logits[i] = i == n - 1;
-    }
-    b.n_tokens = n;
-    const int rc = llama_decode(ctx, b);
-    llama_batch_free(b);
-    if (rc != 0) return std::fprintf(stderr, "blob_bench: llama_decode failed (%d)\n", rc), 1;
-    const float * l = llama_get_logits_ith(ctx, -1);
-    std::vector<float> logits(l, l + n_vocab);
-    std::vector<uint8_t> state(llama_state_seq_get_size(ctx, 0));
-    llama_state_seq_get_data(ctx, state.data(), state.size(), 0);
+std::vector<token_id> prompt_of(size_t n, int32_t n_vocab) {
+    std::mt19937 rng{uint32_t(n) + 11};
+    std::vector<token_id> p = {1};
+    while (p.size() < n) p.push_back(token_id(5 + rng() % uint32_t(n_vocab - 5)));
+    return p;
+}
 
-    const model_identity & mi = model.identity();
-    blob_parts parts;
-    parts.identity = {mi.fingerprint, mi.llama_version, mi.arch, mi.n_layer, mi.n_embd, mi.n_vocab};
-    parts.context = {cfg.type_k, cfg.type_v, cfg.flash_attn, cfg.kv_unified, cfg.n_seq_max, cfg.n_ctx};
-    parts.tokens = tokens;
-    parts.state = state;
-    parts.logits = logits;
-    blob_size_sink size;
-    st = blob_write(parts, size);
-    if (!st.ok()) return std::fprintf(stderr, "blob_bench: %s\n", st.to_string().c_str()), 1;
-    const double total = double(size.size());
-    const double content = double(state.size()) + 4.0 * n + 4.0 * n_vocab;
-    const double framing = total - content;
-    const double framing_pct = 100.0 * framing / double(state.size());
-    const double besides_state_pct = 100.0 * (total - double(state.size())) / double(state.size());
-    std::printf("\n512-token state, llama 512x8 (n_vocab %d)\n", n_vocab);
-    std::printf("%-34s %12zu bytes\n", "state", state.size());
-    std::printf("%-34s %12.0f bytes\n", "blob", total);
-    std::printf("%-34s %12.0f bytes  %8.4f %%  (target <= 1%%)\n", "header + section framing", framing, framing_pct);
-    std::printf("%-34s %12.0f bytes  %8.4f %%\n", "framing + tokens + logits", total - double(state.size()),
-                besides_state_pct);
-    json("blob_overhead_512tok_llama512x8", framing_pct, "%", "1", framing_pct <= 1.0);
-    json("blob_besides_state_512tok_llama512x8", besides_state_pct, "%", "null", true);
-    all_ok = all_ok && framing_pct <= 1.0;
+int bench_size(bool quick) {
+    const int n_embd = quick ? 128 : 512, n_layer = quick ? 2 : 8;
+    auto lm = loaded_model::load(bench_model("llama", n_embd, n_layer));
+    if (!lm.ok()) return std::fprintf(stderr, "blob_bench: %s\n", lm.status().to_string().c_str()), 1;
+    std::shared_ptr<const loaded_model> m(std::move(lm.value()));
+    engine_config cfg;
+    cfg.ctx.n_ctx = 4096;
+    auto e = engine::create(m, cfg);
+    if (!e.ok()) return std::fprintf(stderr, "blob_bench: %s\n", e.status().to_string().c_str()), 1;
+    const int32_t n_head = llama_model_n_head(m->get()), n_head_kv = llama_model_n_head_kv(m->get());
+    const int64_t n_embd_kv = int64_t(llama_model_n_embd(m->get())) / n_head * n_head_kv;
+    const double elt = (double(ggml_type_size(ggml_type(cfg.ctx.type_k))) / ggml_blck_size(ggml_type(cfg.ctx.type_k)) +
+                        double(ggml_type_size(ggml_type(cfg.ctx.type_v))) / ggml_blck_size(ggml_type(cfg.ctx.type_v))) / 2;
+    const double kv_per_token = 2.0 * llama_model_n_layer(m->get()) * double(n_embd_kv) * elt;
+    std::printf("\nllama %dx%d: theoretical KV = 2 x %d layers x n_embd_kv %lld x %.0f bytes = %.0f bytes/token\n", n_embd, n_layer,
+                llama_model_n_layer(m->get()), (long long)n_embd_kv, elt, kv_per_token);
+    std::printf("%8s %14s %16s %12s %14s\n", "tokens", "blob bytes", "bytes/token", "overhead %", "framing % state");
+    const std::vector<size_t> lengths = quick ? std::vector<size_t>{128, 512} : std::vector<size_t>{512, 2048};
+    for (size_t n : lengths) {
+        gen_request req;
+        req.prompt = prompt_of(n, int32_t(m->identity().n_vocab));
+        req.n_predict = 0;
+        (void)engine_run_to_end(e.value()->submit(task_slot_erase{0}).value(), std::chrono::minutes(5));
+        auto h = e.value()->submit(task_prefill{req});
+        if (!h.ok()) return std::fprintf(stderr, "blob_bench: %s\n", h.status().to_string().c_str()), 1;
+        engine_result pre = engine_run_to_end(h.value(), std::chrono::minutes(10));
+        if (pre.done.type != engine_event::kind::done) return std::fprintf(stderr, "blob_bench: %s\n", pre.done.error.to_string().c_str()), 1;
+        const std::vector<uint8_t> & b = pre.done.blob;
+        auto v = blob_parse(b);
+        if (!v.ok()) return std::fprintf(stderr, "blob_bench: %s\n", v.status().to_string().c_str()), 1;
+        const double per_token = double(b.size()) / double(n);
+        const double overhead = 100.0 * (per_token / kv_per_token - 1.0);
+        // Framing: everything that is not state, tokens, logits, checkpoints or the embedded request.
+        size_t content = v->state.size() + v->tokens.size() * 4 + v->logits.size() * 4 + v->request.size();
+        for (const auto & c : v->checkpoints) content += c.data.size();
+        const double framing_pct = 100.0 * double(b.size() - std::min(b.size(), content)) / double(v->state.size());
+        std::printf("%8zu %14zu %16.1f %12.3f %14.3f\n", n, b.size(), per_token, overhead, framing_pct);
+        const std::string N = std::to_string(n);
+        const bool gated = n == lengths.back();
+        const stats so = {overhead, overhead, overhead, 1};
+        result_at("blob_size/overhead_vs_kv/" + N, so, "%", gated ? "<= 2%" : "info", !gated || overhead <= 2.0, {6, "overhead %", double(n)});
+        result_at("blob_size/bytes_per_token/" + N, {per_token, per_token, per_token, 1}, "bytes", "info", true, {6, "bytes/token", double(n)});
+        result("blob_size/framing_pct_of_state/" + N, {framing_pct, framing_pct, framing_pct, 1}, "% of state", "<= 1%", framing_pct <= 1.0);
+        if (gated) headline(6, "blob_bytes_per_token_over_kv_" + N + "tok", so, "%", "<= 2%", overhead <= 2.0);
+    }
     return 0;
 }
 
 }  // namespace
 
-int main() {
+int main(int argc, char ** argv) {
     llama_quiet_logs();
     llama_backend_once();
-    bool ok = true;
-    if (bench_throughput(ok) != 0) return 1;
-    if (bench_overhead(ok) != 0) return 1;
-    return ok ? 0 : 1;
+    const bool quick = quick_mode(argc, argv);
+    if (bench_pipeline(quick) != 0) return 1;
+    if (bench_size(quick) != 0) return 1;
+    return 0;
 }

@@ -1,0 +1,269 @@
+// bench_net.h — process and HTTP helpers for the benchmarks that drive real `baton serve` / `baton route`
+// processes over loopback: a child process on an ephemeral port (optionally pinned with taskset), a
+// streaming OpenAI client that timestamps every SSE chunk, prompts as exact token arrays, percentiles.
+//
+// Processes: bench_process::start runs argv with "--port 0", reads "listening on http://HOST:PORT" from the
+// child's stdout (deadline), polls /health until 200; the destructor SIGKILLs and reaps the child, so a
+// failing benchmark never leaks processes. All traffic stays on 127.0.0.1.
+// Thread-safety: stream_completion may run on many threads at once (one client per call).
+#pragma once
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <httplib.h>
+#include <llama.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_util.h"
+
+namespace baton::bench {
+
+// baton_exe is the `baton` executable: $BATON_BIN, else <BATON_BUILD or build>/apps/baton.
+inline std::string baton_exe() {
+    if (const char * b = std::getenv("BATON_BIN"); b && *b) return b;
+    const char * d = std::getenv("BATON_BUILD");
+    return std::string(d && *d ? d : "build") + "/apps/baton";
+}
+
+class bench_process {
+  public:
+    // start runs argv (argv[0] a path; "taskset" is looked up in /usr/bin) plus "--port 0" and waits until
+    // /health answers 200. Throws std::runtime_error with the child's stderr on failure.
+    static std::unique_ptr<bench_process> start(std::vector<std::string> argv, const std::string & name, double timeout_s = 120) {
+        std::unique_ptr<bench_process> p(new bench_process());
+        p->name_ = name;
+        char tmpl[] = "/tmp/baton-bench-XXXXXX";
+        const int efd = ::mkstemp(tmpl);
+        if (efd < 0) throw std::runtime_error("mkstemp");
+        p->err_path_ = tmpl;
+        int out_pipe[2];
+        if (::pipe2(out_pipe, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
+        argv.push_back("--port");
+        argv.push_back("0");
+        const pid_t pid = ::fork();
+        if (pid < 0) throw std::runtime_error("fork");
+        if (pid == 0) {
+            ::dup2(out_pipe[1], 1);
+            ::dup2(efd, 2);
+            const int devnull = ::open("/dev/null", O_RDONLY);
+            ::dup2(devnull, 0);
+            std::vector<char *> cargs;
+            for (auto & a : argv) cargs.push_back(a.data());
+            cargs.push_back(nullptr);
+            ::execvp(cargs[0], cargs.data());
+            ::_exit(127);
+        }
+        ::close(efd);
+        ::close(out_pipe[1]);
+        p->pid_ = pid;
+        p->out_fd_ = out_pipe[0];
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+        std::string line;
+        while (line.find('\n') == std::string::npos) {
+            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+            if (left <= 0) throw std::runtime_error(name + ": no address in time; stderr: " + p->stderr_tail());
+            pollfd pf = {p->out_fd_, POLLIN, 0};
+            if (::poll(&pf, 1, int(left)) <= 0) continue;
+            char buf[256];
+            const ssize_t r = ::read(p->out_fd_, buf, sizeof buf);
+            if (r <= 0) throw std::runtime_error(name + ": exited before listening; stderr: " + p->stderr_tail());
+            line.append(buf, size_t(r));
+        }
+        const std::string prefix = "listening on http://";
+        const size_t at = line.find(prefix);
+        if (at == std::string::npos) throw std::runtime_error(name + ": unexpected first line: " + line);
+        const std::string hostport = line.substr(at + prefix.size(), line.find('\n', at) - at - prefix.size());
+        const size_t colon = hostport.rfind(':');
+        p->host_ = hostport.substr(0, colon);
+        p->port_ = std::stoi(hostport.substr(colon + 1));
+        for (;;) {
+            httplib::Client c(p->host_, p->port_);
+            c.set_connection_timeout(std::chrono::seconds(5));
+            c.set_read_timeout(std::chrono::seconds(5));
+            auto r = c.Get("/health");
+            if (r && r->status == 200) break;
+            if (std::chrono::steady_clock::now() > deadline) throw std::runtime_error(name + ": never healthy");
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        return p;
+    }
+
+    ~bench_process() {
+        if (pid_ > 0) {
+            ::kill(pid_, SIGKILL);
+            int st = 0;
+            ::waitpid(pid_, &st, 0);
+        }
+        if (out_fd_ >= 0) ::close(out_fd_);
+        if (!err_path_.empty()) ::unlink(err_path_.c_str());
+    }
+    bench_process(const bench_process &) = delete;
+    bench_process & operator=(const bench_process &) = delete;
+
+    const std::string & host() const { return host_; }
+    int port() const { return port_; }
+    std::string url() const { return "http://" + host_ + ":" + std::to_string(port_); }
+
+    std::string stderr_tail() const {
+        FILE * f = std::fopen(err_path_.c_str(), "r");
+        if (!f) return "";
+        std::string s;
+        char buf[4096];
+        size_t n;
+        while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
+        std::fclose(f);
+        return s.size() > 2000 ? s.substr(s.size() - 2000) : s;
+    }
+
+  private:
+    bench_process() = default;
+    pid_t pid_ = -1;
+    int out_fd_ = -1;
+    std::string host_, name_, err_path_;
+    int port_ = 0;
+};
+
+// node_args: `baton serve` arguments. cpus: taskset CPU list ("" = unpinned).
+inline std::vector<std::string> node_args(const std::string & model, const std::string & role, int threads, int slots, int n_ctx,
+                                          const std::string & cpus = "") {
+    std::vector<std::string> a;
+    if (!cpus.empty()) a = {"taskset", "-c", cpus};
+    std::vector<std::string> s = {baton_exe(), "serve", "-m", model, "--role", role, "-t", std::to_string(threads), "-np",
+                                  std::to_string(slots), "-c", std::to_string(n_ctx), "--queue-max", "256"};
+    a.insert(a.end(), s.begin(), s.end());
+    return a;
+}
+
+inline std::vector<std::string> route_args(const std::string & prefill_url, const std::string & decode_url, const std::string & model) {
+    return {baton_exe(), "route", "--prefill", prefill_url, "--decode", decode_url, "-m", model, "--fallback", "fail"};
+}
+
+// random_prompt: BOS then n-1 ids drawn from the model's ordinary tokens (ids >= 5), seeded.
+inline std::vector<int> random_prompt(size_t n, uint32_t seed, int n_vocab) {
+    std::mt19937 rng{seed};
+    std::vector<int> p = {1};
+    while (p.size() < n) p.push_back(int(5 + rng() % uint32_t(n_vocab - 5)));
+    return p;
+}
+
+// One streamed completion, timed on the client.
+struct stream_timing {
+    bool ok = false;
+    std::string error;
+    double t_send = 0;              // ms (now_ms clock)
+    double ttft_ms = 0;             // send -> first SSE data chunk
+    double total_ms = 0;            // send -> [DONE]
+    int completion_tokens = 0;      // from the usage chunk
+    std::vector<double> chunk_ms;   // arrival of every token-bearing chunk, relative to t_send
+    // tpot_ms: (last token chunk - first chunk) / (completion_tokens - 1); 0 when fewer than 2 tokens.
+    double tpot_ms() const {
+        if (completion_tokens < 2 || chunk_ms.size() < 2) return 0;
+        return (chunk_ms.back() - chunk_ms.front()) / double(completion_tokens - 1);
+    }
+};
+
+// stream_completion POSTs a streaming /v1/completions with a token-array prompt to base (host, port) and
+// times it. Temperature 0, ignore_eos, include_usage.
+inline stream_timing stream_completion(const std::string & host, int port, const std::vector<int> & prompt, int max_tokens,
+                                       double timeout_s = 300) {
+    stream_timing t;
+    nlohmann::json body = {{"prompt", prompt},   {"max_tokens", max_tokens},  {"temperature", 0},
+                           {"stream", true},     {"ignore_eos", true},        {"stream_options", {{"include_usage", true}}}};
+    httplib::Client c(host, port);
+    const auto to = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::duration<double>(timeout_s));
+    c.set_connection_timeout(std::chrono::seconds(10));
+    c.set_read_timeout(to);
+    c.set_write_timeout(to);
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.body = body.dump();
+    req.set_header("Content-Type", "application/json");
+    int status = 0;
+    std::string buf;
+    bool first = true;
+    req.response_handler = [&](const httplib::Response & r) {
+        status = r.status;
+        return true;
+    };
+    req.content_receiver = [&](const char * data, size_t n, uint64_t, uint64_t) {
+        const double at = now_ms() - t.t_send;
+        if (first) {
+            t.ttft_ms = at;
+            first = false;
+        }
+        buf.append(data, n);
+        // Each SSE event is one chunk from the node; token chunks are the ones with "finish_reason":null.
+        if (std::string_view(data, n).find("\"finish_reason\":null") != std::string_view::npos) t.chunk_ms.push_back(at);
+        return true;
+    };
+    t.t_send = now_ms();
+    auto res = c.send(req);
+    t.total_ms = now_ms() - t.t_send;
+    if (!res) {
+        t.error = "transport: " + httplib::to_string(res.error());
+        return t;
+    }
+    if (status != 200) {
+        t.error = "HTTP " + std::to_string(status) + ": " + buf.substr(0, 300);
+        return t;
+    }
+    if (buf.find("data: [DONE]") == std::string::npos || buf.find("\"error\"") != std::string::npos) {
+        t.error = "stream did not end with [DONE]: " + buf.substr(buf.size() > 300 ? buf.size() - 300 : 0);
+        return t;
+    }
+    const size_t u = buf.rfind("\"completion_tokens\":");
+    if (u != std::string::npos) t.completion_tokens = std::atoi(buf.c_str() + u + 20);
+    t.ok = t.completion_tokens > 0;
+    if (!t.ok) t.error = "no usage chunk";
+    return t;
+}
+
+// percentile of v (nearest rank, p in [0, 100]); 0 for an empty vector.
+inline double percentile(std::vector<double> v, double p) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const size_t k = size_t(std::ceil(p / 100.0 * double(v.size())));
+    return v[std::min(v.size() - 1, k == 0 ? 0 : k - 1)];
+}
+
+// result_value prints a RESULT line for a single measured value (no distribution).
+inline void result_value(const std::string & name, double value, const std::string & unit, const std::string & target_text, bool ok,
+                         double vmin, double vmax, size_t n) {
+    stats s;
+    s.median = value;
+    s.min = vmin;
+    s.max = vmax;
+    s.n = n;
+    result(name, s, unit, target_text, ok);
+}
+
+// model_n_vocab: the vocabulary size of a GGUF (loads the vocabulary only).
+inline int model_n_vocab(const std::string & path) {
+    llama_model_params mp = llama_model_default_params();
+    mp.vocab_only = true;
+    llama_model * m = llama_model_load_from_file(path.c_str(), mp);
+    if (!m) throw std::runtime_error("cannot load " + path);
+    const int n = llama_vocab_n_tokens(llama_model_get_vocab(m));
+    llama_model_free(m);
+    return n;
+}
+
+}  // namespace baton::bench

@@ -1,0 +1,283 @@
+// bench_report.cpp — turns the RESULT/FIGURE lines of one bench/run into its outputs (not a benchmark).
+//
+// Usage: bench_report LINES MACHINE OUT_JSON [--docs MD PLOT_DIR ANALYSIS_MD]
+//   LINES      every benchmark's stdout, concatenated (only lines starting "RESULT " or "FIGURE " are read)
+//   MACHINE    "key: value" lines describing the machine, build and date (written by bench/run)
+//   OUT_JSON   the headline entries, one per figure (bench/results/latest.json or quick.json); next to it,
+//              <OUT_JSON without .json>-details.json holds every RESULT
+//   --docs     also writes MD (docs/benchmarks.md), gnuplot scripts and data under PLOT_DIR/src (bench/run
+//              renders them to PLOT_DIR/*.png) and splices the hand-written ANALYSIS_MD in.
+// Figure 4's headline comes from serve_bench (another benchmark's RESULT lines): the worst of its four
+// Baton/llama-server ratios. Exit 1 when the inputs are unreadable.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using json = nlohmann::ordered_json;
+
+namespace {
+
+struct figure_doc {
+    int fig;
+    const char * title;
+    const char * method;
+    const char * plot_unit;     // RESULT lines with this unit (and a series) go on the plot
+    const char * xlabel;
+    const char * ylabel;
+    bool categorical;           // x is an index into xtics
+    const char * xtics;         // gnuplot xtics for categorical plots
+    bool logx, logy;
+};
+
+const std::vector<figure_doc> & figures() {
+    static const std::vector<figure_doc> f = {
+        {1, "Restore vs recompute",
+         "bench/restore_bench.cpp. A 512x8 llama and a 512x8 granitehybrid (attention on odd layers, Mamba-2 elsewhere), "
+         "engine in-process, 2 threads. Per run: a cold prefill of a random prompt in one engine (the engine's reported "
+         "prompt time), then verify (validated_blob::parse) + apply (the restore routine) of its blob into a second engine. "
+         "Ratio restore/prefill per run; median of 5 runs. Headline: the worst median at >= 512 tokens.",
+         "% of prefill", "prompt tokens", "restore / prefill (%)", false, "", true, true},
+        {2, "PD time-to-first-token overhead (loopback)",
+         "bench/pd_ttft_bench.cpp. `baton route` + 1 prefill node + 1 decode node vs one `both` node, every node 2 threads, "
+         "1 slot, unpinned, same model (512x8 llama). Streaming /v1/completions with an exact token-array prompt (fresh per "
+         "pair, so no prefix cache helps); TTFT = time to the first SSE data chunk. PD and single alternate request by "
+         "request; overhead = TTFT_pd / TTFT_single - 1 per pair; median of 7 pairs.",
+         "ms", "prompt tokens", "TTFT (ms)", false, "", true, true},
+        {3, "Blob pipeline throughput vs memcpy",
+         "bench/blob_bench.cpp. A 16 MiB blob; per run: serialize (blob_write into a pre-faulted buffer), checksum (XXH3-64 "
+         "over every byte), verify (blob_parse, every section checksum), loopback transfer (HTTP POST to an in-process "
+         "cpp-httplib server on 127.0.0.1 that reads the whole body) and memcpy of the same bytes; each divided by that "
+         "run's memcpy, median of 11 runs.",
+         "GB/s", "", "GB/s", true, "(\"serialize\" 0, \"checksum\" 1, \"verify\" 2, \"loopback POST\" 3, \"memcpy\" 4)", false, true},
+        {4, "Baton node vs llama-server",
+         "bench/serve_bench.cpp (written by the `baton serve` engineer; bench/run only drives it). Same GGUF (512x8 llama), "
+         "-t 2, -c 4096, -np 4, -b 512, flash attention off, unified KV on both. c streams started together with distinct "
+         "token prompts (256 tokens, 64 generated, ignore_eos); pp tok/s = c x prompt / time to the last first token, "
+         "tg tok/s = c x (gen-1) / rest. Runs interleave the servers; ratio = Baton median / llama-server median "
+         "(ratio of medians, not pair by pair). Headline: the worst of the four ratios.",
+         "x", "", "Baton / llama-server", true, "(\"pp c=1\" 0, \"tg c=1\" 1, \"pp c=4\" 2, \"tg c=4\" 3)", false, false},
+        {5, "Router under load",
+         "bench/router_load_bench.cpp. Closed-loop clients (1, 4, 16), each sending streaming completions back to back "
+         "(fresh 256-token prompt, 32 generated tokens). PD = `baton route` (unpinned) + a prefill node (4 slots, 1 thread, "
+         "`taskset -c 0`) + a decode node (16 slots, 1 thread, `taskset -c 1`); single = one `both` node (16 slots, 2 "
+         "threads, both cores). TPOT = (last token - first token) / (tokens - 1) per request; percentiles over the requests "
+         "of a level (>= 8 per level and configuration); the two configurations alternate level by level.",
+         "ms", "concurrent clients", "P99 latency (ms)", false, "", true, true},
+        {6, "Blob size per token vs theoretical KV size",
+         "bench/blob_bench.cpp. Real blobs from the engine's prefill of a 512x8 llama (n_head 8, n_head_kv 4, head_dim 64, "
+         "f16 K/V): blob bytes / tokens vs 2 x n_layer x n_embd_kv x 2 bytes. The blob also carries the tokens, the last "
+         "logits, the request and the framing; that is what the overhead measures.",
+         "%", "prompt tokens", "blob bytes per token over KV (%)", false, "", true, false},
+        {7, "Interference: decode streams under arriving long prompts",
+         "bench/interference_bench.cpp. A fixed, seeded trace: 4 closed-loop streams of short requests (32-token prompt, "
+         "64 tokens generated; below the router's --pd-min-tokens so in PD they go straight to the decode node) while 8 "
+         "long prompts (2048 tokens, 8 generated) arrive at seeded exponential gaps (mean 2.5 s). Colocated: one `both` "
+         "node, 2 threads, both cores. PD: prefill node `taskset -c 0` (1 thread), decode node `taskset -c 1` (1 thread), "
+         "router unpinned. TPOT per stream request = (last token - first token) / (tokens - 1); ITL = gaps between token "
+         "chunks. Goodput = requests per second meeting their objective (streams: TPOT <= 30 ms; long prompts: TTFT <= "
+         "4 s). Configurations alternate run by run on the same trace; ratio of P99 TPOT pair by pair; 5 runs.",
+         "ms", "", "ms", true, "(\"TPOT p50\" 0, \"TPOT p99\" 1, \"ITL p99\" 2)", false, false},
+    };
+    return f;
+}
+
+std::string read_file(const std::string & path) {
+    std::ifstream f(path);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+std::string fmt(double v) {
+    char buf[64];
+    const double a = std::abs(v);
+    if (v == 0) return "0";
+    if (a >= 1000) std::snprintf(buf, sizeof buf, "%.0f", v);
+    else if (a >= 10) std::snprintf(buf, sizeof buf, "%.1f", v);
+    else if (a >= 0.1) std::snprintf(buf, sizeof buf, "%.3f", v);
+    else std::snprintf(buf, sizeof buf, "%.4f", v);
+    return buf;
+}
+
+// serve_bench's lines carry no plot fields: place them on figure 4 and derive its headline.
+void adopt_serve_bench(std::vector<json> & results, std::vector<json> & heads) {
+    static const std::regex re("serve_(pp|tg)_c(1|4)_ratio");
+    json worst;
+    for (auto & r : results) {
+        std::smatch m;
+        const std::string name = r.value("name", "");
+        if (!std::regex_match(name, m, re)) continue;
+        r["fig"] = 4;
+        r["series"] = "Baton / llama-server";
+        r["x"] = (m[2] == "1" ? 0 : 2) + (m[1] == "pp" ? 0 : 1);
+        if (worst.is_null() || r["value"].get<double>() < worst["value"].get<double>()) worst = r;
+    }
+    for (auto & r : results) {
+        const std::string name = r.value("name", "");
+        if (name.rfind("serve_", 0) == 0 && !r.contains("fig")) r["fig"] = 4;
+    }
+    if (!worst.is_null()) {
+        json h = worst;
+        h["name"] = "serve_vs_llama_server_worst_ratio (" + worst["name"].get<std::string>() + ")";
+        h["target"] = ">= 0.97x on pp and tg at 1 and 4 streams";
+        h.erase("series");
+        h.erase("x");
+        heads.push_back(h);
+    }
+}
+
+void write_plot(const figure_doc & fd, const std::vector<json> & results, const std::string & plot_dir) {
+    std::map<std::string, std::vector<const json *>> series;
+    for (const auto & r : results)
+        if (r.value("fig", 0) == fd.fig && r.contains("series") && r.value("unit", "") == fd.plot_unit) series[r["series"]].push_back(&r);
+    if (series.empty()) return;
+    const std::string src = plot_dir + "/src";
+    std::filesystem::create_directories(src);
+    const std::string base = "fig" + std::to_string(fd.fig);
+    std::ofstream gp(src + "/" + base + ".gp");
+    gp << "set terminal pngcairo size 900,540 font 'DejaVu Sans,11'\n";
+    gp << "set output '" << plot_dir << "/" << base << ".png'\n";
+    gp << "set title \"Figure " << fd.fig << ": " << fd.title << "\"\n";
+    gp << "set xlabel \"" << fd.xlabel << "\"\nset ylabel \"" << fd.ylabel << "\"\n";
+    gp << "set grid\nset key outside right top\nset bars small\n";
+    if (fd.logx) gp << "set logscale x 2\n";
+    if (fd.logy) gp << "set logscale y\n";
+    if (fd.categorical) {
+        gp << "set xtics " << fd.xtics << "\nset xrange [-0.6:" << (std::count(fd.xtics, fd.xtics + std::strlen(fd.xtics), ',') + 0.6) << "]\n";
+        gp << "set style fill solid 0.6 border -1\n";
+        if (!fd.logy) gp << "set yrange [0:*]\n";
+    } else {
+        gp << "set offsets graph 0.05, graph 0.05, graph 0.1, graph 0.1\n";
+    }
+    if (fd.fig == 1) gp << "set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2 lc rgb 'red'\nset label 'target 1%' at graph 0.02, first 1.15 tc rgb 'red'\n";
+    if (fd.fig == 4) gp << "set arrow from graph 0, first 0.97 to graph 1, first 0.97 nohead dt 2 lc rgb 'red'\nset label 'target 0.97x' at graph 0.02, first 0.93 tc rgb 'red'\n";
+    if (fd.fig == 6) gp << "set arrow from graph 0, first 2 to graph 1, first 2 nohead dt 2 lc rgb 'red'\nset label 'target 2%' at graph 0.02, first 2.1 tc rgb 'red'\nset yrange [0:*]\n";
+    const double width = series.size() > 1 ? 0.8 / double(series.size()) : 0.6;
+    if (fd.categorical) gp << "set boxwidth " << width << "\n";
+    gp << "plot ";
+    int k = 0;
+    for (auto & [name, pts] : series) {
+        std::sort(pts.begin(), pts.end(), [](const json * a, const json * b) { return (*a)["x"].get<double>() < (*b)["x"].get<double>(); });
+        const std::string dat = src + "/" + base + "_" + std::to_string(k) + ".dat";
+        std::ofstream d(dat);
+        for (const json * p : pts) {
+            const double value = (*p)["value"], lo = p->value("min", value), hi = p->value("max", value);
+            double x = (*p)["x"];
+            if (fd.categorical) x += (double(k) - (double(series.size()) - 1) / 2) * width;
+            d << x << " " << value << " " << std::min(lo, value) << " " << std::max(hi, value) << "\n";
+        }
+        if (k) gp << ", \\\n     ";
+        if (fd.categorical) gp << "'" << dat << "' using 1:2:3:4 with boxerrorbars title \"" << name << "\"";
+        else gp << "'" << dat << "' using 1:2:3:4 with yerrorlines lw 2 pt 7 title \"" << name << "\"";
+        ++k;
+    }
+    gp << "\n";
+}
+
+std::string md_escape(std::string s) {
+    for (size_t i = 0; (i = s.find('|', i)) != std::string::npos; i += 2) s.replace(i, 1, "\\|");
+    return s;
+}
+
+}  // namespace
+
+int main(int argc, char ** argv) {
+    if (argc != 4 && argc != 8) {
+        std::fprintf(stderr, "usage: bench_report LINES MACHINE OUT_JSON [--docs MD PLOT_DIR ANALYSIS_MD]\n");
+        return 2;
+    }
+    std::ifstream in(argv[1]);
+    if (!in) return std::fprintf(stderr, "bench_report: cannot read %s\n", argv[1]), 1;
+    std::vector<json> results, heads;
+    std::string line;
+    while (std::getline(in, line)) {
+        const bool is_result = line.rfind("RESULT ", 0) == 0, is_fig = line.rfind("FIGURE ", 0) == 0;
+        if (!is_result && !is_fig) continue;
+        json j = json::parse(line.substr(7), nullptr, false);
+        if (j.is_discarded()) return std::fprintf(stderr, "bench_report: bad line: %s\n", line.c_str()), 1;
+        (is_fig ? heads : results).push_back(j);
+    }
+    adopt_serve_bench(results, heads);
+    std::sort(heads.begin(), heads.end(), [](const json & a, const json & b) { return a.value("fig", 0) < b.value("fig", 0); });
+    const std::string out = argv[3];
+    {
+        std::ofstream o(out);
+        o << json(heads).dump(2) << "\n";
+        std::string details = out.substr(0, out.size() - (out.ends_with(".json") ? 5 : 0)) + "-details.json";
+        std::ofstream d(details);
+        d << json(results).dump(1) << "\n";
+    }
+    std::printf("bench_report: %zu figures, %zu results -> %s\n", heads.size(), results.size(), out.c_str());
+    if (argc == 4) return 0;
+    const std::string md_path = argv[5], plot_dir = argv[6], analysis = argv[7];
+    std::ostringstream md;
+    md << "# Baton benchmarks\n\n"
+       << "Generated by `scripts/in-root bench/run` (" << "bench/bench_report.cpp" << "); do not edit by hand — the analysis at the end "
+       << "comes from bench/analysis.md. Every figure is measured side by side in one run on the machine below; values are "
+       << "medians with min and max over n runs (for percentiles: over n requests); ratios are taken pair by pair within the run "
+       << "unless the method says otherwise.\n\n## Machine and build\n\n| | |\n|---|---|\n";
+    std::istringstream mi(read_file(argv[2]));
+    while (std::getline(mi, line)) {
+        const size_t c = line.find(": ");
+        if (c != std::string::npos) md << "| " << md_escape(line.substr(0, c)) << " | " << md_escape(line.substr(c + 2)) << " |\n";
+    }
+    md << "\n## Summary (bench/results/latest.json)\n\n| figure | name | value | min | max | n | unit | target | ok |\n|---|---|---|---|---|---|---|---|---|\n";
+    for (const auto & h : heads) {
+        md << "| " << h.value("fig", 0) << " | " << md_escape(h.value("name", "")) << " | " << fmt(h["value"]) << " | " << fmt(h.value("min", 0.0))
+           << " | " << fmt(h.value("max", 0.0)) << " | " << h.value("n", 0) << " | " << md_escape(h.value("unit", "")) << " | "
+           << md_escape(h.value("target", "")) << " | " << (h.value("ok", false) ? "yes" : "**NO**") << " |\n";
+    }
+    for (const auto & fd : figures()) {
+        md << "\n## Figure " << fd.fig << ": " << fd.title << "\n\n" << fd.method << "\n\n";
+        bool any = false;
+        for (const auto & r : results) any = any || r.value("fig", 0) == fd.fig || (r.value("name", "").rfind("router_load", 0) == 0 && fd.fig == 5);
+        if (!any) {
+            md << "_No results in this run._\n";
+            continue;
+        }
+        write_plot(fd, results, plot_dir);
+        if (std::filesystem::exists(plot_dir + "/src/fig" + std::to_string(fd.fig) + ".gp"))
+            md << "![Figure " << fd.fig << "](bench/fig" << fd.fig << ".png)\n\n";
+        md << "| name | median | min | max | n | unit | target | ok |\n|---|---|---|---|---|---|---|---|\n";
+        for (const auto & r : results) {
+            const std::string name = r.value("name", "");
+            int fig = r.value("fig", 0);
+            if (!fig) {  // unplotted detail lines: assign by name prefix
+                if (name.rfind("router_load", 0) == 0) fig = 5;
+                else if (name.rfind("interference", 0) == 0) fig = 7;
+                else if (name.rfind("blob_pipeline", 0) == 0) fig = 3;
+                else if (name.rfind("blob_size", 0) == 0) fig = 6;
+                else if (name.rfind("pd_ttft", 0) == 0) fig = 2;
+                else if (name.rfind("restore", 0) == 0 || name.rfind("prefill_ms", 0) == 0) fig = 1;
+            }
+            if (fig != fd.fig) continue;
+            md << "| " << md_escape(name) << " | " << fmt(r["value"]) << " | " << fmt(r.value("min", 0.0)) << " | " << fmt(r.value("max", 0.0))
+               << " | " << r.value("n", 0) << " | " << md_escape(r.value("unit", "")) << " | " << md_escape(r.value("target", "")) << " | "
+               << (r.value("ok", true) ? "yes" : "**NO**") << " |\n";
+        }
+    }
+    // Other benchmarks' lines that belong to no figure (kv_layout_bench, ...).
+    bool other = false;
+    for (const auto & r : results) {
+        const std::string name = r.value("name", "");
+        if (r.contains("fig") || name.rfind("router_load", 0) == 0 || name.rfind("interference", 0) == 0 || name.rfind("blob_", 0) == 0 ||
+            name.rfind("pd_ttft", 0) == 0 || name.rfind("restore", 0) == 0 || name.rfind("prefill_ms", 0) == 0)
+            continue;
+        if (!other) md << "\n## Other measurements\n\n| name | median | min | max | n | unit |\n|---|---|---|---|---|---|\n";
+        other = true;
+        md << "| " << md_escape(name) << " | " << fmt(r["value"]) << " | " << fmt(r.value("min", 0.0)) << " | " << fmt(r.value("max", 0.0)) << " | "
+           << r.value("n", 0) << " | " << md_escape(r.value("unit", "")) << " |\n";
+    }
+    md << "\n" << read_file(analysis);
+    std::ofstream(md_path) << md.str();
+    std::printf("bench_report: wrote %s and plot scripts under %s/src\n", md_path.c_str(), plot_dir.c_str());
+    return 0;
+}
