@@ -17,6 +17,18 @@ std::string cli_version_string() {
     return s + ")";
 }
 
+sigset_t cli_block_stop_signals() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    signal(SIGPIPE, SIG_IGN);
+    return set;
+}
+
 int cli_fail(int code, const std::string & msg) {
     std::fprintf(stderr, "baton: %s\n", msg.c_str());
     return code;

@@ -4,6 +4,8 @@
 // Each subcommand lives in its own cmd_*.cpp and registers itself through a cli_add_* function.
 #pragma once
 
+#include <signal.h>
+
 #include <functional>
 #include <string>
 
@@ -35,6 +37,13 @@ void cli_add_blob(CLI::App & app, cli_run_fn & run);
 void cli_add_route(CLI::App & app, cli_run_fn & run);
 void cli_add_serve(CLI::App & app, cli_run_fn & run);
 void cli_add_demo(CLI::App & app, cli_run_fn & run);
+
+// cli_block_stop_signals prepares a long-running subcommand (serve, route, demo) to take SIGINT and SIGTERM
+// with sigwait: it restores their default dispositions (a shell starts background jobs with SIGINT
+// ignored, and an ignored signal is discarded even while blocked), blocks both in the calling thread so
+// every thread started afterwards inherits the mask, and ignores SIGPIPE. Returns the set to sigwait on.
+// REQUIRES: called before the process starts any thread.
+sigset_t cli_block_stop_signals();
 
 // cli_fail prints "baton: MSG" to stderr and returns code.
 int cli_fail(int code, const std::string & msg);

@@ -68,17 +68,7 @@ struct sse_reader {
 };
 
 int run_demo(demo_options o) {
-    // Ctrl-C / SIGTERM: a watcher thread stops the children through their destructors by exiting main's scope.
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    // A shell starts background jobs with SIGINT ignored, and an ignored signal is discarded even while
-    // blocked: restore the default dispositions so sigwait sees Ctrl-C and SIGTERM.
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    pthread_sigmask(SIG_BLOCK, &set, nullptr);
-    signal(SIGPIPE, SIG_IGN);
+    sigset_t set = cli_block_stop_signals();
     // On Ctrl-C the watcher stops the demo's own children (and nothing else) and aborts the request;
     // main then returns and the child_process destructors reap them.
     static std::atomic<bool> interrupted{false};

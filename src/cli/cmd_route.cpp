@@ -30,17 +30,7 @@ int run_route(const router_config & base, const std::string & prefill, const std
     if (fallback == "local") cfg.fallback = fallback_policy::local;
     else if (fallback == "fail") cfg.fallback = fallback_policy::fail;
     else return cli_fail(k_exit_usage, "--fallback: '" + fallback + "' is not local or fail");
-    // Block the stop signals before any thread starts, so one thread can wait for them.
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    // A shell starts background jobs with SIGINT ignored, and an ignored signal is discarded even while
-    // blocked: restore the default dispositions so sigwait sees Ctrl-C and SIGTERM.
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    pthread_sigmask(SIG_BLOCK, &set, nullptr);
-    signal(SIGPIPE, SIG_IGN);
+    sigset_t set = cli_block_stop_signals();
     auto r = router::create(cfg);
     if (!r.ok()) return cli_fail(r.status().code() == status_code::invalid_argument ? k_exit_usage : k_exit_failure, r.status().message());
     auto port = r.value()->start();

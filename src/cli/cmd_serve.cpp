@@ -45,14 +45,8 @@ Status serve_check(serve_options & o) {
 int run_serve(serve_options & o) {
     Status st = serve_check(o);
     if (!st.ok()) return cli_fail(k_exit_usage, st.message());
-    // Block the shutdown signals before any thread exists, so every thread inherits the mask and only
-    // sigwait below sees them.
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
-    std::signal(SIGPIPE, SIG_IGN);
+    // Before any thread exists, so every thread inherits the mask and only sigtimedwait below sees them.
+    const sigset_t sigs = cli_block_stop_signals();
 
     server node(o.cfg);
     auto port = node.bind();

@@ -53,8 +53,10 @@ Status slot_restore(const restore_env & env, slot & s, const validated_blob & bl
     Status st;
     const size_t n_read = llama_state_seq_set_data(env.ctx, b.state.data(), b.state.size(), s.id);
     if (n_read == 0) {
-        st = Status(status_code::engine_error, "state: libllama rejected the state bytes (" +
-                                                   std::to_string(b.state.size()) + " bytes)");
+        // The bytes passed every checksum, so they are what the sender wrote: a state this node's libllama
+        // cannot read is a bad blob (422), not a node fault.
+        st = Status(status_code::corrupt, "state: libllama rejected the state bytes (" +
+                                              std::to_string(b.state.size()) + " bytes)");
     } else if (n_read != b.state.size()) {
         st = Status(status_code::corrupt, "state: libllama read " + std::to_string(n_read) + " of " +
                                               std::to_string(b.state.size()) + " state bytes");

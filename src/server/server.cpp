@@ -6,6 +6,7 @@
 
 #include "blob/blob_format.h"
 #include "http_errors.h"
+#include "listen_backlog.h"
 #include "server_impl.h"
 
 namespace baton {
@@ -269,6 +270,8 @@ Result<int> server::bind() {
         return Status(status_code::io_error, "cannot bind " + s.cfg.host + ":" + std::to_string(port) + " (in use or not allowed)");
     }
     s.cfg.port = port;
+    // httplib's accept backlog is 5; many clients connecting at once would be reset (listen_backlog.h).
+    if (Status st = http_raise_backlog(port); !st.ok()) std::fprintf(stderr, "baton: serve: %s\n", st.message().c_str());
     return port;
 }
 

@@ -128,9 +128,10 @@ TEST(ServeErrors, BusySlotIs409NoFreeSlotIs503AndHangingUpCancels) {
 }
 
 TEST(ServeErrors, RequestOverTimeoutIs504) {
-    // An 8192-token context holds far more tokens than 3 s of decoding produce; the first token comes
-    // long before the timeout.
-    auto n = node_process::start({"serve", "-m", test_model_path("llama"), "-c", "8192", "-t", "2", "--timeout", "3"});
+    // One slot of 8192 tokens (each slot holds n_ctx / slots) on a 512-wide model: 8000 tokens take far
+    // longer than 3 s on any CPU this runs on (the 64-wide test model can be that fast), while the first
+    // token comes long before the timeout.
+    auto n = node_process::start({"serve", "-m", test_model_path("llama", 1, 512, 4), "-c", "8192", "-np", "1", "-t", "2", "--timeout", "3"});
     json body = long_stream_body();
     body["stream"] = false;
     body["max_tokens"] = 8000;
