@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "baton/model.h"
 #include "bench_util.h"
 
 namespace baton::bench {
@@ -257,6 +258,8 @@ inline void result_value(const std::string & name, double value, const std::stri
 
 // model_n_vocab: the vocabulary size of a GGUF (loads the vocabulary only).
 inline int model_n_vocab(const std::string & path) {
+    llama_quiet_logs();
+    llama_backend_once();
     llama_model_params mp = llama_model_default_params();
     mp.vocab_only = true;
     llama_model * m = llama_model_load_from_file(path.c_str(), mp);

@@ -49,7 +49,7 @@ const std::vector<figure_doc> & figures() {
          "bench/pd_ttft_bench.cpp. `baton route` + 1 prefill node + 1 decode node vs one `both` node, every node 2 threads, "
          "1 slot, unpinned, same model (512x8 llama). Streaming /v1/completions with an exact token-array prompt (fresh per "
          "pair, so no prefix cache helps); TTFT = time to the first SSE data chunk. PD and single alternate request by "
-         "request; overhead = TTFT_pd / TTFT_single - 1 per pair; median of 7 pairs.",
+         "request; overhead = TTFT_pd / TTFT_single - 1 per pair; median of 5 pairs.",
          "ms", "prompt tokens", "TTFT (ms)", false, "", true, true},
         {3, "Blob pipeline throughput vs memcpy",
          "bench/blob_bench.cpp. A 16 MiB blob; per run: serialize (blob_write into a pre-faulted buffer), checksum (XXH3-64 "
@@ -69,7 +69,7 @@ const std::vector<figure_doc> & figures() {
          "(fresh 256-token prompt, 32 generated tokens). PD = `baton route` (unpinned) + a prefill node (4 slots, 1 thread, "
          "`taskset -c 0`) + a decode node (16 slots, 1 thread, `taskset -c 1`); single = one `both` node (16 slots, 2 "
          "threads, both cores). TPOT = (last token - first token) / (tokens - 1) per request; percentiles over the requests "
-         "of a level (>= 8 per level and configuration); the two configurations alternate level by level.",
+         "of a level (8, 8 and 16 per level and configuration); the two configurations alternate level by level.",
          "ms", "concurrent clients", "P99 latency (ms)", false, "", true, true},
         {6, "Blob size per token vs theoretical KV size",
          "bench/blob_bench.cpp. Real blobs from the engine's prefill of a 512x8 llama (n_head 8, n_head_kv 4, head_dim 64, "
@@ -78,8 +78,8 @@ const std::vector<figure_doc> & figures() {
          "%", "prompt tokens", "blob bytes per token over KV (%)", false, "", true, false},
         {7, "Interference: decode streams under arriving long prompts",
          "bench/interference_bench.cpp. A fixed, seeded trace: 4 closed-loop streams of short requests (32-token prompt, "
-         "64 tokens generated; below the router's --pd-min-tokens so in PD they go straight to the decode node) while 8 "
-         "long prompts (2048 tokens, 8 generated) arrive at seeded exponential gaps (mean 2.5 s). Colocated: one `both` "
+         "64 tokens generated; below the router's --pd-min-tokens so in PD they go straight to the decode node) while 4 "
+         "long prompts (768 tokens, 8 generated) arrive at seeded exponential gaps (mean 3 s). Colocated: one `both` "
          "node, 2 threads, both cores. PD: prefill node `taskset -c 0` (1 thread), decode node `taskset -c 1` (1 thread), "
          "router unpinned. TPOT per stream request = (last token - first token) / (tokens - 1); ITL = gaps between token "
          "chunks. Goodput = requests per second meeting their objective (streams: TPOT <= 30 ms; long prompts: TTFT <= "
@@ -175,7 +175,8 @@ void write_plot(const figure_doc & fd, const std::vector<json> & results, const 
             d << x << " " << value << " " << std::min(lo, value) << " " << std::max(hi, value) << "\n";
         }
         if (k) gp << ", \\\n     ";
-        if (fd.categorical) gp << "'" << dat << "' using 1:2:3:4 with boxerrorbars title \"" << name << "\"";
+        if (fd.categorical) gp << "'" << dat << "' using 1:2:3:4:(" << width << ") with boxerrorbars title \"" << name << "\"";
+        else if (fd.fig == 5) gp << "'" << dat << "' using 1:2 with linespoints lw 2 pt 7 title \"" << name << "\"";  // percentiles: no min/max bars
         else gp << "'" << dat << "' using 1:2:3:4 with yerrorlines lw 2 pt 7 title \"" << name << "\"";
         ++k;
     }
