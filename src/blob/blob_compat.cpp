@@ -14,14 +14,17 @@ namespace {
 
 Status incompatible(const std::string & m) { return Status(status_code::incompatible, m); }
 
-// type_name: "f16", "q8_0", ... (our own lookup: the blob module sits below the engine's context.h).
-std::string type_name(int32_t type) {
+const char * on_off(bool b) { return b ? "on" : "off"; }
+
+}  // namespace
+
+std::string blob_kv_type_name(int32_t type) {
     if (type < 0 || type >= GGML_TYPE_COUNT) return "type#" + std::to_string(type);
     const char * n = ggml_type_name(ggml_type(type));
     return n ? n : "type#" + std::to_string(type);
 }
 
-std::string hex(const std::array<uint8_t, 16> & fp) {
+std::string blob_fingerprint_hex(const std::array<uint8_t, 16> & fp) {
     static const char * digits = "0123456789abcdef";
     std::string s;
     for (uint8_t b : fp) {
@@ -30,10 +33,6 @@ std::string hex(const std::array<uint8_t, 16> & fp) {
     }
     return s;
 }
-
-const char * on_off(bool b) { return b ? "on" : "off"; }
-
-}  // namespace
 
 Status blob_check_compatible(const blob_view & blob, const blob_identity & node, const blob_context & node_ctx) {
     const blob_identity & id = blob.identity;
@@ -46,19 +45,19 @@ Status blob_check_compatible(const blob_view & blob, const blob_identity & node,
     if (id.n_vocab != node.n_vocab)
         return incompatible("n_vocab " + std::to_string(id.n_vocab) + " vs " + std::to_string(node.n_vocab) + bn);
     if (id.fingerprint != node.fingerprint)
-        return incompatible("model fingerprint differs: blob " + hex(id.fingerprint) + " vs node " +
-                            hex(node.fingerprint) + " (the blob was made with a different model file)");
+        return incompatible("model fingerprint differs: blob " + blob_fingerprint_hex(id.fingerprint) + " vs node " +
+                            blob_fingerprint_hex(node.fingerprint) + " (the blob was made with a different model file)");
     if (id.llama_version != node.llama_version)
         return incompatible("llama_version " + id.llama_version + " vs " + node.llama_version + bn +
                             ": libllama's state layout may differ between versions");
 
     const blob_context & c = blob.context;
     if (c.type_k != node_ctx.type_k)
-        return incompatible("type_k " + type_name(c.type_k) + " vs " + type_name(node_ctx.type_k) + bn +
-                            ": the node's K cache type must be " + type_name(c.type_k));
+        return incompatible("type_k " + blob_kv_type_name(c.type_k) + " vs " + blob_kv_type_name(node_ctx.type_k) + bn +
+                            ": the node's K cache type must be " + blob_kv_type_name(c.type_k));
     if (c.type_v != node_ctx.type_v)
-        return incompatible("type_v " + type_name(c.type_v) + " vs " + type_name(node_ctx.type_v) + bn +
-                            ": the node's V cache type must be " + type_name(c.type_v));
+        return incompatible("type_v " + blob_kv_type_name(c.type_v) + " vs " + blob_kv_type_name(node_ctx.type_v) + bn +
+                            ": the node's V cache type must be " + blob_kv_type_name(c.type_v));
     if (c.flash_attn != node_ctx.flash_attn)
         return incompatible(std::string("flash_attn ") + on_off(c.flash_attn) + " vs " + on_off(node_ctx.flash_attn) +
                             bn + ": the V cache layout differs; restart the node with flash attention " +

@@ -4,17 +4,14 @@
 #include <ggml.h>
 #include <llama.h>
 
+#include "baton/blob.h"
 #include "baton/model.h"
 
 namespace baton {
 
 void context_deleter::operator()(llama_context * c) const { llama_free(c); }
 
-std::string context_type_name(int32_t type) {
-    if (type < 0 || type >= GGML_TYPE_COUNT) return "type#" + std::to_string(type);
-    const char * n = ggml_type_name(ggml_type(type));
-    return n ? n : "type#" + std::to_string(type);
-}
+std::string context_type_name(int32_t type) { return blob_kv_type_name(type); }
 
 context_config context_normalized(const context_config & in) {
     context_config c = in;

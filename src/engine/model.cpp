@@ -1,6 +1,8 @@
 // model.cpp — model loading and identity (fingerprint, version, shape).
 #include "baton/model.h"
 
+#include "baton/blob.h"
+
 #include <llama.h>
 #include <xxhash.h>
 
@@ -13,15 +15,7 @@
 
 namespace baton {
 
-std::string model_fingerprint_hex(const std::array<uint8_t, 16> & fp) {
-    static const char * hex = "0123456789abcdef";
-    std::string s;
-    for (uint8_t b : fp) {
-        s += hex[b >> 4];
-        s += hex[b & 15];
-    }
-    return s;
-}
+std::string model_fingerprint_hex(const std::array<uint8_t, 16> & fp) { return blob_fingerprint_hex(fp); }
 
 Result<std::array<uint8_t, 16>> model_fingerprint_file(const std::string & path) {
     struct file_closer {
