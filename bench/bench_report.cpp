@@ -147,7 +147,8 @@ void write_plot(const figure_doc & fd, const std::vector<json> & results, const 
     gp << "set output '" << plot_dir << "/" << base << ".png'\n";
     gp << "set title \"Figure " << fd.fig << ": " << fd.title << "\"\n";
     gp << "set xlabel \"" << fd.xlabel << "\"\nset ylabel \"" << fd.ylabel << "\"\n";
-    gp << "set grid\nset key outside right top\nset bars small\n";
+    gp << "set grid\nset bars small\n";
+    gp << (fd.categorical ? "set key outside right top\n" : "set key inside top left box opaque\n");
     if (fd.logx) gp << "set logscale x 2\n";
     if (fd.logy) gp << "set logscale y\n";
     if (fd.categorical) {
