@@ -239,7 +239,9 @@ void router_impl::stream_to_client(route_ctx & ctx, std::shared_ptr<upstream_cal
             Status st = call->end_status();
             if (!st.ok()) {  // after the first byte: an explicit error event, then the stream closes
                 std::fprintf(stderr, "baton: route: stream from the decode node ended with an error: %s\n", st.message().c_str());
-                const std::string ev = "data: " + http_error_json(Status(status_code::upstream_error, "decode node failed mid-stream: " + st.message())) + "\n\n";
+                const status_code code = st.code() == status_code::deadline_exceeded ? st.code() : status_code::upstream_error;
+                const std::string ev = "data: " + http_error_json(Status(code, "decode node failed mid-stream: " + st.message())) +
+                                       "\n\ndata: [DONE]\n\n";
                 sink.write(ev.data(), ev.size());
             }
             sink.done();

@@ -49,7 +49,9 @@ void upstream_call::run(upstream_request r) {
         cv_.notify_all();
         return !cancelled_;
     };
+    // The deadline covers the whole body, not one read: a stream whose chunks keep coming still ends on it.
     req.content_receiver = [this](const char * data, size_t n, uint64_t, uint64_t) {
+        if (steady_clock::now() >= deadline_) return false;
         std::lock_guard<std::mutex> lk(mu_);
         chunks_.emplace_back(data, n);
         cv_.notify_all();

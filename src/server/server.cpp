@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "blob/blob_format.h"
+#include "event_wait.h"
 #include "http_errors.h"
 #include "listen_backlog.h"
 #include "server_impl.h"
@@ -113,17 +114,11 @@ steady_clock::time_point server_impl::deadline_from_now() const {
 
 Status server_impl::wait_event(const request_ptr & h, engine_event & ev, steady_clock::time_point deadline,
                                const httplib::Request & req) const {
-    for (;;) {
-        if (h->next(ev, std::chrono::milliseconds(50))) return {};
-        if (steady_clock::now() >= deadline) {
-            h->cancel();
-            return {status_code::deadline_exceeded, "request exceeded the node's --timeout of " + std::to_string(int(cfg.timeout_s)) + " s"};
-        }
-        if (req.is_connection_closed()) {
-            h->cancel();
-            return {status_code::cancelled, "the client went away"};
-        }
-    }
+    event_wait_limits lim;
+    lim.deadline = deadline;
+    lim.timeout_s = cfg.timeout_s;
+    lim.client_gone = [&req] { return req.is_connection_closed(); };
+    return event_wait(*h, ev, lim);
 }
 
 Result<engine_event> server_impl::run_to_done(engine_task task, const httplib::Request & req) {

@@ -7,6 +7,7 @@
 // away, the write fails and the task is cancelled so its slot frees at the next scheduler step.
 #include <memory>
 
+#include "event_wait.h"
 #include "http_errors.h"
 #include "openai_response.h"
 #include "server_impl.h"
@@ -41,18 +42,11 @@ struct generation {
 
 // stream_wait is wait_event for a streaming response: the client is watched through the sink.
 Status stream_wait(generation & g, engine_event & ev, httplib::DataSink & sink) {
-    for (;;) {
-        if (g.h->next(ev, std::chrono::milliseconds(50))) return {};
-        if (steady_clock::now() >= g.deadline) {
-            g.h->cancel();
-            return {status_code::deadline_exceeded,
-                    "request exceeded the node's --timeout of " + std::to_string(int(g.node->cfg.timeout_s)) + " s"};
-        }
-        if (!sink.is_writable()) {
-            g.h->cancel();
-            return {status_code::cancelled, "the client went away"};
-        }
-    }
+    event_wait_limits lim;
+    lim.deadline = g.deadline;
+    lim.timeout_s = g.node->cfg.timeout_s;
+    lim.client_gone = [&sink] { return !sink.is_writable(); };
+    return event_wait(*g.h, ev, lim);
 }
 
 // stream_pump writes the whole stream; false when the client went away (the task is cancelled).

@@ -206,6 +206,30 @@ TEST(RouterE2E, FallbackFailGivesExplicitErrorsNeverHangs) {
     }
 }
 
+// Regression (the server's RequestOverTimeoutIs504): the router's --timeout covers the whole response, so a
+// stream whose chunks keep arriving still ends at the deadline, with an explicit error event and [DONE],
+// and the decode node's slot is freed.
+TEST(RouterE2E, RouterTimeoutEndsAFastStream) {
+    auto d = node_process::start({"serve", "-m", test_model_path("llama", 1, 512, 4), "-c", "8192", "-np", "1", "-t", "2",
+                                  "--role", "decode"});
+    auto r = node_process::start({"route", "--decode", d->url(), "--timeout", "3", "--health-interval", "0.2"});
+    json body = long_stream_body();
+    body["max_tokens"] = 8000;
+    const auto t0 = std::chrono::steady_clock::now();
+    const http_reply s = post(*r, "/v1/completions", body.dump(), "application/json", "", 60);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (s.status == 200) {
+        const std::string tail = s.body.substr(s.body.size() > 400 ? s.body.size() - 400 : 0);
+        EXPECT_NE(s.body.find("deadline_exceeded"), std::string::npos) << tail;
+        EXPECT_NE(s.body.find("data: [DONE]"), std::string::npos) << tail;
+        EXPECT_EQ(s.body.find("\"finish_reason\":\"length\""), std::string::npos) << "the stream ran to its end: " << tail;
+    } else {
+        EXPECT_EQ(s.status, 504) << s.body;
+    }
+    EXPECT_LT(took, 30) << "the router let the stream run far past its 3 s deadline";
+    EXPECT_TRUE(wait_slot_idle(*d, 0, 10)) << "the decode node kept generating for a request the router gave up on";
+}
+
 TEST(RouterE2E, ErrorsAuthAndHealth) {
     auto d = node_process::start(serve_args("llama", {"--role", "decode", "--api-key", "node-secret"}));
     auto r = node_process::start({"route", "--decode", d->url(), "--api-key", "client-secret", "--node-key", "node-secret",
