@@ -92,11 +92,14 @@ class blob_sink {
     virtual ~blob_sink() = default;
     // write appends n bytes; returns io_error on failure.
     virtual Status write(const void * data, size_t n) = 0;
+    // size_hint: blob_write announces the blob's total size before its first write.
+    virtual void size_hint(uint64_t /*total_bytes*/) {}
 };
 
 class blob_buffer_sink : public blob_sink {
   public:
     Status write(const void * data, size_t n) override;
+    void size_hint(uint64_t total_bytes) override;  // reserves once: no regrowth copies of a large state
     std::vector<uint8_t> & bytes() { return bytes_; }
   private:
     std::vector<uint8_t> bytes_;

@@ -42,6 +42,14 @@ struct engine_config {
     context_config ctx;           // ctx.n_seq_max is the number of slots; each holds n_ctx / slots tokens
     blob_limits limits;           // applied to every blob a slot restores
     uint32_t queue_max = 256;     // tasks waiting for a slot; beyond this submit fails with unavailable
+    // park_idle (unified KV only): while any slot is working, idle slots keep their state in host memory
+    // instead of the KV cache, because every decode attends over all used cells of a unified cache. A
+    // later prompt that reuses a parked slot's prefix restores it (through the restore routine).
+    bool park_idle = true;
+    // A slot's cached prefix counts for a new prompt only when it covers at least this many tokens (or all
+    // of the prompt but its last token); otherwise the prompt goes to an empty slot, else the least
+    // recently used one, so a shared BOS alone never evicts another conversation's cache.
+    uint32_t reuse_min_tokens = 16;
 };
 
 // A generation request, already parsed and tokenized at the edge.
@@ -112,6 +120,7 @@ class validated_blob {
     static Result<std::shared_ptr<const validated_blob>> parse(std::vector<uint8_t> bytes, const blob_limits & limits);
     const blob_view & view() const { return view_; }
     size_t size() const { return bytes_.size(); }
+    const std::vector<uint8_t> & bytes() const { return bytes_; }
 
   private:
     validated_blob() = default;
@@ -133,7 +142,8 @@ using engine_task = std::variant<task_generate, task_prefill, task_decode, task_
 struct slot_info {
     int32_t id = 0;
     bool busy = false;
-    uint32_t n_tokens = 0;       // tokens the slot's memory holds
+    uint32_t n_tokens = 0;       // tokens the slot holds (in its memory, or in host memory when parked)
+    bool parked = false;         // idle state moved out of the KV cache (engine_config::park_idle)
     uint32_t n_checkpoints = 0;
     int32_t pos_min = -1, pos_max = -1;
 };
@@ -150,6 +160,9 @@ struct engine_metrics {
     double restore_seconds = 0, serialize_seconds = 0;
     uint32_t slots_busy = 0, slots_total = 0;
     uint64_t decode_calls = 0;
+    uint64_t parks = 0, unparks = 0;       // idle slots moved to host memory / restored from it
+    uint64_t parked_bytes = 0;             // host memory held by parked slots now
+    double park_seconds = 0;               // time spent parking and unparking
 };
 
 class engine_impl;

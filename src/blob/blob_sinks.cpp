@@ -8,6 +8,10 @@
 
 namespace baton {
 
+void blob_buffer_sink::size_hint(uint64_t total_bytes) {
+    if (total_bytes <= bytes_.max_size() - bytes_.size()) bytes_.reserve(bytes_.size() + size_t(total_bytes));
+}
+
 Status blob_buffer_sink::write(const void * data, size_t n) {
     const auto * p = static_cast<const uint8_t *>(data);
     bytes_.insert(bytes_.end(), p, p + n);

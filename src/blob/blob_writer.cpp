@@ -193,6 +193,7 @@ Status blob_write(const blob_parts & p, blob_sink & sink) {
     le_store_u32(header + bf::k_off_n_sections, n_sections);
     le_store_u64(header + bf::k_off_total_bytes, total);
     le_store_u64(header + bf::k_off_header_xxh3, XXH3_64bits(header, bf::k_off_header_xxh3));
+    sink.size_hint(total);
     BATON_RETURN_IF_ERROR(sink.write(header, sizeof header));
 
     BATON_RETURN_IF_ERROR(out.begin(bf::section_type_identity, identity.size()));

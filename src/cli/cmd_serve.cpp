@@ -90,6 +90,9 @@ void cli_add_serve(CLI::App & app, cli_run_fn & run) {
     sub->add_option("-t,--threads", c.engine.ctx.n_threads, "Compute threads")->capture_default_str();
     sub->add_flag("--kv-unified,!--no-kv-unified", c.engine.ctx.kv_unified,
                   "One KV buffer for all slots (default; blobs restore into any slot count) or one per slot");
+    sub->add_flag("--park-idle,!--no-park-idle", c.engine.park_idle,
+                  "Unified KV: while any slot works, idle slots keep their state in host memory, not in the cache "
+                  "every decode attends over (default on)");
     sub->add_option("--api-key", c.api_key, "Require \"Authorization: Bearer KEY\" on every endpoint but /health (or set BATON_API_KEY)");
     sub->add_option("--max-blob-mb", o->max_blob_mb, "Body cap of /v1/decode and PUT /v1/slots/{id}/state, MiB")->capture_default_str();
     sub->add_option("--max-json-mb", o->max_json_mb, "Body cap of the JSON endpoints, MiB")->capture_default_str();

@@ -58,6 +58,7 @@ class engine_impl {
     // scheduler
     std::vector<slot> slots;
     uint64_t step_no = 0;
+    std::vector<uint8_t> state_scratch;  // raw state bytes of the export in progress (largest one kept)
 
     // queue
     std::mutex mu;
@@ -79,6 +80,7 @@ class engine_impl {
     void step();
     void phase_admit();
     void phase_cancel();
+    void phase_park();
     std::vector<batch_part> phase_plan_batch();
     void phase_guard(const std::vector<batch_part> & parts);
     bool phase_decode(const std::vector<batch_part> & parts);
@@ -92,7 +94,9 @@ class engine_impl {
     void run_slot_op(engine_task & task, const request_ptr & h);
     void bind_task(slot & s, std::unique_ptr<active_task> t, engine_task & task);
     int32_t pick_slot(const std::vector<token_id> & prompt) const;
+    size_t reuse_min(const std::vector<token_id> & prompt) const;  // engine_config::reuse_min_tokens
     void start_prompt(slot & s, active_task & t);
+    void take_parked(slot & s, const std::vector<token_id> & prompt);
     void after_chunk(slot & s, uint32_t n_end);
     void sample_one(slot & s);
     void finish(slot & s, finish_reason why, Status error = {}, std::vector<uint8_t> blob = {});

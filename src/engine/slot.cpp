@@ -18,11 +18,14 @@ size_t common_prefix(const std::vector<token_id> & a, const std::vector<token_id
     return i;
 }
 
+const std::vector<token_id> & slot_held_tokens(const slot & s) { return s.parked ? s.parked->view().tokens : s.tokens; }
+
 void slot_clear(llama_context * ctx, slot & s) {
     llama_memory_seq_rm(mem_of(ctx), s.id, -1, -1);
     s.tokens.clear();
     s.checkpoints.clear();
     s.logits.clear();
+    s.parked.reset();
 }
 
 Status slot_check_memory(llama_context * ctx, const slot & s) {
@@ -75,6 +78,26 @@ Status slot_restore(const restore_env & env, slot & s, const validated_blob & bl
     // 4. Any failure: empty and consistent.
     slot_clear(env.ctx, s);
     return st;
+}
+
+Result<size_t> slot_park(const restore_env & env, slot & s, std::vector<uint8_t> & state_scratch) {
+    blob_buffer_sink sink;
+    Status st = slot_export(env.ctx, s, env.identity, env.context, true, "", sink, state_scratch);
+    slot_clear(env.ctx, s);
+    if (!st.ok()) return st;
+    blob_limits limits;
+    limits.max_tokens = std::max<uint32_t>(limits.max_tokens, env.n_ctx_slot);
+    auto b = validated_blob::parse(std::move(sink.bytes()), limits);
+    if (!b.ok()) return Status(status_code::internal, "park: the slot's own blob does not parse: " + b.status().message());
+    s.parked = std::move(b.value());
+    return s.parked->size();
+}
+
+Status slot_unpark(const restore_env & env, slot & s, uint64_t owner) {
+    const blob_ptr b = std::move(s.parked);
+    s.parked.reset();
+    if (!b) return {};
+    return slot_restore(env, s, *b, owner);
 }
 
 Status slot_take_checkpoint(llama_context * ctx, slot & s, uint32_t max_checkpoints) {
@@ -148,12 +171,14 @@ prepare_outcome slot_prepare_prompt(llama_context * ctx, slot & s, const std::ve
 }
 
 Status slot_export(llama_context * ctx, const slot & s, const blob_identity & id, const blob_context & bc,
-                   bool with_logits, const std::string & request_json, blob_sink & sink) {
+                   bool with_logits, const std::string & request_json, blob_sink & sink,
+                   std::vector<uint8_t> & state_scratch) {
     if (s.tokens.empty()) return {status_code::not_found, "slot " + std::to_string(s.id) + " holds no state"};
     BATON_RETURN_IF_ERROR(slot_check_memory(ctx, s));
     const size_t size = llama_state_seq_get_size(ctx, s.id);
-    std::vector<uint8_t> state(size);
-    if (size == 0 || llama_state_seq_get_data(ctx, state.data(), size, s.id) != size)
+    if (state_scratch.size() < size) state_scratch.resize(size);
+    const std::span<const uint8_t> state(state_scratch.data(), size);
+    if (size == 0 || llama_state_seq_get_data(ctx, state_scratch.data(), size, s.id) != size)
         return {status_code::engine_error, "state: libllama could not serialize slot " + std::to_string(s.id)};
     blob_parts parts;
     parts.identity = id;

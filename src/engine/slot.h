@@ -4,6 +4,10 @@
 // positions 0..tokens.size()-1, i.e. pos_max == tokens.size() - 1 (and -1 when empty). Checkpoints are
 // partial (recurrent/SWA) snapshots taken at token counts <= tokens.size().
 //
+// A parked slot (idle, unified KV) holds its state as a validated blob in host memory: its memory is
+// empty and so is `tokens`, so the invariant holds unchanged; the parked tokens exist only inside the
+// blob and come back only through slot_restore, never as bookkeeping without cells.
+//
 // slot_restore is THE routine that puts external state into a slot; every entry point calls it.
 // Thread-safety: only the engine's scheduler thread calls these functions.
 #pragma once
@@ -39,7 +43,11 @@ struct slot {
     uint64_t owner = 0;                        // request id that reserved the slot, 0 when free
     uint64_t last_used = 0;                    // scheduler step of the last use (LRU)
     std::unique_ptr<active_task> task;         // the request being served, null when idle
+    blob_ptr parked;                           // idle state in host memory (memory and tokens empty), or null
 };
+
+// slot_held_tokens: what the slot holds, in its memory or parked.
+const std::vector<token_id> & slot_held_tokens(const slot & s);
 
 // What the restore routine needs to know about the node.
 struct restore_env {
@@ -49,7 +57,8 @@ struct restore_env {
     uint32_t n_ctx_slot = 0;  // max tokens one sequence can hold
 };
 
-// slot_clear empties the slot: memory for the sequence removed, no tokens, no checkpoints, no logits.
+// slot_clear empties the slot: memory for the sequence removed, no tokens, no checkpoints, no logits,
+// nothing parked.
 void slot_clear(llama_context * ctx, slot & s);
 
 // slot_check_memory returns internal naming the disagreement when the memory does not hold exactly the
@@ -63,6 +72,15 @@ Status slot_check_memory(llama_context * ctx, const slot & s);
 //      checkpoints, set tokens (the count comes from the token section only) and trailing logits;
 //   4. on any failure leave the slot empty and consistent and return the typed error.
 Status slot_restore(const restore_env & env, slot & s, const validated_blob & blob, uint64_t owner);
+
+// slot_park moves an idle slot's state into host memory as a validated blob (tokens, state, checkpoints,
+// logits) and empties its memory. On failure the slot is cleared (its cache is lost, nothing else).
+// Returns the parked blob's size in bytes.
+Result<size_t> slot_park(const restore_env & env, slot & s, std::vector<uint8_t> & state_scratch);
+
+// slot_unpark puts a parked slot's state back through slot_restore, for request `owner`. On failure the
+// slot is empty and consistent.
+Status slot_unpark(const restore_env & env, slot & s, uint64_t owner);
 
 // slot_take_checkpoint snapshots the partial state of the slot at its current token count.
 Status slot_take_checkpoint(llama_context * ctx, slot & s, uint32_t max_checkpoints);
@@ -80,8 +98,11 @@ prepare_outcome slot_prepare_prompt(llama_context * ctx, slot & s, const std::ve
 
 // slot_export writes the slot's state as a blob: tokens, state bytes, checkpoints, logits (when
 // with_logits and known) and request_json.
+// state_scratch holds the raw state bytes on the way (the scheduler reuses one buffer: no fresh pages
+// and no zero-filling per export).
 Status slot_export(llama_context * ctx, const slot & s, const blob_identity & id, const blob_context & bc,
-                   bool with_logits, const std::string & request_json, blob_sink & sink);
+                   bool with_logits, const std::string & request_json, blob_sink & sink,
+                   std::vector<uint8_t> & state_scratch);
 
 // common_prefix returns the length of the longest common prefix of a and b.
 size_t common_prefix(const std::vector<token_id> & a, const std::vector<token_id> & b);

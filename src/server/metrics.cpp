@@ -112,6 +112,11 @@ std::string server_metrics::render(const std::optional<engine_metrics> & engine,
         scalar(out, "baton_invariant_repairs_total", "counter", "Slots whose memory disagreed with their tokens and were repaired",
                double(e.invariant_repairs));
         scalar(out, "baton_decode_calls_total", "counter", "llama_decode calls", double(e.decode_calls));
+        scalar(out, "baton_slot_parks_total", "counter", "Idle slots whose state moved from the unified KV cache to host memory",
+               double(e.parks));
+        scalar(out, "baton_slot_unparks_total", "counter", "Parked slots restored for a prompt that reuses them", double(e.unparks));
+        scalar(out, "baton_park_seconds_total", "counter", "Seconds spent parking and unparking slots", e.park_seconds);
+        scalar(out, "baton_parked_bytes", "gauge", "Host memory held by parked slots", double(e.parked_bytes));
         head(out, "baton_slots", "gauge", "Slots by state");
         out += "baton_slots{state=\"busy\"} " + std::to_string(e.slots_busy) + "\n";
         out += "baton_slots{state=\"idle\"} " + std::to_string(e.slots_total - e.slots_busy) + "\n";

@@ -68,6 +68,7 @@ void server_impl::on_slots(const httplib::Request &, httplib::Response & res) {
         arr.push_back({{"id", s.id},
                        {"busy", s.busy},
                        {"n_tokens", s.n_tokens},
+                       {"parked", s.parked},
                        {"n_checkpoints", s.n_checkpoints},
                        {"pos_min", s.pos_min},
                        {"pos_max", s.pos_max}});
