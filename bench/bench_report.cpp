@@ -61,8 +61,9 @@ const std::vector<figure_doc> & figures() {
          "bench/serve_bench.cpp (written by the `baton serve` engineer; bench/run only drives it). Same GGUF (512x8 llama), "
          "-t 2, -c 4096, -np 4, -b 512, flash attention off, unified KV on both. c streams started together with distinct "
          "token prompts (256 tokens, 64 generated, ignore_eos); pp tok/s = c x prompt / time to the last first token, "
-         "tg tok/s = c x (gen-1) / rest. Runs interleave the servers; ratio = Baton median / llama-server median "
-         "(ratio of medians, not pair by pair). Headline: the worst of the four ratios.",
+         "tg tok/s = c x (gen-1) / rest. Runs interleave the servers; ratio = median over runs of Baton / llama-server "
+         "in the same run (pair by pair). Both servers keep idle slots' caches (Baton parks them out of the unified KV "
+         "cache while another slot works; docs/engine.md). Headline: the worst of the four ratios.",
          "x", "", "Baton / llama-server", true, "(\"pp c=1\" 0, \"tg c=1\" 1, \"pp c=4\" 2, \"tg c=4\" 3)", false, false},
         {5, "Router under load",
          "bench/router_load_bench.cpp. Closed-loop clients (1, 4, 16), each sending streaming completions back to back "
