@@ -99,7 +99,7 @@ class blob_sink {
 class blob_buffer_sink : public blob_sink {
   public:
     Status write(const void * data, size_t n) override;
-    void size_hint(uint64_t total_bytes) override;  // reserves once: no regrowth copies of a large state
+    void size_hint(uint64_t total_bytes) override;  // reserves once (from buffer_pool::shared() when empty)
     std::vector<uint8_t> & bytes() { return bytes_; }
   private:
     std::vector<uint8_t> bytes_;

@@ -118,6 +118,9 @@ using request_ptr = std::shared_ptr<request_handle>;
 class validated_blob {
   public:
     static Result<std::shared_ptr<const validated_blob>> parse(std::vector<uint8_t> bytes, const blob_limits & limits);
+    ~validated_blob();  // the bytes go back to buffer_pool::shared()
+    validated_blob(const validated_blob &) = delete;
+    validated_blob & operator=(const validated_blob &) = delete;
     const blob_view & view() const { return view_; }
     size_t size() const { return bytes_.size(); }
     const std::vector<uint8_t> & bytes() const { return bytes_; }

@@ -5,11 +5,15 @@
 #include <cstring>
 
 #include "baton/blob.h"
+#include "baton/buffer_pool.h"
 
 namespace baton {
 
 void blob_buffer_sink::size_hint(uint64_t total_bytes) {
-    if (total_bytes <= bytes_.max_size() - bytes_.size()) bytes_.reserve(bytes_.size() + size_t(total_bytes));
+    if (total_bytes > bytes_.max_size() - bytes_.size()) return;
+    const size_t want = bytes_.size() + size_t(total_bytes);
+    if (bytes_.empty() && bytes_.capacity() < want) bytes_ = buffer_pool::shared().take(want);
+    else bytes_.reserve(want);
 }
 
 Status blob_buffer_sink::write(const void * data, size_t n) {

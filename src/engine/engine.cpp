@@ -3,6 +3,7 @@
 
 #include <llama.h>
 
+#include "baton/buffer_pool.h"
 #include "engine_impl.h"
 
 namespace baton {
@@ -37,6 +38,11 @@ void request_handle::push(engine_event ev) {
 }
 
 // ---- validated_blob ----
+
+validated_blob::~validated_blob() {
+    view_ = blob_view{};
+    buffer_pool::shared().give(std::move(bytes_));
+}
 
 Result<std::shared_ptr<const validated_blob>> validated_blob::parse(std::vector<uint8_t> bytes, const blob_limits & limits) {
     std::shared_ptr<validated_blob> b(new validated_blob());

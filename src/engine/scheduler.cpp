@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "baton/buffer_pool.h"
 #include "engine_impl.h"
 
 namespace baton {
@@ -228,7 +229,9 @@ void engine_impl::run_slot_op(engine_task & task, const request_ptr & h) {
     if (std::holds_alternative<task_slot_erase>(task)) {
         slot_clear(ctx.get(), s);
     } else if (std::holds_alternative<task_slot_save>(task) && s.parked) {
-        done.blob = s.parked->bytes();  // already a blob of this slot: tokens, state, checkpoints, logits
+        const std::vector<uint8_t> & b = s.parked->bytes();  // already a blob of this slot
+        done.blob = buffer_pool::shared().take(b.size());
+        done.blob.assign(b.begin(), b.end());
         bump([&](engine_metrics & m) { m.blob_bytes_out += done.blob.size(); });
     } else if (auto * r = std::get_if<task_slot_restore>(&task)) {
         const auto t0 = steady::now();

@@ -278,6 +278,7 @@ void router_impl::health_loop() {
 
 void router_impl::routes() {
     http.set_payload_max_length(cfg.max_body_bytes);
+    http.set_tcp_nodelay(true);  // no Nagle delay on relayed SSE events
     http.set_read_timeout(std::chrono::seconds(30));
     http.set_write_timeout(std::chrono::seconds(30));
     http.Get("/health", [this](const httplib::Request &, httplib::Response & res) {

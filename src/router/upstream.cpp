@@ -34,6 +34,7 @@ void upstream_call::run(upstream_request r) {
     const auto budget = std::max(left, milliseconds(1));
     client_->set_connection_timeout(std::min(budget, milliseconds(5000)));
     client_->set_read_timeout(budget);
+    client_->set_tcp_nodelay(true);  // headers and body go out at once, no delayed-ACK wait
     client_->set_write_timeout(budget);
     httplib::Request req;
     req.method = "POST";

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "baton/buffer_pool.h"
 #include "blob/blob_format.h"
 #include "event_wait.h"
 #include "http_errors.h"
@@ -141,7 +142,11 @@ Result<blob_ptr> server_impl::blob_parse_edge(std::vector<uint8_t> bytes) {
 
 void server_impl::send_blob(httplib::Response & res, std::vector<uint8_t> blob) const {
     if (cfg.test_corrupt_state) server_corrupt_state_for_test(blob);
-    auto bytes = std::make_shared<std::vector<uint8_t>>(std::move(blob));
+    // The buffer goes back to the pool once the response is written (or abandoned).
+    std::shared_ptr<std::vector<uint8_t>> bytes(new std::vector<uint8_t>(std::move(blob)), [](std::vector<uint8_t> * b) {
+        buffer_pool::shared().give(std::move(*b));
+        delete b;
+    });
     res.set_content_provider(bytes->size(), "application/octet-stream",
                              [bytes](size_t offset, size_t length, httplib::DataSink & sink) {
                                  return sink.write(reinterpret_cast<const char *>(bytes->data()) + offset, length);
@@ -176,7 +181,8 @@ void server_impl::install_routes() {
     };
     auto blob_route = [this](void (server_impl::*fn)(const Request &, Response &, std::vector<uint8_t>)) {
         return [this, fn](const Request & req, Response & res, const ContentReader & reader) {
-            std::vector<uint8_t> body;
+            const uint64_t declared = req.get_header_value_u64("Content-Length", 0);
+            std::vector<uint8_t> body = buffer_pool::shared().take(declared <= cfg.max_blob_bytes ? size_t(declared) : 0);
             Status st = read_body(req, reader, cfg.max_blob_bytes, body);
             if (!st.ok() && st.code() == status_code::too_large) metrics.count_blob_reject(st.code());
             if (st.ok()) st = check_auth(req);
@@ -248,6 +254,8 @@ server::server(server_config cfg) : impl_(std::make_unique<server_impl>(std::mov
     s.http.set_read_timeout(io);
     s.http.set_write_timeout(io);
     s.http.set_keep_alive_timeout(5);
+    // Small writes (SSE events, headers before a body) must not wait for a delayed ACK (Nagle: ~40 ms).
+    s.http.set_tcp_nodelay(true);
     const size_t n_threads = std::max<uint32_t>(s.cfg.http_threads, 4);
     s.http.new_task_queue = [n_threads] { return new httplib::ThreadPool(std::min<size_t>(8, n_threads), n_threads); };
     s.install_routes();
