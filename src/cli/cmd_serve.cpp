@@ -101,6 +101,8 @@ void cli_add_serve(CLI::App & app, cli_run_fn & run) {
     sub->add_option("--io-timeout", c.io_timeout_s, "Socket read/write timeout in seconds (stalled clients lose their request)")->capture_default_str();
     sub->add_option("--http-threads", c.http_threads, "Most connections served at once")->capture_default_str();
     sub->add_option("--drain", c.drain_s, "On SIGTERM, let in-flight requests finish for up to this many seconds, then cancel")->capture_default_str();
+    sub->add_flag("--test-truncate-blob", c.test_truncate_blob,
+                  "TEST ONLY: send half of every blob, then drop the connection (router tests)");
     sub->add_flag("--test-corrupt-state", c.test_corrupt_state,
                   "TEST ONLY: flip one byte in the state section of every blob this node returns (router tests)");
     sub->callback([&run, o] { run = [o] { return run_serve(*o); }; });

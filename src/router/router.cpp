@@ -34,7 +34,16 @@ struct route_ctx {
     std::string route = "direct";  // for response headers: pd | direct | fallback:<reason>
 };
 
-enum class relay_outcome : uint8_t { done, blob_rejected, failed };
+enum class relay_outcome : uint8_t { done, blob_rejected, blob_failed, failed };
+
+// A prefill node's blob on its way: its call (the producer, kept alive until the blob is in) and the
+// relay the decode hop reads from while the bytes arrive.
+struct prefill_stream {
+    std::unique_ptr<upstream_call> call;
+    std::shared_ptr<body_relay> blob;
+    size_t node = 0;
+    steady::time_point t_headers;
+};
 
 struct relay_result {
     relay_outcome outcome = relay_outcome::done;
@@ -63,9 +72,10 @@ class router_impl {
     bool authorized(const httplib::Request & req, httplib::Response & res);
     void handle_generation(const httplib::Request & req, httplib::Response & res, openai_endpoint ep);
     uint32_t count_tokens(const openai_request & r) const;
-    Result<std::string> prefill_hop(route_ctx & ctx);
+    Result<prefill_stream> prefill_hop(route_ctx & ctx);
+    void prefill_done(route_ctx & ctx, prefill_stream & p);
     relay_result relay(route_ctx & ctx, const std::string & path, const std::string & body, const std::string & ctype,
-                       httplib::Response & res);
+                       httplib::Response & res, std::shared_ptr<body_relay> stream_body = nullptr);
     void stream_to_client(route_ctx & ctx, std::shared_ptr<upstream_call> call, size_t node, httplib::Response & res);
     void reply_error(httplib::Response & res, const Status & st);
 };
@@ -112,10 +122,13 @@ void router_impl::handle_generation(const httplib::Request & req, httplib::Respo
         ctx.route = "pd";
         auto blob = prefill_hop(ctx);
         if (blob.ok()) {
-            relay_result r = relay(ctx, "/v1/decode", blob.value(), "application/octet-stream", res);
+            // The decode hop starts while the blob is still arriving: the two transfers overlap.
+            relay_result r = relay(ctx, "/v1/decode", "", "application/octet-stream", res, blob->blob);
+            prefill_done(ctx, blob.value());
             if (r.outcome == relay_outcome::done) return;
             if (r.outcome == relay_outcome::failed) return reply_error(res, r.error);
-            reason = "blob_rejected";
+            reason = r.outcome == relay_outcome::blob_failed ? "prefill_failed" : "blob_rejected";
+            if (r.outcome == relay_outcome::blob_failed) blob = r.error;
         } else {
             reason = "prefill_failed";
             if (blob.status().code() == status_code::invalid_argument) return reply_error(res, blob.status());
@@ -134,7 +147,8 @@ void router_impl::handle_generation(const httplib::Request & req, httplib::Respo
 
 // ---- the prefill hop: every healthy prefill node once, least loaded first ----
 
-Result<std::string> router_impl::prefill_hop(route_ctx & ctx) {
+// On success the node stays acquired and its blob keeps arriving; prefill_done ends the hop.
+Result<prefill_stream> router_impl::prefill_hop(route_ctx & ctx) {
     std::string body = openai_request_json(ctx.req);  // canonical, with "endpoint" set
     std::vector<size_t> tried;
     Status last(status_code::upstream_error, "no healthy prefill node");
@@ -142,15 +156,24 @@ Result<std::string> router_impl::prefill_hop(route_ctx & ctx) {
         tried.push_back(node->index);
         if (steady::now() >= ctx.deadline) return Status(status_code::deadline_exceeded, "request deadline passed during prefill");
         prefill.acquire(node->index);
-        auto call = upstream_call::start({node->url, "/v1/prefill", body, "application/json", cfg.node_key, ctx.deadline});
+        upstream_request up{node->url, "/v1/prefill", body, "application/json", cfg.node_key, ctx.deadline, nullptr, false};
+        up.relay_response = true;
+        auto call = upstream_call::start(std::move(up));
         auto status = call->wait_headers();
-        const auto t_headers = steady::now();
+        if (status.ok() && status.value() == 200 && call->relay()) {
+            prefill_stream p;
+            p.blob = call->relay();
+            p.call = std::move(call);
+            p.node = node->index;
+            p.t_headers = steady::now();
+            return p;
+        }
         Result<std::string> blob = status.ok() ? call->read_all() : Result<std::string>(status.status());
         prefill.release(node->index);
-        if (status.ok() && status.value() == 200 && blob.ok()) {
-            metrics.node_outcome(node->url, "ok");
-            metrics.blob(blob->size(), seconds_between(t_headers, steady::now()));
-            return blob;
+        if (status.ok() && status.value() == 200) {
+            metrics.node_outcome(node->url, "no_content_length");
+            last = Status(status_code::upstream_error, node->url + "/v1/prefill answered without a Content-Length");
+            continue;
         }
         if (!status.ok()) {
             if (status.status().code() == status_code::upstream_error) prefill.mark_failure(node->index);
@@ -168,18 +191,39 @@ Result<std::string> router_impl::prefill_hop(route_ctx & ctx) {
     return last;
 }
 
+// prefill_done waits for the blob's last byte (normally already in), records the hop and frees the node.
+void router_impl::prefill_done(route_ctx & ctx, prefill_stream & p) {
+    const Status st = p.blob->wait_end(ctx.deadline);
+    const std::string & url = prefill.url(p.node);
+    if (st.ok()) {
+        metrics.node_outcome(url, "ok");
+        metrics.blob(p.blob->length(), seconds_between(p.t_headers, steady::now()));
+    } else {
+        if (st.code() == status_code::upstream_error) prefill.mark_failure(p.node);
+        metrics.node_outcome(url, st.code() == status_code::deadline_exceeded ? "timeout" : "unreachable");
+    }
+    p.call.reset();  // cancels a transfer still running (the relay failed or the deadline passed)
+    prefill.release(p.node);
+}
+
 // ---- relaying to a decode node (blob or direct), with node retry before the first byte ----
 
 relay_result router_impl::relay(route_ctx & ctx, const std::string & path, const std::string & body,
-                                const std::string & ctype, httplib::Response & res) {
+                                const std::string & ctype, httplib::Response & res, std::shared_ptr<body_relay> stream_body) {
     std::vector<size_t> tried;
     Status last(status_code::unavailable, "no healthy decode node");
     while (auto node = decode.pick_affine(ctx.affinity, tried)) {
         tried.push_back(node->index);
         if (steady::now() >= ctx.deadline) return {relay_outcome::failed, Status(status_code::deadline_exceeded, "request deadline passed")};
         decode.acquire(node->index);
-        std::shared_ptr<upstream_call> call = upstream_call::start({node->url, path, body, ctype, cfg.node_key, ctx.deadline});
+        upstream_request up{node->url, path, body, ctype, cfg.node_key, ctx.deadline, nullptr, false};
+        up.body_from = stream_body;
+        std::shared_ptr<upstream_call> call = upstream_call::start(std::move(up));
         auto status = call->wait_headers();
+        if (!status.ok() && stream_body && stream_body->failed()) {  // the blob never fully arrived: not this node's fault
+            decode.release(node->index);
+            return {relay_outcome::blob_failed, stream_body->wait_end(ctx.deadline)};
+        }
         if (!status.ok()) {  // before the first byte: another node may serve it
             decode.release(node->index);
             if (status.status().code() == status_code::upstream_error) decode.mark_failure(node->index);

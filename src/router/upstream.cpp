@@ -42,17 +42,25 @@ void upstream_call::run(upstream_request r) {
     req.body = std::move(r.body);
     req.set_header("Content-Type", r.content_type);
     if (!r.bearer.empty()) req.set_header("Authorization", "Bearer " + r.bearer);
-    req.response_handler = [this](const httplib::Response & res) {
+    if (r.body_from) send_relayed_body(req, r.body_from);
+    const bool relay_response = r.relay_response;
+    req.response_handler = [this, relay_response](const httplib::Response & res) {
         std::lock_guard<std::mutex> lk(mu_);
         headers_ = true;
         status_ = res.status;
         content_type_ = res.get_header_value("Content-Type");
+        if (relay_response && res.status == 200 && res.has_header("Content-Length"))
+            relay_ = std::make_shared<body_relay>(res.get_header_value_u64("Content-Length"));
         cv_.notify_all();
         return !cancelled_;
     };
     // The deadline covers the whole body, not one read: a stream whose chunks keep coming still ends on it.
     req.content_receiver = [this](const char * data, size_t n, uint64_t, uint64_t) {
         if (steady_clock::now() >= deadline_) return false;
+        if (relay_) {  // set before the first body byte, never changed after
+            relay_->append(data, n);
+            return !cancelled_.load();
+        }
         std::lock_guard<std::mutex> lk(mu_);
         chunks_.emplace_back(data, n);
         cv_.notify_all();
@@ -60,6 +68,7 @@ void upstream_call::run(upstream_request r) {
     };
     auto res = client_->send(req);
     std::lock_guard<std::mutex> lk(mu_);
+    if (relay_) relay_->finish(res && !cancelled_ ? Status() : Status(status_code::upstream_error, r.base_url + r.path + ": the body was cut off"));
     if (!res && !cancelled_) {
         const bool timed_out = steady_clock::now() >= r.deadline || res.error() == httplib::Error::Timeout;
         error_ = Status(timed_out ? status_code::deadline_exceeded : status_code::upstream_error,
@@ -69,6 +78,25 @@ void upstream_call::run(upstream_request r) {
     }
     ended_ = true;
     cv_.notify_all();
+}
+
+// send_relayed_body makes req send `from` as its body, each byte as soon as it has arrived. (cpp-httplib
+// has no public way to give a send() request a streamed body; these are the fields its own
+// content-provider Post overloads fill in.)
+void upstream_call::send_relayed_body(httplib::Request & req, std::shared_ptr<body_relay> from) {
+    req.content_length_ = size_t(from->length());
+    req.is_chunked_content_provider_ = false;
+    req.content_provider_ = [this, from](size_t offset, size_t length, httplib::DataSink & sink) {
+        for (;;) {
+            if (cancelled_.load() || std::chrono::steady_clock::now() >= deadline_) return false;
+            const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+            const auto r = from->read(offset, length, until, [&](const uint8_t * p, size_t n) {
+                return sink.write(reinterpret_cast<const char *>(p), n);
+            });
+            if (r == body_relay::read_result::data) return true;
+            if (r == body_relay::read_result::failed) return false;
+        }
+    };
 }
 
 Result<int> upstream_call::wait_headers() {

@@ -7,6 +7,7 @@
 // Thread-safety: one consumer thread calls wait_headers/next_chunk; cancel() is safe from any thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -16,9 +17,11 @@
 #include <thread>
 
 #include "baton/status.h"
+#include "body_relay.h"
 
 namespace httplib {
 class Client;
+struct Request;
 }
 
 namespace baton {
@@ -30,6 +33,10 @@ struct upstream_request {
     std::string content_type;   // "application/json" | "application/octet-stream"
     std::string bearer;         // node key, "" for none
     std::chrono::steady_clock::time_point deadline;
+    // body_from: send this body (still arriving from another call) instead of `body`.
+    std::shared_ptr<body_relay> body_from;
+    // relay_response: a 200 response with a Content-Length is delivered through relay(), not next_chunk().
+    bool relay_response = false;
 };
 
 class upstream_call {
@@ -46,17 +53,23 @@ class upstream_call {
     Status end_status();
     // read_all collects the rest of the body (for non-streaming relays and error bodies).
     Result<std::string> read_all();
+    // relay: after wait_headers, the body of a relayed response (see upstream_request), else null. The
+    // call must outlive the reading of it (its worker is the producer).
+    std::shared_ptr<body_relay> relay() const { return relay_; }
     void cancel();
 
   private:
     upstream_call() = default;
     void run(upstream_request req);
+    void send_relayed_body(httplib::Request & req, std::shared_ptr<body_relay> from);
 
     std::mutex mu_;
     std::condition_variable cv_;
-    bool headers_ = false, ended_ = false, cancelled_ = false;  // GUARDED_BY(mu_)
+    bool headers_ = false, ended_ = false;  // GUARDED_BY(mu_)
+    std::atomic<bool> cancelled_{false};
     int status_ = 0;
     std::string content_type_;
+    std::shared_ptr<body_relay> relay_;  // set once, before headers_ is published
     std::deque<std::string> chunks_;  // GUARDED_BY(mu_)
     Status error_;                    // GUARDED_BY(mu_)
     std::chrono::steady_clock::time_point deadline_;

@@ -147,8 +147,11 @@ void server_impl::send_blob(httplib::Response & res, std::vector<uint8_t> blob) 
         buffer_pool::shared().give(std::move(*b));
         delete b;
     });
+    const size_t cut = cfg.test_truncate_blob ? bytes->size() / 2 : bytes->size();
     res.set_content_provider(bytes->size(), "application/octet-stream",
-                             [bytes](size_t offset, size_t length, httplib::DataSink & sink) {
+                             [bytes, cut](size_t offset, size_t length, httplib::DataSink & sink) {
+                                 if (offset >= cut) return false;  // --test-truncate-blob: the connection drops
+                                 length = std::min(length, cut - offset);
                                  return sink.write(reinterpret_cast<const char *>(bytes->data()) + offset, length);
                              });
 }

@@ -40,6 +40,7 @@ struct server_config {
     uint32_t http_threads = 64;            // most concurrent connections served at once
     double drain_s = 0;                    // shutdown: wait this long for in-flight requests before cancelling
     bool test_corrupt_state = false;       // TEST ONLY: flip a byte in the state section of every blob returned
+    bool test_truncate_blob = false;       // TEST ONLY: send half of every blob, then drop the connection
 };
 
 class server_impl;

@@ -71,7 +71,7 @@ class server_impl {
     Result<engine_event> run_to_done(engine_task task, const httplib::Request & req);
     // blob_parse_edge parses a blob body; failures are counted by reason.
     Result<blob_ptr> blob_parse_edge(std::vector<uint8_t> bytes);
-    // send_blob answers with blob bytes (after the --test-corrupt-state hook).
+    // send_blob answers with blob bytes (after the --test-corrupt-state and --test-truncate-blob hooks).
     void send_blob(httplib::Response & res, std::vector<uint8_t> blob) const;
 
     // ---- server_generate.cpp ----

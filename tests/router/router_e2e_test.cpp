@@ -185,6 +185,31 @@ TEST(RouterE2E, KillDecodeNodeTrafficMovesAndInFlightStreamsEndWithError) {
     }
 }
 
+// The router relays a blob to the decode node while it still arrives from the prefill node. A blob cut off
+// mid-transfer must never reach a decode slot: the decode node sees a short body (no restore), and the
+// router falls back to the direct path (or, under --fallback fail, answers 502), never hangs.
+TEST(RouterE2E, BlobCutOffMidTransferFallsBackAndNeverRestores) {
+    {
+        cluster c = cluster::make(1, 1, {}, {"--test-truncate-blob"});
+        json b = workload_body(3);
+        b["stream"] = false;
+        const http_reply r = post(*c.router, path_of(b), b.dump(), "application/json", "", 60);
+        ASSERT_EQ(r.status, 200) << r.body;
+        EXPECT_EQ(r.route, "fallback:prefill_failed");
+        const std::string dm = get(*c.decode[0], "/metrics").body;
+        EXPECT_EQ(metric_value(dm, "baton_restores_total"), 0) << dm;
+        const std::string rm = get(*c.router, "/metrics").body;
+        EXPECT_EQ(metric_value(rm, "baton_router_fallbacks_total{reason=\"prefill_failed\"}"), 1) << rm;
+    }
+    {
+        cluster c = cluster::make(1, 1, {"--fallback", "fail"}, {"--test-truncate-blob"});
+        const json b = workload_body(3);
+        const http_reply r = post(*c.router, path_of(b), b.dump(), "application/json", "", 60);
+        EXPECT_EQ(r.status, 502) << r.body;
+        EXPECT_NE(r.body.find("prefill failed"), std::string::npos) << r.body;
+    }
+}
+
 TEST(RouterE2E, FallbackFailGivesExplicitErrorsNeverHangs) {
     {
         cluster c = cluster::make(1, 1, {"--fallback", "fail"}, {"--test-corrupt-state"});

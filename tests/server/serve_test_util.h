@@ -32,6 +32,7 @@ struct http_reply {
     std::string body;
     std::string content_type;
     std::string retry_after;
+    std::string route;       // X-Baton-Route (router replies)
     json j() const { return json::parse(body, nullptr, false); }
 };
 
@@ -42,6 +43,7 @@ inline http_reply to_reply(const httplib::Result & r) {
     out.body = r->body;
     out.content_type = r->get_header_value("Content-Type");
     out.retry_after = r->get_header_value("Retry-After");
+    out.route = r->get_header_value("X-Baton-Route");
     return out;
 }
 
