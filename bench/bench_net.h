@@ -2,16 +2,12 @@
 // processes over loopback: a child process on an ephemeral port (optionally pinned with taskset), a
 // streaming OpenAI client that timestamps every SSE chunk, prompts as exact token arrays, percentiles.
 //
-// Processes: bench_process::start runs argv with "--port 0", reads "listening on http://HOST:PORT" from the
-// child's stdout (deadline), polls /health until 200; the destructor SIGKILLs and reaps the child, so a
-// failing benchmark never leaks processes. All traffic stays on 127.0.0.1.
+// Processes: bench_process::start runs argv with "--port 0" through child_process (src/cli/child_process.h:
+// the listening line read with a deadline), polls /health until 200; the destructor SIGKILLs and reaps the
+// child, so a failing benchmark never leaks processes. All traffic stays on 127.0.0.1.
 // Thread-safety: stream_completion may run on many threads at once (one client per call).
 #pragma once
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <httplib.h>
@@ -33,6 +29,7 @@
 
 #include "baton/model.h"
 #include "bench_util.h"
+#include "cli/child_process.h"
 
 namespace baton::bench {
 
@@ -45,60 +42,33 @@ inline std::string baton_exe() {
 
 class bench_process {
   public:
-    // start runs argv (argv[0] a path; "taskset" is looked up in /usr/bin) plus "--port 0" and waits until
-    // /health answers 200. Throws std::runtime_error with the child's stderr on failure.
-    static std::unique_ptr<bench_process> start(std::vector<std::string> argv, const std::string & name, double timeout_s = 120) {
+    // start runs argv (argv[0] a path, or a program such as "taskset" looked up in PATH) plus "--port 0"
+    // through child_process (the project's one process helper) and waits until /health answers 200.
+    // Throws std::runtime_error with the child's stderr on failure. known_url: for a server that does not
+    // print its address (llama-server), where it was told to listen (no "--port 0" is added).
+    static std::unique_ptr<bench_process> start(std::vector<std::string> argv, const std::string & name, double timeout_s = 120,
+                                                const std::string & known_url = "") {
         std::unique_ptr<bench_process> p(new bench_process());
         p->name_ = name;
         char tmpl[] = "/tmp/baton-bench-XXXXXX";
         const int efd = ::mkstemp(tmpl);
         if (efd < 0) throw std::runtime_error("mkstemp");
-        p->err_path_ = tmpl;
-        int out_pipe[2];
-        if (::pipe2(out_pipe, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
-        argv.push_back("--port");
-        argv.push_back("0");
-        const pid_t pid = ::fork();
-        if (pid < 0) throw std::runtime_error("fork");
-        if (pid == 0) {
-            ::dup2(out_pipe[1], 1);
-            ::dup2(efd, 2);
-            const int devnull = ::open("/dev/null", O_RDONLY);
-            ::dup2(devnull, 0);
-            std::vector<char *> cargs;
-            for (auto & a : argv) cargs.push_back(a.data());
-            cargs.push_back(nullptr);
-            ::execvp(cargs[0], cargs.data());
-            ::_exit(127);
-        }
         ::close(efd);
-        ::close(out_pipe[1]);
-        p->pid_ = pid;
-        p->out_fd_ = out_pipe[0];
+        p->err_path_ = tmpl;
+        child_options o;
+        o.argv = std::move(argv);
+        o.stderr_path = p->err_path_;
+        o.timeout_s = timeout_s;
+        o.known_url = known_url;
+        auto c = child_process::spawn(o);
+        if (!c.ok()) throw std::runtime_error(name + ": " + c.status().message() + "; stderr: " + p->stderr_tail());
+        p->proc_ = std::move(c.value());
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-        std::string line;
-        while (line.find('\n') == std::string::npos) {
-            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
-            if (left <= 0) throw std::runtime_error(name + ": no address in time; stderr: " + p->stderr_tail());
-            pollfd pf = {p->out_fd_, POLLIN, 0};
-            if (::poll(&pf, 1, int(left)) <= 0) continue;
-            char buf[256];
-            const ssize_t r = ::read(p->out_fd_, buf, sizeof buf);
-            if (r <= 0) throw std::runtime_error(name + ": exited before listening; stderr: " + p->stderr_tail());
-            line.append(buf, size_t(r));
-        }
-        const std::string prefix = "listening on http://";
-        const size_t at = line.find(prefix);
-        if (at == std::string::npos) throw std::runtime_error(name + ": unexpected first line: " + line);
-        const std::string hostport = line.substr(at + prefix.size(), line.find('\n', at) - at - prefix.size());
-        const size_t colon = hostport.rfind(':');
-        p->host_ = hostport.substr(0, colon);
-        p->port_ = std::stoi(hostport.substr(colon + 1));
         for (;;) {
-            httplib::Client c(p->host_, p->port_);
-            c.set_connection_timeout(std::chrono::seconds(5));
-            c.set_read_timeout(std::chrono::seconds(5));
-            auto r = c.Get("/health");
+            httplib::Client hc(p->host(), p->port());
+            hc.set_connection_timeout(std::chrono::seconds(5));
+            hc.set_read_timeout(std::chrono::seconds(5));
+            auto r = hc.Get("/health");
             if (r && r->status == 200) break;
             if (std::chrono::steady_clock::now() > deadline) throw std::runtime_error(name + ": never healthy");
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -107,20 +77,15 @@ class bench_process {
     }
 
     ~bench_process() {
-        if (pid_ > 0) {
-            ::kill(pid_, SIGKILL);
-            int st = 0;
-            ::waitpid(pid_, &st, 0);
-        }
-        if (out_fd_ >= 0) ::close(out_fd_);
+        if (proc_) proc_->kill();
         if (!err_path_.empty()) ::unlink(err_path_.c_str());
     }
     bench_process(const bench_process &) = delete;
     bench_process & operator=(const bench_process &) = delete;
 
-    const std::string & host() const { return host_; }
-    int port() const { return port_; }
-    std::string url() const { return "http://" + host_ + ":" + std::to_string(port_); }
+    const std::string & host() const { return proc_->host(); }
+    int port() const { return proc_->port(); }
+    std::string url() const { return proc_->url(); }
 
     std::string stderr_tail() const {
         FILE * f = std::fopen(err_path_.c_str(), "r");
@@ -135,10 +100,8 @@ class bench_process {
 
   private:
     bench_process() = default;
-    pid_t pid_ = -1;
-    int out_fd_ = -1;
-    std::string host_, name_, err_path_;
-    int port_ = 0;
+    std::unique_ptr<child_process> proc_;
+    std::string name_, err_path_;
 };
 
 // node_args: `baton serve` arguments. cpus: taskset CPU list ("" = unpinned).

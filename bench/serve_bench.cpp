@@ -26,6 +26,7 @@
 #include <random>
 #include <thread>
 
+#include "bench_net.h"
 #include "bench_util.h"
 
 using namespace baton;
@@ -51,48 +52,9 @@ int free_port() {
     return ntohs(a.sin_port);
 }
 
-// A server child process; killed and reaped on destruction.
-struct server_proc {
-    std::string name;
-    pid_t pid = -1;
-    int port = 0;
-    ~server_proc() {
-        if (pid <= 0) return;
-        ::kill(pid, SIGTERM);
-        for (int i = 0; i < 500; ++i) {
-            if (::waitpid(pid, nullptr, WNOHANG) == pid) return;
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        }
-        ::kill(pid, SIGKILL);
-        ::waitpid(pid, nullptr, 0);
-    }
-};
-
-std::unique_ptr<server_proc> start(const std::string & name, std::vector<std::string> argv, int port) {
-    auto s = std::make_unique<server_proc>();
-    s->name = name;
-    s->port = port;
-    s->pid = ::fork();
-    if (s->pid == 0) {
-        int null = ::open("/dev/null", O_RDWR);
-        ::dup2(null, 0);
-        ::dup2(null, 1);
-        ::dup2(null, 2);
-        std::vector<char *> a;
-        for (auto & x : argv) a.push_back(x.data());
-        a.push_back(nullptr);
-        ::execv(a[0], a.data());
-        ::_exit(127);
-    }
-    httplib::Client c("127.0.0.1", port);
-    c.set_connection_timeout(1);
-    for (int i = 0; i < 1200; ++i) {
-        auto r = c.Get("/health");
-        if (r && r->status == 200) return s;
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    std::fprintf(stderr, "serve_bench: %s did not become healthy\n", name.c_str());
-    std::exit(1);
+// start runs a server (Baton or llama-server) on a port picked beforehand and waits for /health.
+std::unique_ptr<bench_process> start(const std::string & name, std::vector<std::string> argv, int port) {
+    return bench_process::start(std::move(argv), name, 60, "http://127.0.0.1:" + std::to_string(port));
 }
 
 struct stream_timing {
@@ -195,10 +157,10 @@ int main(int argc, char ** argv) {
     std::map<std::pair<std::string, int>, series> all;
     for (int run = 0; run < o.runs; ++run)
         for (int conc : {1, 4})
-            for (const server_proc * s : {baton_srv.get(), llama_srv.get()}) {
-                const figures f = measure(s->port, conc, o, unsigned(run * 10 + conc));  // same prompts for both
-                all[{s->name, conc}].pp.push_back(f.pp);
-                all[{s->name, conc}].tg.push_back(f.tg);
+            for (const auto & [sname, s] : {std::pair{"baton", baton_srv.get()}, std::pair{"llama-server", llama_srv.get()}}) {
+                const figures f = measure(s->port(), conc, o, unsigned(run * 10 + conc));  // same prompts for both
+                all[{sname, conc}].pp.push_back(f.pp);
+                all[{sname, conc}].tg.push_back(f.tg);
             }
     std::printf("\n%-10s %-3s %28s %28s %7s\n", "figure", "c", "baton median [min, max]", "llama-server median [min, max]", "ratio");
     bool all_ok = true;
