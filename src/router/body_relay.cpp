@@ -18,6 +18,7 @@ void body_relay::append(const char * data, size_t n) {
         if (ended_) return;
         if (n > length_ - bytes_.size()) {
             ended_ = true;
+            ended_at_ = std::chrono::steady_clock::now();
             status_ = Status(status_code::upstream_error, "the body is longer than its Content-Length of " + std::to_string(length_));
         } else {
             // Readers only look at [0, size()) under the lock, and capacity was reserved for the whole
@@ -33,6 +34,7 @@ void body_relay::finish(Status st) {
         std::lock_guard<std::mutex> lk(mu_);
         if (ended_) return;
         ended_ = true;
+        ended_at_ = std::chrono::steady_clock::now();
         if (st.ok() && bytes_.size() != length_)
             st = Status(status_code::upstream_error, "the body ended after " + std::to_string(bytes_.size()) + " of " +
                                                          std::to_string(length_) + " bytes");
@@ -63,6 +65,11 @@ Status body_relay::wait_end(std::chrono::steady_clock::time_point deadline) {
     if (!cv_.wait_until(lk, deadline, [&] { return ended_; }))
         return Status(status_code::deadline_exceeded, "the prefill node's blob did not arrive before the deadline");
     return status_;
+}
+
+std::chrono::steady_clock::time_point body_relay::ended_at() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return ended_at_;
 }
 
 bool body_relay::failed() const {

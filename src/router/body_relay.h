@@ -42,6 +42,8 @@ class body_relay {
     Status wait_end(std::chrono::steady_clock::time_point deadline);
     // failed: the producer ended with an error (the body will never be complete).
     bool failed() const;
+    // ended_at: when the producer finished (default-constructed before that).
+    std::chrono::steady_clock::time_point ended_at() const;
 
   private:
     const uint64_t length_;
@@ -49,6 +51,7 @@ class body_relay {
     std::condition_variable cv_;
     std::vector<uint8_t> bytes_;  // GUARDED_BY(mu_); capacity reserved up front, never reallocated
     bool ended_ = false;  // GUARDED_BY(mu_)
+    std::chrono::steady_clock::time_point ended_at_;  // GUARDED_BY(mu_)
     Status status_;                           // GUARDED_BY(mu_)
 };
 

@@ -197,7 +197,7 @@ void router_impl::prefill_done(route_ctx & ctx, prefill_stream & p) {
     const std::string & url = prefill.url(p.node);
     if (st.ok()) {
         metrics.node_outcome(url, "ok");
-        metrics.blob(p.blob->length(), seconds_between(p.t_headers, steady::now()));
+        metrics.blob(p.blob->length(), seconds_between(p.t_headers, p.blob->ended_at()));
     } else {
         if (st.code() == status_code::upstream_error) prefill.mark_failure(p.node);
         metrics.node_outcome(url, st.code() == status_code::deadline_exceeded ? "timeout" : "unreachable");

@@ -5,10 +5,6 @@
 
 namespace baton {
 
-namespace {
-const double k_ttft_bounds[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
-}
-
 void router_metrics::request(const std::string & route, int http_status) {
     std::lock_guard<std::mutex> lk(mu_);
     ++requests_[{route, http_status}];
@@ -33,11 +29,7 @@ void router_metrics::blob(uint64_t bytes, double transfer_seconds) {
 }
 void router_metrics::ttft(double seconds) {
     std::lock_guard<std::mutex> lk(mu_);
-    size_t i = 0;
-    while (i < std::size(k_ttft_bounds) && seconds > k_ttft_bounds[i]) ++i;
-    ++ttft_buckets_[i];
-    ++ttft_count_;
-    ttft_sum_ += seconds;
+    ttft_.observe(seconds);
 }
 uint64_t router_metrics::fallbacks(const std::string & reason) const {
     std::lock_guard<std::mutex> lk(mu_);
@@ -79,16 +71,7 @@ std::string router_metrics::render() const {
                   "baton_router_blob_transfer_seconds_total %.6f\n",
                   (unsigned long long) blob_bytes_, (unsigned long long) blobs_, transfer_seconds_);
     o += buf;
-    o += "# HELP baton_router_ttft_seconds Time from request arrival to the first byte relayed to the client.\n# TYPE baton_router_ttft_seconds histogram\n";
-    uint64_t cum = 0;
-    for (size_t i = 0; i < ttft_buckets_.size(); ++i) {
-        cum += ttft_buckets_[i];
-        if (i < std::size(k_ttft_bounds)) std::snprintf(buf, sizeof buf, "baton_router_ttft_seconds_bucket{le=\"%g\"} %llu\n", k_ttft_bounds[i], (unsigned long long) cum);
-        else std::snprintf(buf, sizeof buf, "baton_router_ttft_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long) cum);
-        o += buf;
-    }
-    std::snprintf(buf, sizeof buf, "baton_router_ttft_seconds_sum %.6f\nbaton_router_ttft_seconds_count %llu\n", ttft_sum_, (unsigned long long) ttft_count_);
-    o += buf;
+    render_histogram(o, "baton_router_ttft_seconds", "Time from request arrival to the first byte relayed to the client.", ttft_);
     return o;
 }
 

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "server/metrics.h"
+
 namespace baton {
 
 class router_metrics {
@@ -30,9 +32,7 @@ class router_metrics {
     std::map<std::pair<std::string, std::string>, uint64_t> nodes_;
     uint64_t blob_bytes_ = 0, blobs_ = 0;
     double transfer_seconds_ = 0;
-    std::vector<uint64_t> ttft_buckets_ = std::vector<uint64_t>(12, 0);
-    uint64_t ttft_count_ = 0;
-    double ttft_sum_ = 0;
+    latency_histogram ttft_;
 };
 
 }  // namespace baton

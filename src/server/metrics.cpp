@@ -33,7 +33,9 @@ void scalar(std::string & out, const char * name, const char * type, const char 
     out += std::string(name) + " " + num(v) + "\n";
 }
 
-void histogram(std::string & out, const char * name, const char * help, const latency_histogram & h) {
+}  // namespace
+
+void render_histogram(std::string & out, const char * name, const char * help, const latency_histogram & h) {
     head(out, name, "histogram", help);
     uint64_t cum = 0;
     for (size_t i = 0; i < latency_histogram::k_bounds.size(); ++i) {
@@ -45,8 +47,6 @@ void histogram(std::string & out, const char * name, const char * help, const la
     out += std::string(name) + "_sum " + num(h.sum) + "\n";
     out += std::string(name) + "_count " + std::to_string(h.n) + "\n";
 }
-
-}  // namespace
 
 void latency_histogram::observe(double seconds) {
     size_t i = 0;
@@ -88,8 +88,8 @@ std::string server_metrics::render(const std::optional<engine_metrics> & engine,
     for (const auto & [key, n] : requests_)
         out += "baton_http_requests_total{endpoint=\"" + label_escape(key.first) + "\",status=\"" +
                std::to_string(key.second) + "\"} " + std::to_string(n) + "\n";
-    histogram(out, "baton_time_to_first_token_seconds", "Time from request arrival to the first generated token", ttft_);
-    histogram(out, "baton_inter_token_latency_seconds", "Time between consecutive generated tokens of a request", itl_);
+    render_histogram(out, "baton_time_to_first_token_seconds", "Time from request arrival to the first generated token", ttft_);
+    render_histogram(out, "baton_inter_token_latency_seconds", "Time between consecutive generated tokens of a request", itl_);
     scalar(out, "baton_requests_in_flight", "gauge", "Generation requests holding or waiting for a slot", requests_in_flight);
     scalar(out, "baton_admission_rejects_total", "counter", "Requests refused with 503 because every slot and queue place was taken",
            double(admission_rejects_));

@@ -27,6 +27,10 @@ struct latency_histogram {
     void observe(double seconds);
 };
 
+// render_histogram appends h as a Prometheus histogram (HELP, TYPE, cumulative buckets, sum, count). The
+// node and the router both render their latency histograms with it.
+void render_histogram(std::string & out, const char * name, const char * help, const latency_histogram & h);
+
 class server_metrics {
   public:
     // count_request records one finished HTTP request (endpoint: the route pattern).
