@@ -48,8 +48,10 @@ const std::vector<figure_doc> & figures() {
         {2, "PD time-to-first-token overhead (loopback)",
          "bench/pd_ttft_bench.cpp. `baton route` + 1 prefill node + 1 decode node vs one `both` node, every node 2 threads, "
          "1 slot, unpinned, same model (512x8 llama). Streaming /v1/completions with an exact token-array prompt (fresh per "
-         "pair, so no prefix cache helps); TTFT = time to the first SSE data chunk. PD and single alternate request by "
-         "request; overhead = TTFT_pd / TTFT_single - 1 per pair; median of 5 pairs.",
+         "pair, so no prefix cache helps); TTFT = time to the first SSE data chunk. The router relays the blob to the "
+         "decode node while it arrives. Per length one unmeasured warm-up pair (first use of KV cells and blob buffers), "
+         "then 7 pairs, the order inside a pair alternating (PD first, single first); overhead = TTFT_pd / TTFT_single - 1 "
+         "per pair; median of the 7.",
          "ms", "prompt tokens", "TTFT (ms)", false, "", true, true},
         {3, "Blob pipeline throughput vs memcpy",
          "bench/blob_bench.cpp. A 16 MiB blob; per run: serialize (blob_write into a pre-faulted buffer), checksum (XXH3-64 "
