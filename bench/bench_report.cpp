@@ -162,7 +162,7 @@ void write_plot(const figure_doc & fd, const std::vector<json> & results, const 
         gp << "set offsets graph 0.05, graph 0.05, graph 0.1, graph 0.1\n";
     }
     if (fd.fig == 1) gp << "set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2 lc rgb 'red'\nset label 'target 1%' at graph 0.02, first 1.15 tc rgb 'red'\n";
-    if (fd.fig == 4) gp << "set arrow from graph 0, first 0.97 to graph 1, first 0.97 nohead dt 2 lc rgb 'red'\nset label 'target 0.97x' at graph 0.02, first 0.93 tc rgb 'red'\n";
+    if (fd.fig == 4) gp << "set arrow from graph 0, first 0.97 to graph 1, first 0.97 nohead dt 2 lc rgb 'red'\nset label 'target 0.97x' at graph 0.02, first 0.93 tc rgb 'red' front\n";
     if (fd.fig == 6) gp << "set arrow from graph 0, first 2 to graph 1, first 2 nohead dt 2 lc rgb 'red'\nset label 'target 2%' at graph 0.02, first 2.1 tc rgb 'red'\nset yrange [0:*]\n";
     const double width = series.size() > 1 ? 0.8 / double(series.size()) : 0.6;
     if (fd.categorical) gp << "set boxwidth " << width << "\n";
