@@ -84,14 +84,12 @@ inline std::string bench_model(const std::string & arch, int n_embd, int n_layer
     const std::string dir = env && *env ? env : "build/bench-models";
     ::mkdir(dir.c_str(), 0755);
     const std::string path = dir + "/" + arch + "-" + std::to_string(n_embd) + "x" + std::to_string(n_layer) + ".gguf";
-    struct stat st;
-    if (::stat(path.c_str(), &st) == 0) return path;
     mkmodel_params p;
     p.arch = arch;
     p.n_embd = n_embd;
     p.n_layer = n_layer;
     p.n_ctx = n_ctx;
-    Status s = mkmodel_write(p, path);
+    Status s = mkmodel_ensure(p, path);
     if (!s.ok()) {
         std::fprintf(stderr, "bench: %s\n", s.to_string().c_str());
         std::exit(1);

@@ -38,13 +38,9 @@ bool decode(llama_context * ctx, const std::vector<int32_t> & tokens, int32_t po
 
 int make_seed(const std::string & arch, const std::string & out_dir, const std::string & model_dir) {
     const std::string model_path = model_dir + "/" + arch + "-e64-l4.gguf";
-    struct stat st;
-    if (::stat(model_path.c_str(), &st) != 0) {
-        mkmodel_params p;
-        p.arch = arch;
-        Status s = mkmodel_write(p, model_path);
-        if (!s.ok()) return std::fprintf(stderr, "make_seeds: %s\n", s.to_string().c_str()), 1;
-    }
+    mkmodel_params p;
+    p.arch = arch;
+    if (Status s = mkmodel_ensure(p, model_path); !s.ok()) return std::fprintf(stderr, "make_seeds: %s\n", s.to_string().c_str()), 1;
     auto m = loaded_model::load(model_path);
     if (!m.ok()) return std::fprintf(stderr, "make_seeds: %s\n", m.status().to_string().c_str()), 1;
     const loaded_model & model = *m.value();

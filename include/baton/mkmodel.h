@@ -32,4 +32,8 @@ Status mkmodel_check_params(const mkmodel_params & params);
 // Returns invalid_argument for bad params, io_error (with the OS reason) when path cannot be written.
 Status mkmodel_write(const mkmodel_params & params, const std::string & path);
 
+// mkmodel_ensure is mkmodel_write unless a file already exists at path (the model caches of the tests,
+// the benchmarks and the fuzz seed maker). Concurrent callers are safe: each writes atomically.
+Status mkmodel_ensure(const mkmodel_params & params, const std::string & path);
+
 }  // namespace baton

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <memory>
 #include <unistd.h>
 
@@ -274,6 +275,12 @@ Status mkmodel_check_params(const mkmodel_params & p) {
     if (p.n_ctx < 16 || p.n_ctx > (1 << 20))
         return {status_code::invalid_argument, "n-ctx: " + std::to_string(p.n_ctx) + " is not in 16..1048576"};
     return {};
+}
+
+Status mkmodel_ensure(const mkmodel_params & params, const std::string & path) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) == 0) return {};
+    return mkmodel_write(params, path);
 }
 
 Status mkmodel_write(const mkmodel_params & mp, const std::string & path) {

@@ -24,14 +24,12 @@ std::string test_model_path(const std::string & arch, unsigned seed, int n_embd,
     ::mkdir(dir.c_str(), 0755);
     const std::string path = dir + "/" + arch + "-s" + std::to_string(seed) + "-e" + std::to_string(n_embd) + "-l" +
                              std::to_string(n_layer) + ".gguf";
-    struct stat st;
-    if (::stat(path.c_str(), &st) == 0) return path;
     mkmodel_params p;
     p.arch = arch;
     p.seed = seed;
     p.n_embd = n_embd;
     p.n_layer = n_layer;
-    Status s = mkmodel_write(p, path);
+    Status s = mkmodel_ensure(p, path);
     if (!s.ok()) throw std::runtime_error("mkmodel failed: " + s.to_string());
     return path;
 }
