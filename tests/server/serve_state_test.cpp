@@ -1,5 +1,5 @@
 // serve_state_test.cpp — slot state moved between two nodes with GET/PUT, then a request that reuses it;
-// DELETE empties a slot.
+// DELETE empties a slot; an idle slot parked while another works is the same state over HTTP.
 #include "serve_test_util.h"
 
 namespace baton::test {
@@ -42,6 +42,45 @@ TEST(ServeState, SlotStateMovesBetweenNodesAndIsReused) {
     ASSERT_EQ(del.status, 200) << del.body;
     EXPECT_EQ(json::parse(get(*b, "/v1/slots").body)[1]["n_tokens"].get<int>(), 0);
     EXPECT_EQ(get(*b, "/v1/slots/1/state").status, 404);
+}
+
+// While one slot works, the other's idle state leaves the unified KV cache (parked): /v1/slots says so,
+// GET returns the same blob as before, and the conversation's next turn gets it back (cached tokens).
+TEST(ServeState, IdleSlotParkedWhileAnotherWorksKeepsItsStateAndPrefix) {
+    auto n = node_process::start(serve_args("llama", {"-np", "2"}));
+    const json first = {{"prompt", "A shared system prompt that many requests start with, followed by a question"},
+                        {"max_tokens", 4},
+                        {"temperature", 0}};
+    ASSERT_EQ(post(*n, "/v1/completions", first.dump()).status, 200);
+    json slots = json::parse(get(*n, "/v1/slots").body);
+    const int held = slots[0]["n_tokens"].get<int>() > 0 ? 0 : 1;
+    ASSERT_GT(slots[held]["n_tokens"].get<int>(), 0);
+    EXPECT_FALSE(slots[held]["parked"].get<bool>()) << "nothing else ran: the state stays in the cache";
+    const http_reply before = get(*n, "/v1/slots/" + std::to_string(held) + "/state");
+    ASSERT_EQ(before.status, 200);
+
+    const json other = {{"prompt", "Something else entirely"}, {"max_tokens", 8}, {"temperature", 0}};
+    ASSERT_EQ(post(*n, "/v1/completions", other.dump()).status, 200);
+    slots = json::parse(get(*n, "/v1/slots").body);
+    EXPECT_TRUE(slots[held]["parked"].get<bool>()) << slots.dump();
+    EXPECT_EQ(slots[held]["pos_max"].get<int>(), -1) << slots.dump();
+    const http_reply after = get(*n, "/v1/slots/" + std::to_string(held) + "/state");
+    ASSERT_EQ(after.status, 200);
+    EXPECT_EQ(after.body, before.body) << "a parked slot must export the same state";
+    std::string m = get(*n, "/metrics").body;
+    EXPECT_EQ(metric_value(m, "baton_slot_parks_total"), 1) << m;
+    EXPECT_GT(metric_value(m, "baton_parked_bytes"), 0) << m;
+
+    json next = first;
+    next["prompt"] = first["prompt"].get<std::string>() + " and a follow-up";
+    const double cached_before = metric_value(m, "baton_cached_tokens_total");
+    const http_reply r = post(*n, "/v1/completions", next.dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    m = get(*n, "/metrics").body;
+    EXPECT_EQ(metric_value(m, "baton_slot_unparks_total"), 1) << m;
+    EXPECT_GE(metric_value(m, "baton_cached_tokens_total") - cached_before, 16) << m;
+    EXPECT_EQ(metric_value(m, "baton_invariant_repairs_total"), 0) << m;
+    EXPECT_FALSE(json::parse(get(*n, "/v1/slots").body)[held]["parked"].get<bool>());
 }
 
 }  // namespace
