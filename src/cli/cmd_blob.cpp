@@ -2,7 +2,8 @@
 //
 // inspect prints every header field and section frame with its checksum status, even for a corrupt blob (a
 // lenient walk), then the decoded contents when the blob is valid. verify is the yes/no form for scripts:
-// exit 0 when the blob is valid (and compatible with MODEL under the default context config), 1 with the
+// exit 0 when the blob is valid (and compatible with MODEL on a node with the given -c/-np/KV layout, the
+// same defaults as `baton serve`), 1 with the
 // reason on stderr otherwise.
 #include <CLI/CLI.hpp>
 
@@ -125,7 +126,7 @@ int run_inspect(const std::string & path) {
     return k_exit_ok;
 }
 
-int run_verify(const std::string & path, const std::string & model_path) {
+int run_verify(const std::string & path, const std::string & model_path, const context_config & cc) {
     auto bytes = read_blob_file(path, blob_limits{}.max_bytes);
     if (!bytes.ok()) return cli_fail(k_exit_failure, bytes.status().message());
     auto v = blob_parse(bytes.value());
@@ -135,7 +136,6 @@ int run_verify(const std::string & path, const std::string & model_path) {
         if (!model.ok()) return cli_fail(k_exit_failure, model.status().message());
         const model_identity & mi = model.value()->identity();
         const blob_identity node{mi.fingerprint, mi.llama_version, mi.arch, mi.n_layer, mi.n_embd, mi.n_vocab};
-        const context_config cc;
         const blob_context node_ctx{cc.type_k, cc.type_v, cc.flash_attn, cc.kv_unified, cc.n_seq_max, cc.n_ctx};
         Status st = blob_check_compatible(v.value(), node, node_ctx);
         if (!st.ok()) return cli_fail(k_exit_failure, path + ": not compatible with " + model_path + ": " + st.message());
@@ -157,8 +157,14 @@ void cli_add_blob(CLI::App & app, cli_run_fn & run) {
     inspect->callback([&run, path] { run = [path] { return run_inspect(*path); }; });
     CLI::App * verify = sub->add_subcommand("verify", "Exit 0 if the blob is valid (and compatible with MODEL), 1 otherwise");
     verify->add_option("file", *path, "Blob file")->required();
-    verify->add_option("-m,--model", *model, "GGUF model the blob must be restorable into (default context config)");
-    verify->callback([&run, path, model] { run = [path, model] { return run_verify(*path, *model); }; });
+    verify->allow_non_standard_option_names();  // -np, as in `baton serve`
+    verify->add_option("-m,--model", *model, "GGUF model the blob must be restorable into");
+    // The node the blob is meant for: the same flags and defaults as `baton serve`.
+    auto node = std::make_shared<context_config>();
+    verify->add_option("-c,--ctx-size", node->n_ctx, "With -m: the node's context size")->capture_default_str();
+    verify->add_option("-np,--parallel", node->n_seq_max, "With -m: the node's slot count")->capture_default_str();
+    verify->add_flag("--kv-unified,!--no-kv-unified", node->kv_unified, "With -m: the node's KV layout (default unified)");
+    verify->callback([&run, path, model, node] { run = [path, model, node] { return run_verify(*path, *model, *node); }; });
 }
 
 }  // namespace baton

@@ -93,6 +93,28 @@ TEST(BlobCli, VerifyAgainstTheMatchingModel) {
     EXPECT_CONTAINS(r.out, "compatible with the model");
 }
 
+// verify -m checks against the node the blob is meant for, described with `baton serve`'s flags.
+TEST(BlobCli, VerifyTakesTheTargetNodesContext) {
+    const std::string model = test::test_model_path("llama");
+    auto m = loaded_model::load(model);
+    ASSERT_TRUE(m.ok());
+    const model_identity & mi = m.value()->identity();
+    synthetic s(false);
+    s.parts.identity = {mi.fingerprint, mi.llama_version, mi.arch, mi.n_layer, mi.n_embd, mi.n_vocab};
+    s.parts.context.kv_unified = false;  // made on a per-sequence node with 4 slots
+    s.parts.context.n_seq_max = 4;
+    const std::string path = write_file(write_blob(s.parts), "perseq.blob");
+    auto r = baton({"blob", "verify", path, "-m", model});
+    EXPECT_EQ(r.exit_code, 1) << "the default node is unified";
+    EXPECT_CONTAINS(r.err, "kv_unified off vs on");
+    r = baton({"blob", "verify", path, "-m", model, "--no-kv-unified", "-np", "2"});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_CONTAINS(r.err, "-np 4");
+    r = baton({"blob", "verify", path, "-m", model, "--no-kv-unified", "-np", "4"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_CONTAINS(r.out, "compatible with the model");
+}
+
 TEST(BlobCli, VerifyAgainstAnotherModelNamesTheDifference) {
     const std::string path = write_file(blob_for_model(test::test_model_path("llama")), "llama2.blob");
     auto r = baton({"blob", "verify", path, "-m", test::test_model_path("llama", 2)});
