@@ -50,6 +50,7 @@ void cli_add_route(CLI::App & app, cli_run_fn & run) {
     auto cfg = std::make_shared<router_config>();
     auto prefill = std::make_shared<std::string>(), decode = std::make_shared<std::string>();
     auto fallback = std::make_shared<std::string>("local");
+    auto max_blob_mb = std::make_shared<double>(1024);
     CLI::App * sub = app.add_subcommand("route", "OpenAI front that drives prefill -> decode across node pools");
     sub->add_option("--prefill", *prefill, "Prefill node URLs, comma-separated (http://HOST:PORT,...)");
     sub->add_option("--decode", *decode, "Decode node URLs, comma-separated")->required();
@@ -62,9 +63,15 @@ void cli_add_route(CLI::App & app, cli_run_fn & run) {
     sub->add_option("--timeout", cfg->timeout_s, "Per-request deadline in seconds (every hop gets what is left)")->capture_default_str();
     sub->add_option("--health-interval", cfg->health_interval_s, "Seconds between node health checks")->capture_default_str();
     sub->add_option("--load-cap", cfg->load_cap, "Decode affinity yields when its node has this many more requests than the least loaded")->capture_default_str();
+    sub->add_option("--max-blob-mb", *max_blob_mb, "Largest blob relayed from a prefill node, MiB (larger: a prefill failure)")
+        ->capture_default_str();
     sub->add_option("-m,--model", cfg->model_path, "GGUF file whose vocabulary counts prompt tokens exactly (else ~4 bytes per token)");
-    sub->callback([&run, cfg, prefill, decode, fallback] {
-        run = [cfg, prefill, decode, fallback] { return run_route(*cfg, *prefill, *decode, *fallback); };
+    sub->callback([&run, cfg, prefill, decode, fallback, max_blob_mb] {
+        run = [cfg, prefill, decode, fallback, max_blob_mb] {
+            if (!(*max_blob_mb > 0) || *max_blob_mb > 1 << 20) return cli_fail(k_exit_usage, "--max-blob-mb: must be in (0, 1048576]");
+            cfg->max_blob_bytes = uint64_t(*max_blob_mb * 1024 * 1024);
+            return run_route(*cfg, *prefill, *decode, *fallback);
+        };
     });
 }
 

@@ -158,6 +158,7 @@ Result<prefill_stream> router_impl::prefill_hop(route_ctx & ctx) {
         prefill.acquire(node->index);
         upstream_request up{node->url, "/v1/prefill", body, "application/json", cfg.node_key, ctx.deadline, nullptr, false};
         up.relay_response = true;
+        up.relay_max_bytes = cfg.max_blob_bytes;
         auto call = upstream_call::start(std::move(up));
         auto status = call->wait_headers();
         if (status.ok() && status.value() == 200 && call->relay()) {
@@ -168,13 +169,16 @@ Result<prefill_stream> router_impl::prefill_hop(route_ctx & ctx) {
             p.t_headers = steady::now();
             return p;
         }
-        Result<std::string> blob = status.ok() ? call->read_all() : Result<std::string>(status.status());
-        prefill.release(node->index);
-        if (status.ok() && status.value() == 200) {
-            metrics.node_outcome(node->url, "no_content_length");
-            last = Status(status_code::upstream_error, node->url + "/v1/prefill answered without a Content-Length");
+        if (status.ok() && status.value() == 200) {  // a blob without a length, or over --max-blob-mb: not relayed
+            call.reset();
+            prefill.release(node->index);
+            metrics.node_outcome(node->url, "blob_too_large");
+            last = Status(status_code::upstream_error, node->url + "/v1/prefill answered a blob without a Content-Length or over " +
+                                                           std::to_string(cfg.max_blob_bytes >> 20) + " MiB (--max-blob-mb)");
             continue;
         }
+        Result<std::string> blob = status.ok() ? call->read_all() : Result<std::string>(status.status());
+        prefill.release(node->index);
         if (!status.ok()) {
             if (status.status().code() == status_code::upstream_error) prefill.mark_failure(node->index);
             metrics.node_outcome(node->url, status.status().code() == status_code::deadline_exceeded ? "timeout" : "unreachable");

@@ -39,6 +39,7 @@ struct router_config {
     uint32_t load_cap = 4;               // decode affinity yields when a node is this far above the least loaded
     std::string model_path;              // optional: count prompt tokens exactly with this model's vocabulary
     size_t max_body_bytes = 8u << 20;    // client request bodies
+    uint64_t max_blob_bytes = uint64_t(1024) << 20;  // a prefill node's blob (--max-blob-mb); larger: prefill failure
 };
 
 class router_impl;

@@ -44,15 +44,23 @@ void upstream_call::run(upstream_request r) {
     if (!r.bearer.empty()) req.set_header("Authorization", "Bearer " + r.bearer);
     if (r.body_from) send_relayed_body(req, r.body_from);
     const bool relay_response = r.relay_response;
-    req.response_handler = [this, relay_response](const httplib::Response & res) {
+    const uint64_t relay_max = r.relay_max_bytes;
+    req.response_handler = [this, relay_response, relay_max](const httplib::Response & res) {
         std::lock_guard<std::mutex> lk(mu_);
         headers_ = true;
         status_ = res.status;
         content_type_ = res.get_header_value("Content-Type");
-        if (relay_response && res.status == 200 && res.has_header("Content-Length"))
-            relay_ = std::make_shared<body_relay>(res.get_header_value_u64("Content-Length"));
+        bool keep = !cancelled_;
+        if (relay_response && res.status == 200) {
+            const uint64_t n = res.has_header("Content-Length") ? res.get_header_value_u64("Content-Length") : UINT64_MAX;
+            try {
+                if (n <= relay_max) relay_ = std::make_shared<body_relay>(n);
+            } catch (const std::bad_alloc &) {
+            }
+            if (!relay_) keep = false;  // no length, too long, or no memory: refused before a byte is buffered
+        }
         cv_.notify_all();
-        return !cancelled_;
+        return keep;
     };
     // The deadline covers the whole body, not one read: a stream whose chunks keep coming still ends on it.
     req.content_receiver = [this](const char * data, size_t n, uint64_t, uint64_t) {

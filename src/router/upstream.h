@@ -35,8 +35,11 @@ struct upstream_request {
     std::chrono::steady_clock::time_point deadline;
     // body_from: send this body (still arriving from another call) instead of `body`.
     std::shared_ptr<body_relay> body_from;
-    // relay_response: a 200 response with a Content-Length is delivered through relay(), not next_chunk().
+    // relay_response: a 200 response with a Content-Length of at most relay_max_bytes is delivered through
+    // relay(), not next_chunk(); a 200 without one, or with a larger one, is aborted at its headers
+    // (relay() stays null), so nothing unbounded is ever buffered.
     bool relay_response = false;
+    uint64_t relay_max_bytes = 0;
 };
 
 class upstream_call {

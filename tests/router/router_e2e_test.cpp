@@ -210,6 +210,37 @@ TEST(RouterE2E, BlobCutOffMidTransferFallsBackAndNeverRestores) {
     }
 }
 
+// A prefill node that announces no blob length, or one over the router's --max-blob-mb, gets nothing
+// buffered: the router refuses the blob at its headers and falls back, and never runs out of memory.
+TEST(RouterE2E, BlobWithoutLengthOrOverTheCapIsRefusedAtItsHeaders) {
+    for (const bool chunked : {false, true}) {
+        httplib::Server fake;  // a misbehaving "prefill node"
+        fake.Get("/health", [](const httplib::Request &, httplib::Response & res) { res.set_content("{\"status\":\"ok\"}", "application/json"); });
+        fake.Post("/v1/prefill", [chunked](const httplib::Request &, httplib::Response & res) {
+            const auto junk = [](size_t, httplib::DataSink & sink) { return sink.write("xxxxxxxx", 8); };
+            if (chunked) res.set_chunked_content_provider("application/octet-stream", [junk](size_t o, httplib::DataSink & s) { return junk(o, s); });
+            else res.set_content_provider(uint64_t(1) << 40, "application/octet-stream", [junk](size_t o, size_t, httplib::DataSink & s) { return junk(o, s); });
+        });
+        const int port = fake.bind_to_any_port("127.0.0.1");
+        std::thread t([&] { fake.listen_after_bind(); });
+        fake.wait_until_ready();
+        auto d = node_process::start(serve_args("llama", {"--role", "decode"}));
+        auto r = node_process::start({"route", "--prefill", "http://127.0.0.1:" + std::to_string(port), "--decode", d->url(),
+                                      "--pd-min-tokens", "16", "-m", test_model_path("llama"), "--max-blob-mb", "1",
+                                      "--health-interval", "0.2"});
+        json b = workload_body(3);
+        b["stream"] = false;
+        const http_reply res = post(*r, path_of(b), b.dump(), "application/json", "", 60);
+        EXPECT_EQ(res.status, 200) << res.body;
+        EXPECT_EQ(res.route, "fallback:prefill_failed") << (chunked ? "chunked" : "1 TiB");
+        EXPECT_NE(get(*r, "/metrics").body.find("outcome=\"blob_too_large\""), std::string::npos);
+        EXPECT_EQ(metric_value(get(*d, "/metrics").body, "baton_restores_total"), 0);
+        EXPECT_LT(r->rss_kb(), 1L << 20) << "the router buffered the blob";
+        fake.stop();
+        t.join();
+    }
+}
+
 TEST(RouterE2E, FallbackFailGivesExplicitErrorsNeverHangs) {
     {
         cluster c = cluster::make(1, 1, {"--fallback", "fail"}, {"--test-corrupt-state"});
