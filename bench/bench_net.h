@@ -144,12 +144,14 @@ struct stream_timing {
 };
 
 // stream_completion POSTs a streaming /v1/completions with a token-array prompt to base (host, port) and
-// times it. Temperature 0, ignore_eos, include_usage.
+// times it. Temperature 0, ignore_eos, include_usage; `extra` fields are added to the body (e.g.
+// llama-server's "cache_prompt"). Works against Baton and llama-server alike.
 inline stream_timing stream_completion(const std::string & host, int port, const std::vector<int> & prompt, int max_tokens,
-                                       double timeout_s = 300) {
+                                       double timeout_s = 300, const nlohmann::json & extra = nlohmann::json::object()) {
     stream_timing t;
     nlohmann::json body = {{"prompt", prompt},   {"max_tokens", max_tokens},  {"temperature", 0},
                            {"stream", true},     {"ignore_eos", true},        {"stream_options", {{"include_usage", true}}}};
+    body.update(extra);
     httplib::Client c(host, port);
     const auto to = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::duration<double>(timeout_s));
     c.set_connection_timeout(std::chrono::seconds(10));

@@ -13,11 +13,8 @@
 //                    [--runs N] [--prompt N] [--gen N]
 #include <httplib.h>
 #include <netinet/in.h>
-#include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
-#include <fcntl.h>
 
 #include <nlohmann/json.hpp>
 
@@ -57,30 +54,6 @@ std::unique_ptr<bench_process> start(const std::string & name, std::vector<std::
     return bench_process::start(std::move(argv), name, 60, "http://127.0.0.1:" + std::to_string(port));
 }
 
-struct stream_timing {
-    double t_first = 0, t_end = 0;  // ms
-    bool ok = false;
-};
-
-stream_timing stream_one(int port, const std::vector<int> & prompt, int n_gen) {
-    json body = {{"prompt", prompt},      {"max_tokens", n_gen}, {"temperature", 0}, {"ignore_eos", true},
-                 {"stream", true},        {"cache_prompt", false}};
-    httplib::Client c("127.0.0.1", port);
-    c.set_read_timeout(600);
-    stream_timing t;
-    std::string buf;
-    auto r = c.Post("/v1/completions", {}, body.dump(), "application/json", [&](const char * d, size_t n) {
-        if (t.t_first == 0) {
-            buf.append(d, n);
-            if (buf.find("\"text\"") != std::string::npos || buf.find("\"content\"") != std::string::npos) t.t_first = now_ms();
-        }
-        return true;
-    });
-    t.t_end = now_ms();
-    t.ok = r && r->status == 200 && t.t_first > 0;
-    return t;
-}
-
 struct figures {
     double pp = 0, tg = 0;
 };
@@ -95,16 +68,18 @@ figures measure(int port, int conc, const options & o, unsigned seed) {
     std::vector<stream_timing> t(static_cast<size_t>(conc));
     const double t0 = now_ms();
     std::vector<std::thread> th;
-    for (int i = 0; i < conc; ++i) th.emplace_back([&, i] { t[size_t(i)] = stream_one(port, prompts[size_t(i)], o.gen); });
+    const json no_cache = {{"cache_prompt", false}};  // llama-server's prompt cache off (Baton ignores the field)
+    for (int i = 0; i < conc; ++i)
+        th.emplace_back([&, i] { t[size_t(i)] = stream_completion("127.0.0.1", port, prompts[size_t(i)], o.gen, 600, no_cache); });
     for (auto & x : th) x.join();
     double first = 0, end = 0;
     for (const auto & x : t) {
-        if (!x.ok) {
-            std::fprintf(stderr, "serve_bench: a request to port %d failed\n", port);
+        if (!x.ok || x.completion_tokens != o.gen) {
+            std::fprintf(stderr, "serve_bench: a request to port %d failed: %s\n", port, x.ok ? "short completion" : x.error.c_str());
             std::exit(1);
         }
-        first = std::max(first, x.t_first);
-        end = std::max(end, x.t_end);
+        first = std::max(first, x.t_send + x.ttft_ms);
+        end = std::max(end, x.t_send + x.total_ms);
     }
     figures f;
     f.pp = conc * o.prompt / ((first - t0) / 1000.0);
