@@ -19,6 +19,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -95,6 +96,11 @@ class request_handle {
   public:
     // next waits for the next event; false on timeout (the task goes on: call cancel() to stop it).
     bool next(engine_event & ev, std::chrono::milliseconds timeout);
+    // try_next takes the next event if one is there, without waiting.
+    bool try_next(engine_event & ev);
+    // set_notify registers a callback the producer calls (on its own thread, after queueing) for every
+    // event, so an event-driven consumer can wait without a thread. It must be cheap and must not block.
+    void set_notify(std::function<void()> fn);
     // cancel asks the scheduler to stop the task; a terminal event still follows.
     void cancel() { cancelled_.store(true); }
     bool cancelled() const { return cancelled_.load(); }
@@ -110,6 +116,7 @@ class request_handle {
     std::mutex mu_;
     std::condition_variable cv_;
     std::deque<engine_event> events_;  // GUARDED_BY(mu_)
+    std::function<void()> notify_;     // GUARDED_BY(mu_)
 };
 using request_ptr = std::shared_ptr<request_handle>;
 

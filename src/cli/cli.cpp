@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "baton/build_info.h"
+#include "http/http_server.h"
 
 namespace baton {
 
@@ -27,6 +28,21 @@ sigset_t cli_block_stop_signals() {
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
     signal(SIGPIPE, SIG_IGN);
     return set;
+}
+
+void cli_add_http_flags(CLI::App & sub, http_limits & l, uint32_t & threads) {
+    sub.add_option("--header-timeout", l.header_timeout_s,
+                   "Seconds a client has to send a request's line and headers, in total (a client trickling bytes does not extend it)")
+        ->capture_default_str();
+    sub.add_option("--idle-timeout", l.idle_timeout_s, "Seconds a keep-alive connection may stay idle between requests")->capture_default_str();
+    sub.add_option("--body-timeout", l.body_timeout_s, "Seconds a client has to send a request's body, in total")->capture_default_str();
+    sub.add_option("--write-timeout", l.write_timeout_s,
+                   "Seconds a write to a client may take: a client that stops reading a response or stream is dropped and its request cancelled")
+        ->capture_default_str();
+    sub.add_option("--max-header-bytes", l.max_header_bytes, "Largest request line + headers, bytes (larger: 431 and close)")->capture_default_str();
+    sub.add_option("--max-headers", l.max_headers, "Most header fields in a request (more: 431 and close)")->capture_default_str();
+    sub.add_option("--max-connections", l.max_connections, "Most open client connections; beyond: an immediate 503 and close")->capture_default_str();
+    sub.add_option("--http-threads", threads, "Event-loop threads of the HTTP edge (connections and streams hold none)")->capture_default_str();
 }
 
 int cli_fail(int code, const std::string & msg) {

@@ -6,6 +6,7 @@
 
 #include <signal.h>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -44,6 +45,12 @@ void cli_add_demo(CLI::App & app, cli_run_fn & run);
 // every thread started afterwards inherits the mask, and ignores SIGPIPE. Returns the set to sigwait on.
 // REQUIRES: called before the process starts any thread.
 sigset_t cli_block_stop_signals();
+
+struct http_limits;
+// cli_add_http_flags adds the HTTP edge's limits and deadlines (--header-timeout, --idle-timeout,
+// --body-timeout, --write-timeout, --max-header-bytes, --max-headers, --max-connections, --http-threads) to
+// a subcommand: `baton serve` and `baton route` take the same flags with the same defaults.
+void cli_add_http_flags(CLI::App & sub, http_limits & limits, uint32_t & threads);
 
 // cli_fail prints "baton: MSG" to stderr and returns code.
 int cli_fail(int code, const std::string & msg);

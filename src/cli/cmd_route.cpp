@@ -65,6 +65,10 @@ void cli_add_route(CLI::App & app, cli_run_fn & run) {
     sub->add_option("--load-cap", cfg->load_cap, "Decode affinity yields when its node has this many more requests than the least loaded")->capture_default_str();
     sub->add_option("--max-blob-mb", *max_blob_mb, "Largest blob relayed from a prefill node, MiB (larger: a prefill failure)")
         ->capture_default_str();
+    sub->add_option("--queue-max", cfg->queue_max, "Requests that may wait at the router for node capacity; beyond: 503")->capture_default_str();
+    sub->add_option("--node-queue", cfg->node_queue, "Requests the router lets wait at a node beyond its slots (the rest wait at the router)")
+        ->capture_default_str();
+    cli_add_http_flags(*sub, cfg->limits, cfg->http_threads);
     sub->add_option("-m,--model", cfg->model_path, "GGUF file whose vocabulary counts prompt tokens exactly (else ~4 bytes per token)");
     sub->callback([&run, cfg, prefill, decode, fallback, max_blob_mb] {
         run = [cfg, prefill, decode, fallback, max_blob_mb] {

@@ -35,8 +35,9 @@ Status serve_check(serve_options & o) {
     o.cfg.max_blob_bytes = uint64_t(o.max_blob_mb * 1024 * 1024);
     o.cfg.max_json_bytes = uint64_t(o.max_json_mb * 1024 * 1024);
     if (o.cfg.port < 0 || o.cfg.port > 65535) return {status_code::invalid_argument, "port: " + std::to_string(o.cfg.port) + " is not in 0..65535"};
-    if (o.cfg.timeout_s < 0 || o.cfg.io_timeout_s <= 0 || o.cfg.drain_s < 0)
-        return {status_code::invalid_argument, "timeout/io-timeout/drain: must be >= 0 (io-timeout > 0)"};
+    if (o.cfg.timeout_s < 0 || o.cfg.drain_s < 0) return {status_code::invalid_argument, "timeout/drain: must be >= 0"};
+    if (o.cfg.http_threads < 1 || o.cfg.http_threads > 256) return {status_code::invalid_argument, "http-threads: must be in 1..256"};
+    BATON_RETURN_IF_ERROR(http_limits_check(o.cfg.limits));
     if (o.cfg.api_key.empty())
         if (const char * k = std::getenv("BATON_API_KEY"); k && *k) o.cfg.api_key = k;
     return context_check(o.cfg.engine.ctx);
@@ -98,8 +99,7 @@ void cli_add_serve(CLI::App & app, cli_run_fn & run) {
     sub->add_option("--max-json-mb", o->max_json_mb, "Body cap of the JSON endpoints, MiB")->capture_default_str();
     sub->add_option("--timeout", c.timeout_s, "Per-request timeout in seconds (0: none); a late request is cancelled")->capture_default_str();
     sub->add_option("--queue-max", c.queue_max, "Requests that may wait for a slot; beyond this: 503 with Retry-After")->capture_default_str();
-    sub->add_option("--io-timeout", c.io_timeout_s, "Socket read/write timeout in seconds (stalled clients lose their request)")->capture_default_str();
-    sub->add_option("--http-threads", c.http_threads, "Most connections served at once")->capture_default_str();
+    cli_add_http_flags(*sub, c.limits, c.http_threads);
     sub->add_option("--drain", c.drain_s, "On SIGTERM, let in-flight requests finish for up to this many seconds, then cancel")->capture_default_str();
     sub->add_flag("--test-truncate-blob", c.test_truncate_blob,
                   "TEST ONLY: send half of every blob, then drop the connection (router tests)");

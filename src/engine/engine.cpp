@@ -29,12 +29,28 @@ bool request_handle::next(engine_event & ev, std::chrono::milliseconds timeout) 
     return true;
 }
 
+bool request_handle::try_next(engine_event & ev) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (events_.empty()) return false;
+    ev = std::move(events_.front());
+    events_.pop_front();
+    return true;
+}
+
+void request_handle::set_notify(std::function<void()> fn) {
+    std::lock_guard<std::mutex> lk(mu_);
+    notify_ = std::move(fn);
+}
+
 void request_handle::push(engine_event ev) {
+    std::function<void()> notify;
     {
         std::lock_guard<std::mutex> lk(mu_);
         events_.push_back(std::move(ev));
+        notify = notify_;
     }
     cv_.notify_all();
+    if (notify) notify();
 }
 
 // ---- validated_blob ----

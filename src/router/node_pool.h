@@ -33,9 +33,21 @@ class node_pool {
     // load cap, skipping `exclude`.
     std::optional<node_ref> pick_affine(uint64_t key, const std::vector<size_t> & exclude = {}) const;
 
+    // acquire_least_loaded / acquire_affine pick like the functions above among the nodes below their
+    // capacity and count the request on the chosen node in the same step (so concurrent picks never
+    // overshoot a node's capacity); nullopt when every candidate is full or unhealthy.
+    std::optional<node_ref> acquire_least_loaded(const std::vector<size_t> & exclude = {});
+    std::optional<node_ref> acquire_affine(uint64_t key, const std::vector<size_t> & exclude = {});
+    // has_candidates: some healthy node outside `exclude` exists (full or not): worth waiting for.
+    bool has_candidates(const std::vector<size_t> & exclude = {}) const;
+
     // Outstanding work accounting (acquire when a request is sent to a node, release when it ends).
     void acquire(size_t i);
     void release(size_t i);
+    // capacity: how many requests the router lets a node hold at once (its slots plus a small queue);
+    // learned from the node by the health checker. Unlimited until set.
+    void set_capacity(size_t i, uint32_t n);
+    uint32_t capacity(size_t i) const;
 
     // Health: mark_failure ejects a node after a failed request or health check; mark_healthy re-admits it.
     void mark_failure(size_t i);
@@ -50,6 +62,10 @@ class node_pool {
     mutable std::mutex mu_;
     std::vector<uint32_t> outstanding_;  // GUARDED_BY(mu_)
     std::vector<bool> healthy_;          // GUARDED_BY(mu_)
+    std::vector<uint32_t> capacity_;     // GUARDED_BY(mu_)
+
+    std::optional<size_t> pick_least_loaded_locked(const std::vector<size_t> & exclude, bool within_capacity) const;
+    std::optional<size_t> pick_affine_locked(uint64_t key, const std::vector<size_t> & exclude, bool within_capacity) const;
 };
 
 // affinity_key hashes the first `n_bytes` of a conversation's text (a stable prefix), so requests that

@@ -1,20 +1,26 @@
 // router.cpp — request flow: parse at the edge, choose PD or direct, prefill hop, decode relay, fallbacks.
+//
+// Every client request is a coroutine on its connection's strand; its upstream calls (http_upstream), the
+// prefill blob's producer and the decode upload run on the same strand, so the relay needs no locks and a
+// slow client slows only its own stream (the next upstream read waits for the client write).
 #include "router.h"
 
-#include <httplib.h>
+#include <nlohmann/json.hpp>
 
 #include <condition_variable>
 #include <cstdio>
+#include <future>
 #include <mutex>
 #include <thread>
 
 #include "baton/model.h"
+#include "body_relay.h"
+#include "capacity_gate.h"
+#include "http/http_client.h"
+#include "http/sse.h"
 #include "node_pool.h"
 #include "router_metrics.h"
-#include "server/http_errors.h"
-#include "server/listen_backlog.h"
 #include "server/openai.h"
-#include "upstream.h"
 
 namespace baton {
 
@@ -27,7 +33,6 @@ double seconds_between(steady::time_point a, steady::time_point b) { return std:
 // What one client request carries through the flow.
 struct route_ctx {
     openai_request req;
-    std::string body;              // the client's body, forwarded as is on direct/fallback paths
     std::string path;              // /v1/completions | /v1/chat/completions
     steady::time_point t_arrival, deadline;
     uint64_t affinity = 0;
@@ -36,18 +41,46 @@ struct route_ctx {
 
 enum class relay_outcome : uint8_t { done, blob_rejected, blob_failed, failed };
 
-// A prefill node's blob on its way: its call (the producer, kept alive until the blob is in) and the
-// relay the decode hop reads from while the bytes arrive.
+struct relay_result {
+    relay_outcome outcome = relay_outcome::done;
+    Status error;  // when failed
+};
+
+// A prefill node's blob on its way: the call (read by the producer coroutine) and the relay the decode hop
+// reads from while the bytes arrive.
 struct prefill_stream {
-    std::unique_ptr<upstream_call> call;
+    std::shared_ptr<http_upstream> call;
     std::shared_ptr<body_relay> blob;
     size_t node = 0;
     steady::time_point t_headers;
 };
 
-struct relay_result {
-    relay_outcome outcome = relay_outcome::done;
-    Status error;  // when failed
+// One node held by a request: released (and the next waiter woken) when it goes out of scope.
+class node_hold {
+  public:
+    node_hold() = default;
+    node_hold(node_pool * pool, capacity_gate * gate, size_t i) : pool_(pool), gate_(gate), i_(i) {}
+    node_hold(node_hold && o) noexcept : pool_(std::exchange(o.pool_, nullptr)), gate_(o.gate_), i_(o.i_) {}
+    node_hold & operator=(node_hold && o) noexcept {
+        release();
+        pool_ = std::exchange(o.pool_, nullptr);
+        gate_ = o.gate_;
+        i_ = o.i_;
+        return *this;
+    }
+    ~node_hold() { release(); }
+    void release() {
+        if (!pool_) return;
+        pool_->release(i_);
+        gate_->wake_one();
+        pool_ = nullptr;
+    }
+    size_t index() const { return i_; }
+
+  private:
+    node_pool * pool_ = nullptr;
+    capacity_gate * gate_ = nullptr;
+    size_t i_ = 0;
 };
 
 }  // namespace
@@ -56,39 +89,41 @@ class router_impl {
   public:
     router_config cfg;
     node_pool prefill, decode;
+    std::vector<http_url> prefill_urls, decode_urls;
+    capacity_gate prefill_gate, decode_gate;
     std::unique_ptr<loaded_model> vocab;
     router_metrics metrics;
-    httplib::Server http;
-    std::thread http_thread, health_thread;
+    std::unique_ptr<http_server> http;
+    notify_ptr health_stop;
+    std::future<void> health_done;
     std::mutex mu;
     std::condition_variable cv;
-    bool stopping = false;  // GUARDED_BY(mu)
+    bool stopping = false;  // guarded by mu
 
     explicit router_impl(const router_config & c)
-        : cfg(c), prefill(c.prefill_urls, c.load_cap), decode(c.decode_urls, c.load_cap) {}
+        : cfg(c), prefill(c.prefill_urls, c.load_cap), decode(c.decode_urls, c.load_cap), prefill_gate(c.queue_max),
+          decode_gate(c.queue_max) {}
 
     void routes();
-    void health_loop();
-    bool authorized(const httplib::Request & req, httplib::Response & res);
-    void handle_generation(const httplib::Request & req, httplib::Response & res, openai_endpoint ep);
+    net::awaitable<void> health_round();
+    net::awaitable<void> health_check(node_pool & pool, const http_url & url, size_t i, capacity_gate & gate);
     uint32_t count_tokens(const openai_request & r) const;
-    Result<prefill_stream> prefill_hop(route_ctx & ctx);
-    void prefill_done(route_ctx & ctx, prefill_stream & p);
-    relay_result relay(route_ctx & ctx, const std::string & path, const std::string & body, const std::string & ctype,
-                       httplib::Response & res, std::shared_ptr<body_relay> stream_body = nullptr);
-    void stream_to_client(route_ctx & ctx, std::shared_ptr<upstream_call> call, size_t node, httplib::Response & res);
-    void reply_error(httplib::Response & res, const Status & st);
+    http_headers node_headers() const;
+    // acquire_node waits (bounded queue, deadline, client watched) until a node of pool has room.
+    net::awaitable<std::optional<node_hold>> acquire_node(http_exchange & ex, node_pool & pool, capacity_gate & gate, const route_ctx & ctx,
+                                                          const std::vector<size_t> & tried, bool affine, Status & why);
+    net::awaitable<void> on_generation(http_exchange & ex, openai_endpoint ep);
+    net::awaitable<void> on_models(http_exchange & ex);
+    net::awaitable<Result<prefill_stream>> prefill_hop(http_exchange & ex, route_ctx & ctx);
+    net::awaitable<void> prefill_done(route_ctx & ctx, prefill_stream & p);
+    net::awaitable<relay_result> relay(http_exchange & ex, route_ctx & ctx, const std::string & path, std::string_view body,
+                                       const std::string & ctype, std::shared_ptr<body_relay> stream_body);
+    net::awaitable<Status> send_relayed(http_upstream & up, body_relay & blob, const route_ctx & ctx);
+    net::awaitable<void> stream_to_client(http_exchange & ex, route_ctx & ctx, http_upstream & up, const http_response_head & head,
+                                          const std::string & node);
 };
 
 // ---- admission ----
-
-bool router_impl::authorized(const httplib::Request & req, httplib::Response & res) {
-    if (cfg.api_key.empty() || req.get_header_value("Authorization") == "Bearer " + cfg.api_key) return true;
-    reply_error(res, Status(status_code::unauthenticated, "missing or wrong API key (Authorization: Bearer KEY)"));
-    return false;
-}
-
-void router_impl::reply_error(httplib::Response & res, const Status & st) { http_send_error(res, st); }
 
 uint32_t router_impl::count_tokens(const openai_request & r) const {
     if (!r.prompt_tokens.empty()) return uint32_t(r.prompt_tokens.size());
@@ -102,15 +137,65 @@ uint32_t router_impl::count_tokens(const openai_request & r) const {
     return uint32_t(bytes / 4);
 }
 
-void router_impl::handle_generation(const httplib::Request & req, httplib::Response & res, openai_endpoint ep) {
+http_headers router_impl::node_headers() const {
+    if (cfg.node_key.empty()) return {};
+    return {{"Authorization", "Bearer " + cfg.node_key}};
+}
+
+net::awaitable<std::optional<node_hold>> router_impl::acquire_node(http_exchange & ex, node_pool & pool, capacity_gate & gate,
+                                                                   const route_ctx & ctx, const std::vector<size_t> & tried,
+                                                                   bool affine, Status & why) {
+    auto pick = [&]() -> std::optional<node_hold> {
+        auto n = affine ? pool.acquire_affine(ctx.affinity, tried) : pool.acquire_least_loaded(tried);
+        if (!n) return std::nullopt;
+        return node_hold(&pool, &gate, n->index);
+    };
+    if (auto n = pick()) co_return n;
+    notify_ptr w;
+    for (;;) {
+        if (!pool.has_candidates(tried)) {
+            why = Status(status_code::unavailable, std::string("no healthy ") + (&pool == &prefill ? "prefill" : "decode") + " node");
+            break;
+        }
+        if (!w) {
+            w = gate.enter(ex.executor());
+            if (!w) {
+                why = Status(status_code::unavailable, "the router's queue is full (--queue-max " + std::to_string(cfg.queue_max) + ")");
+                co_return std::nullopt;
+            }
+            if (auto n = pick()) {  // room freed up while entering the queue
+                gate.leave(w, true);
+                co_return n;
+            }
+        }
+        const bool woken = co_await ex.wait(*w, ctx.deadline);
+        if (ex.client_gone()) {
+            why = Status(status_code::cancelled, "the client went away while waiting for a node");
+            break;
+        }
+        if (auto n = pick()) {
+            gate.leave(w, false);
+            co_return n;
+        }
+        if (!woken && steady::now() >= ctx.deadline) {
+            why = Status(status_code::deadline_exceeded, "request deadline passed while waiting for a node with room");
+            break;
+        }
+        if (woken) gate.requeue(w);  // someone else took the room: keep this place in line
+    }
+    if (w) gate.leave(w, true);
+    co_return std::nullopt;
+}
+
+net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpoint ep) {
     route_ctx ctx;
     ctx.t_arrival = steady::now();
     ctx.deadline = ctx.t_arrival + std::chrono::milliseconds(int64_t(cfg.timeout_s * 1000));
     ctx.path = ep == openai_endpoint::chat ? "/v1/chat/completions" : "/v1/completions";
-    auto parsed = openai_parse(req.body, ep);
-    if (!parsed.ok()) return reply_error(res, parsed.status());
+    const std::string_view body = ex.request().body_text();
+    auto parsed = openai_parse(body, ep);
+    if (!parsed.ok()) co_return (void) co_await ex.respond_error(parsed.status());
     ctx.req = std::move(parsed.value());
-    ctx.body = req.body;
     std::string prefix = ctx.req.prompt;
     for (const auto & m : ctx.req.messages) prefix += m.role + ":" + m.content + "\n";
     ctx.affinity = affinity_key(prefix);
@@ -120,261 +205,334 @@ void router_impl::handle_generation(const httplib::Request & req, httplib::Respo
     std::string reason;
     if (pd) {
         ctx.route = "pd";
-        auto blob = prefill_hop(ctx);
+        auto blob = co_await prefill_hop(ex, ctx);
         if (blob.ok()) {
             // The decode hop starts while the blob is still arriving: the two transfers overlap.
-            relay_result r = relay(ctx, "/v1/decode", "", "application/octet-stream", res, blob->blob);
-            prefill_done(ctx, blob.value());
-            if (r.outcome == relay_outcome::done) return;
-            if (r.outcome == relay_outcome::failed) return reply_error(res, r.error);
+            relay_result r = co_await relay(ex, ctx, "/v1/decode", "", "application/octet-stream", blob->blob);
+            co_await prefill_done(ctx, blob.value());
+            if (r.outcome == relay_outcome::done) co_return;
+            if (r.outcome == relay_outcome::failed) co_return (void) co_await ex.respond_error(r.error);
             reason = r.outcome == relay_outcome::blob_failed ? "prefill_failed" : "blob_rejected";
             if (r.outcome == relay_outcome::blob_failed) blob = r.error;
         } else {
             reason = "prefill_failed";
-            if (blob.status().code() == status_code::invalid_argument) return reply_error(res, blob.status());
+            const status_code c = blob.status().code();
+            if (c == status_code::invalid_argument || c == status_code::cancelled) co_return (void) co_await ex.respond_error(blob.status());
         }
         metrics.fallback(reason);
         if (cfg.fallback == fallback_policy::fail)
-            return reply_error(res, Status(status_code::upstream_error, reason == "prefill_failed"
-                                                                            ? "prefill failed and --fallback is fail: " + blob.status().message()
-                                                                            : "the decode node rejected the blob and --fallback is fail"));
+            co_return (void) co_await ex.respond_error(Status(status_code::upstream_error, reason == "prefill_failed"
+                                                                                               ? "prefill failed and --fallback is fail: " + blob.status().message()
+                                                                                               : "the decode node rejected the blob and --fallback is fail"));
         ctx.route = "fallback:" + reason;
     }
-    relay_result r = relay(ctx, ctx.path, ctx.body, "application/json", res);
-    if (r.outcome != relay_outcome::done) reply_error(res, r.outcome == relay_outcome::failed ? r.error
-                                                                                              : Status(status_code::upstream_error, "the decode node rejected the request"));
+    relay_result r = co_await relay(ex, ctx, ctx.path, body, "application/json", nullptr);
+    if (r.outcome != relay_outcome::done && !ex.begun())
+        co_await ex.respond_error(r.outcome == relay_outcome::failed ? r.error : Status(status_code::upstream_error, "the decode node rejected the request"));
 }
 
 // ---- the prefill hop: every healthy prefill node once, least loaded first ----
 
-// On success the node stays acquired and its blob keeps arriving; prefill_done ends the hop.
-Result<prefill_stream> router_impl::prefill_hop(route_ctx & ctx) {
-    std::string body = openai_request_json(ctx.req);  // canonical, with "endpoint" set
+namespace {
+
+// pump_blob reads a prefill node's body straight into the relay (the producer side). It holds the prefill
+// node until the blob's last byte is in, so the node takes its next prompt while the decode still runs.
+net::awaitable<void> pump_blob(std::shared_ptr<http_upstream> call, std::shared_ptr<body_relay> blob, node_hold node) {
+    while (blob->room() > 0) {
+        auto n = co_await call->read_some(blob->tail(), size_t(std::min<uint64_t>(blob->room(), 4u << 20)));
+        if (!n.ok()) co_return blob->finish(n.status());
+        if (n.value() == 0) break;
+        blob->commit(n.value());
+    }
+    blob->finish(Status());
+}
+
+}  // namespace
+
+// On success the blob keeps arriving (the producer holds the node until it is in); prefill_done ends the hop.
+net::awaitable<Result<prefill_stream>> router_impl::prefill_hop(http_exchange & ex, route_ctx & ctx) {
+    const std::string body = openai_request_json(ctx.req);  // canonical, with "endpoint" set
     std::vector<size_t> tried;
     Status last(status_code::upstream_error, "no healthy prefill node");
-    while (auto node = prefill.pick_least_loaded(tried)) {
-        tried.push_back(node->index);
-        if (steady::now() >= ctx.deadline) return Status(status_code::deadline_exceeded, "request deadline passed during prefill");
-        prefill.acquire(node->index);
-        upstream_request up{node->url, "/v1/prefill", body, "application/json", cfg.node_key, ctx.deadline, nullptr, false};
-        up.relay_response = true;
-        up.relay_max_bytes = cfg.max_blob_bytes;
-        auto call = upstream_call::start(std::move(up));
-        auto status = call->wait_headers();
-        if (status.ok() && status.value() == 200 && call->relay()) {
+    for (;;) {
+        Status why;
+        auto node = co_await acquire_node(ex, prefill, prefill_gate, ctx, tried, false, why);
+        if (!node) {
+            if (why.code() == status_code::cancelled || why.code() == status_code::deadline_exceeded) co_return why;
+            if (tried.empty()) last = why;
+            co_return last;
+        }
+        const size_t i = node->index();
+        tried.push_back(i);
+        const http_url & url = prefill_urls[i];
+        auto conn = co_await http_upstream::connect(url, ctx.deadline);
+        // (No co_await inside ?: — GCC miscompiles it.)
+        Status st = conn.status();
+        if (st.ok()) st = co_await conn.value()->send("POST", "/v1/prefill", node_headers(), "application/json", body);
+        Result<http_response_head> head(st);
+        if (st.ok()) head = co_await conn.value()->read_head();
+        if (!head.ok()) {
+            if (head.status().code() == status_code::upstream_error) prefill.mark_failure(i);
+            metrics.node_outcome(url.text, head.status().code() == status_code::deadline_exceeded ? "timeout" : "unreachable");
+            last = head.status();
+            continue;
+        }
+        std::shared_ptr<http_upstream> call = std::move(conn.value());
+        if (head->status == 200) {
+            if (!head->content_length || *head->content_length > cfg.max_blob_bytes) {
+                // A blob without a length, or over --max-blob-mb: refused at its headers, nothing buffered.
+                metrics.node_outcome(url.text, "blob_too_large");
+                last = Status(status_code::upstream_error, url.text + "/v1/prefill answered a blob without a Content-Length or over " +
+                                                               std::to_string(cfg.max_blob_bytes >> 20) + " MiB (--max-blob-mb)");
+                continue;
+            }
             prefill_stream p;
-            p.blob = call->relay();
-            p.call = std::move(call);
-            p.node = node->index;
+            try {
+                p.blob = std::make_shared<body_relay>(*head->content_length);
+            } catch (const std::bad_alloc &) {
+                metrics.node_outcome(url.text, "blob_too_large");
+                last = Status(status_code::upstream_error, url.text + ": no memory for a blob of " + std::to_string(*head->content_length) + " bytes");
+                continue;
+            }
+            p.call = call;
+            p.node = i;
             p.t_headers = steady::now();
-            return p;
+            net::co_spawn(ex.executor(), pump_blob(call, p.blob, std::move(*node)), net::detached);
+            co_return p;
         }
-        if (status.ok() && status.value() == 200) {  // a blob without a length, or over --max-blob-mb: not relayed
-            call.reset();
-            prefill.release(node->index);
-            metrics.node_outcome(node->url, "blob_too_large");
-            last = Status(status_code::upstream_error, node->url + "/v1/prefill answered a blob without a Content-Length or over " +
-                                                           std::to_string(cfg.max_blob_bytes >> 20) + " MiB (--max-blob-mb)");
-            continue;
+        auto err = co_await call->read_all(1 << 20);
+        if (head->status == 400) {  // the client's fault: no other node will accept it either
+            metrics.node_outcome(url.text, "bad_request");
+            co_return Status(status_code::invalid_argument, "prefill node rejected the request: " + (err.ok() ? err.value() : ""));
         }
-        Result<std::string> blob = status.ok() ? call->read_all() : Result<std::string>(status.status());
-        prefill.release(node->index);
-        if (!status.ok()) {
-            if (status.status().code() == status_code::upstream_error) prefill.mark_failure(node->index);
-            metrics.node_outcome(node->url, status.status().code() == status_code::deadline_exceeded ? "timeout" : "unreachable");
-            last = status.status();
-            continue;
-        }
-        if (status.value() == 400) {  // the client's fault: no other node will accept it either
-            metrics.node_outcome(node->url, "bad_request");
-            return Status(status_code::invalid_argument, "prefill node rejected the request: " + (blob.ok() ? blob.value() : ""));
-        }
-        metrics.node_outcome(node->url, "http_" + std::to_string(status.value()));
-        last = Status(status_code::upstream_error, node->url + "/v1/prefill answered " + std::to_string(status.value()));
+        metrics.node_outcome(url.text, "http_" + std::to_string(head->status));
+        last = Status(status_code::upstream_error, url.text + "/v1/prefill answered " + std::to_string(head->status));
     }
-    return last;
 }
 
 // prefill_done waits for the blob's last byte (normally already in), records the hop and frees the node.
-void router_impl::prefill_done(route_ctx & ctx, prefill_stream & p) {
-    const Status st = p.blob->wait_end(ctx.deadline);
-    const std::string & url = prefill.url(p.node);
-    if (st.ok()) {
+net::awaitable<void> router_impl::prefill_done(route_ctx & ctx, prefill_stream & p) {
+    auto n = async_notify::make(co_await net::this_coro::executor);
+    p.blob->set_reader(n);
+    // (co_await is kept out of && and ?: : GCC miscompiles short-circuit operands that suspend.)
+    while (!p.blob->ended()) {
+        if (!co_await n->wait_until(ctx.deadline)) break;
+    }
+    p.blob->set_reader(nullptr);
+    const std::string & url = prefill_urls[p.node].text;
+    if (!p.blob->ended()) {
+        metrics.node_outcome(url, "timeout");
+    } else if (p.blob->status().ok()) {
         metrics.node_outcome(url, "ok");
         metrics.blob(p.blob->length(), seconds_between(p.t_headers, p.blob->ended_at()));
     } else {
-        if (st.code() == status_code::upstream_error) prefill.mark_failure(p.node);
-        metrics.node_outcome(url, st.code() == status_code::deadline_exceeded ? "timeout" : "unreachable");
+        if (p.blob->status().code() == status_code::upstream_error) prefill.mark_failure(p.node);
+        metrics.node_outcome(url, p.blob->status().code() == status_code::deadline_exceeded ? "timeout" : "unreachable");
     }
-    p.call.reset();  // cancels a transfer still running (the relay failed or the deadline passed)
-    prefill.release(p.node);
+    p.call->close();  // ends a transfer still running (the relay failed or the deadline passed)
 }
 
 // ---- relaying to a decode node (blob or direct), with node retry before the first byte ----
 
-relay_result router_impl::relay(route_ctx & ctx, const std::string & path, const std::string & body,
-                                const std::string & ctype, httplib::Response & res, std::shared_ptr<body_relay> stream_body) {
-    std::vector<size_t> tried;
-    Status last(status_code::unavailable, "no healthy decode node");
-    while (auto node = decode.pick_affine(ctx.affinity, tried)) {
-        tried.push_back(node->index);
-        if (steady::now() >= ctx.deadline) return {relay_outcome::failed, Status(status_code::deadline_exceeded, "request deadline passed")};
-        decode.acquire(node->index);
-        upstream_request up{node->url, path, body, ctype, cfg.node_key, ctx.deadline, nullptr, false};
-        up.body_from = stream_body;
-        std::shared_ptr<upstream_call> call = upstream_call::start(std::move(up));
-        auto status = call->wait_headers();
-        if (!status.ok() && stream_body && stream_body->failed()) {  // the blob never fully arrived: not this node's fault
-            decode.release(node->index);
-            return {relay_outcome::blob_failed, stream_body->wait_end(ctx.deadline)};
-        }
-        if (!status.ok()) {  // before the first byte: another node may serve it
-            decode.release(node->index);
-            if (status.status().code() == status_code::upstream_error) decode.mark_failure(node->index);
-            metrics.node_outcome(node->url, status.status().code() == status_code::deadline_exceeded ? "timeout" : "unreachable");
-            last = status.status();
+// send_relayed sends the blob as the request body, each byte as soon as it has arrived.
+net::awaitable<Status> router_impl::send_relayed(http_upstream & up, body_relay & blob, const route_ctx & ctx) {
+    Status st = co_await up.send_head("POST", "/v1/decode", node_headers(), "application/octet-stream", blob.length());
+    if (!st.ok()) co_return st;
+    auto n = async_notify::make(co_await net::this_coro::executor);
+    blob.set_reader(n);
+    uint64_t sent = 0;
+    while (sent < blob.length()) {
+        if (blob.size() > sent) {
+            const uint64_t end = blob.size();
+            st = co_await up.send_body(blob.data() + sent, size_t(end - sent));
+            if (!st.ok()) break;
+            sent = end;
             continue;
         }
-        const int code = status.value();
+        if (blob.failed()) break;
+        if (!co_await n->wait_until(ctx.deadline)) {
+            st = Status(status_code::deadline_exceeded, "request deadline passed while relaying the blob");
+            break;
+        }
+    }
+    blob.set_reader(nullptr);
+    co_return st;
+}
+
+net::awaitable<relay_result> router_impl::relay(http_exchange & ex, route_ctx & ctx, const std::string & path, std::string_view body,
+                                                const std::string & ctype, std::shared_ptr<body_relay> stream_body) {
+    std::vector<size_t> tried;
+    Status last(status_code::unavailable, "no healthy decode node");
+    for (;;) {
+        Status why;
+        auto node = co_await acquire_node(ex, decode, decode_gate, ctx, tried, true, why);
+        if (!node) {
+            if (tried.empty() || why.code() == status_code::cancelled || why.code() == status_code::deadline_exceeded) last = why;
+            co_return relay_result{relay_outcome::failed, last};
+        }
+        const size_t i = node->index();
+        tried.push_back(i);
+        const http_url & url = decode_urls[i];
+        auto conn = co_await http_upstream::connect(url, ctx.deadline);
+        Status st = conn.status();
+        if (conn.ok() && stream_body) st = co_await send_relayed(*conn.value(), *stream_body, ctx);
+        else if (conn.ok()) st = co_await conn.value()->send("POST", path, node_headers(), ctype, body);
+        if (stream_body && stream_body->failed()) {  // the blob never fully arrived: not this node's fault
+            co_return relay_result{relay_outcome::blob_failed, stream_body->status()};
+        }
+        // A node that refuses early may close before reading the whole body: its answer is still read.
+        Result<http_response_head> head(st);
+        if (conn.ok()) head = co_await conn.value()->read_head();
+        if (!head.ok()) {  // before the first byte: another node may serve it
+            if (head.status().code() == status_code::upstream_error) decode.mark_failure(i);
+            metrics.node_outcome(url.text, head.status().code() == status_code::deadline_exceeded ? "timeout" : "unreachable");
+            last = head.status();
+            if (head.status().code() == status_code::deadline_exceeded) co_return relay_result{relay_outcome::failed, last};
+            continue;
+        }
+        http_upstream & up = *conn.value();
+        const int code = head->status;
         if (code == 422 && path == "/v1/decode") {
-            decode.release(node->index);
-            metrics.node_outcome(node->url, "blob_rejected");
-            return {relay_outcome::blob_rejected, {}};
+            metrics.node_outcome(url.text, "blob_rejected");
+            co_return relay_result{relay_outcome::blob_rejected, {}};
         }
         if (code == 503) {  // no free slot there: try another node
-            decode.release(node->index);
-            metrics.node_outcome(node->url, "busy");
+            metrics.node_outcome(url.text, "busy");
             last = Status(status_code::unavailable, "every decode node is busy");
             continue;
         }
-        metrics.node_outcome(node->url, code == 200 ? "ok" : "http_" + std::to_string(code));
-        res.set_header("X-Baton-Route", ctx.route);
-        res.set_header("X-Baton-Decode-Node", node->url);
+        metrics.node_outcome(url.text, code == 200 ? "ok" : "http_" + std::to_string(code));
         if (code == 200 && ctx.req.stream) {
-            stream_to_client(ctx, call, node->index, res);
-            return {relay_outcome::done, {}};
+            co_await stream_to_client(ex, ctx, up, head.value(), url.text);
+            co_return relay_result{relay_outcome::done, {}};
         }
-        auto all = call->read_all();
-        decode.release(node->index);
-        if (!all.ok()) return {relay_outcome::failed, Status(status_code::upstream_error, "decode node failed mid-response: " + all.status().message())};
-        res.status = code;
-        res.set_content(all.value(), call->content_type().empty() ? "application/json" : call->content_type());
+        auto all = co_await up.read_all();
+        node->release();
+        if (!all.ok()) co_return relay_result{relay_outcome::failed, Status(status_code::upstream_error, "decode node failed mid-response: " + all.status().message())};
         if (code == 200) metrics.ttft(seconds_between(ctx.t_arrival, steady::now()));
-        return {relay_outcome::done, {}};
+        http_response res;
+        res.status = code;
+        res.content_type = head->content_type.empty() ? "application/json" : head->content_type;
+        res.body = std::move(all.value());
+        res.headers = {{"X-Baton-Route", ctx.route}, {"X-Baton-Decode-Node", url.text}};
+        co_await ex.respond(std::move(res));
+        co_return relay_result{relay_outcome::done, {}};
     }
-    return {relay_outcome::failed, last};
 }
 
-void router_impl::stream_to_client(route_ctx & ctx, std::shared_ptr<upstream_call> call, size_t node, httplib::Response & res) {
-    res.status = 200;
-    auto first = std::make_shared<bool>(true);
-    const auto t_arrival = ctx.t_arrival;
-    res.set_chunked_content_provider(
-        call->content_type().empty() ? "text/event-stream" : call->content_type(),
-        [this, call, first, t_arrival](size_t, httplib::DataSink & sink) {
-            std::string chunk;
-            if (call->next_chunk(chunk)) {
-                if (*first) {
-                    *first = false;
-                    metrics.ttft(seconds_between(t_arrival, steady::now()));
-                }
-                if (!sink.write(chunk.data(), chunk.size())) {
-                    std::fprintf(stderr, "baton: route: client went away mid-stream; cancelling the upstream request\n");
-                    call->cancel();
-                }
-                return true;
-            }
-            Status st = call->end_status();
-            if (!st.ok()) {  // after the first byte: an explicit error event, then the stream closes
-                std::fprintf(stderr, "baton: route: stream from the decode node ended with an error: %s\n", st.message().c_str());
-                const status_code code = st.code() == status_code::deadline_exceeded ? st.code() : status_code::upstream_error;
-                const std::string ev = "data: " + http_error_json(Status(code, "decode node failed mid-stream: " + st.message())) +
-                                       "\n\ndata: [DONE]\n\n";
-                sink.write(ev.data(), ev.size());
-            }
-            sink.done();
-            return true;
-        },
-        [this, call, node](bool) {
-            call->cancel();
-            decode.release(node);
-        });
+// stream_to_client relays the decode node's stream piece by piece: the next piece is read only after the
+// last one was written to the client, so a slow client slows only its own stream (and a client that
+// stops reading for --write-timeout is dropped, which closes the upstream and cancels the node's task).
+net::awaitable<void> router_impl::stream_to_client(http_exchange & ex, route_ctx & ctx, http_upstream & up, const http_response_head & head,
+                                                   const std::string & node) {
+    if (!co_await ex.begin(200, head.content_type.empty() ? "text/event-stream" : head.content_type,
+                           {{"X-Baton-Route", ctx.route}, {"X-Baton-Decode-Node", node}, {"Cache-Control", "no-cache"}}, std::nullopt))
+        co_return up.close();
+    std::vector<char> buf(16384);
+    bool first = true;
+    for (;;) {
+        auto n = co_await up.read_some(buf.data(), buf.size());
+        if (!n.ok()) {  // after the first byte: an explicit error event, then the stream closes
+            const Status & st = n.status();
+            std::fprintf(stderr, "baton: route: stream from the decode node ended with an error: %s\n", st.message().c_str());
+            const status_code code = st.code() == status_code::deadline_exceeded ? st.code() : status_code::upstream_error;
+            if (co_await ex.write(sse_error_and_done(Status(code, "decode node failed mid-stream: " + st.message())))) co_await ex.end();
+            co_return;
+        }
+        if (n.value() == 0) {
+            co_await ex.end();
+            co_return;
+        }
+        if (first) {
+            first = false;
+            metrics.ttft(seconds_between(ctx.t_arrival, steady::now()));
+        }
+        if (!co_await ex.write(buf.data(), n.value())) {
+            std::fprintf(stderr, "baton: route: client went away mid-stream; cancelling the upstream request\n");
+            co_return up.close();
+        }
+    }
 }
 
 // ---- health ----
 
-void router_impl::health_loop() {
-    auto check = [&](node_pool & pool) {
-        for (size_t i = 0; i < pool.size(); ++i) {
-            httplib::Client c(pool.url(i));
-            c.set_connection_timeout(std::chrono::milliseconds(500));
-            c.set_read_timeout(std::chrono::milliseconds(1000));
-            auto r = c.Get("/health");
-            if (r && r->status == 200) pool.mark_healthy(i);
-            else pool.mark_failure(i);
-        }
-    };
-    std::unique_lock<std::mutex> lk(mu);
-    while (!stopping) {
-        lk.unlock();
-        check(prefill);
-        check(decode);
-        lk.lock();
-        cv.wait_for(lk, std::chrono::milliseconds(int64_t(cfg.health_interval_s * 1000)), [&] { return stopping; });
+net::awaitable<void> router_impl::health_check(node_pool & pool, const http_url & url, size_t i, capacity_gate & gate) {
+    const auto deadline = steady::now() + std::chrono::milliseconds(1500);
+    bool ok = false;
+    auto conn = co_await http_upstream::connect(url, deadline);
+    if (conn.ok() && (co_await conn.value()->send("GET", "/health", {}, "", "")).ok()) {
+        auto head = co_await conn.value()->read_head();
+        ok = head.ok() && head->status == 200;
     }
+    const bool was = pool.healthy(i);
+    if (!ok) {
+        pool.mark_failure(i);
+        co_return;
+    }
+    // The node's slot count decides how many requests it may hold (its slots plus --node-queue).
+    auto mconn = co_await http_upstream::connect(url, deadline);
+    if (mconn.ok() && (co_await mconn.value()->send("GET", "/v1/models", node_headers(), "", "")).ok()) {
+        auto head = co_await mconn.value()->read_head();
+        if (head.ok() && head->status == 200) {
+            auto body = co_await mconn.value()->read_all(1 << 20);
+            if (body.ok()) {
+                const auto j = nlohmann::json::parse(body.value(), nullptr, false);
+                if (j.is_object() && j.contains("data") && j["data"].is_array() && !j["data"].empty()) {
+                    const auto & meta = j["data"][0].value("meta", nlohmann::json::object());
+                    const uint32_t slots = meta.is_object() ? meta.value("n_slots", 0u) : 0u;
+                    if (slots > 0 && pool.capacity(i) != slots + cfg.node_queue) {
+                        pool.set_capacity(i, slots + cfg.node_queue);
+                        gate.wake_all();
+                    }
+                }
+            }
+        }
+    }
+    pool.mark_healthy(i);
+    if (!was) gate.wake_all();
+}
+
+net::awaitable<void> router_impl::health_round() {
+    for (size_t i = 0; i < prefill.size(); ++i) co_await health_check(prefill, prefill_urls[i], i, prefill_gate);
+    for (size_t i = 0; i < decode.size(); ++i) co_await health_check(decode, decode_urls[i], i, decode_gate);
+}
+
+// ---- routes ----
+
+net::awaitable<void> router_impl::on_models(http_exchange & ex) {
+    auto node = decode.pick_least_loaded();
+    if (!node) co_return (void) co_await ex.respond_error(Status(status_code::unavailable, "no healthy decode node"));
+    const http_url & url = decode_urls[node->index];
+    const auto deadline = steady::now() + std::chrono::seconds(10);
+    auto conn = co_await http_upstream::connect(url, deadline);
+    Status st = conn.status();
+    if (st.ok()) st = co_await conn.value()->send("GET", "/v1/models", node_headers(), "", "");
+    Result<http_response_head> head(st);
+    if (st.ok()) head = co_await conn.value()->read_head();
+    Result<std::string> body(head.status());
+    if (head.ok()) body = co_await conn.value()->read_all(1 << 20);
+    if (!body.ok()) co_return (void) co_await ex.respond_error(Status(status_code::upstream_error, url.text + "/v1/models: " + body.status().message()));
+    co_await ex.respond(http_response::json(std::move(body.value()), head->status));
 }
 
 void router_impl::routes() {
-    http.set_payload_max_length(cfg.max_body_bytes);
-    http.set_tcp_nodelay(true);  // no Nagle delay on relayed SSE events
-    http.set_read_timeout(std::chrono::seconds(30));
-    http.set_write_timeout(std::chrono::seconds(30));
-    http.Get("/health", [this](const httplib::Request &, httplib::Response & res) {
-        if (decode.n_healthy() > 0) return res.set_content("{\"status\":\"ok\"}", "application/json");
-        reply_error(res, Status(status_code::unavailable, "no healthy decode node"));
+    http_route_options none, open, json_body;
+    open.open = true;
+    json_body.max_body_bytes = cfg.max_body_bytes;
+    http->route("GET", "/health", open, [this](http_exchange & ex) -> net::awaitable<void> {
+        if (decode.n_healthy() > 0) co_return (void) co_await ex.respond(http_response::json("{\"status\":\"ok\"}"));
+        co_await ex.respond_error(Status(status_code::unavailable, "no healthy decode node"));
     });
-    http.Get("/metrics", [this](const httplib::Request & req, httplib::Response & res) {
-        if (authorized(req, res)) res.set_content(metrics.render(), "text/plain; version=0.0.4");
+    http->route("GET", "/metrics", none, [this](http_exchange & ex) -> net::awaitable<void> {
+        http_response r;
+        r.content_type = "text/plain; version=0.0.4";
+        http->render_metrics(r.body);
+        metrics.render(r.body, prefill_gate.waiting() + decode_gate.waiting());
+        co_await ex.respond(std::move(r));
     });
-    http.Get("/v1/models", [this](const httplib::Request & req, httplib::Response & res) {
-        if (!authorized(req, res)) return;
-        auto node = decode.pick_least_loaded();
-        if (!node) return reply_error(res, Status(status_code::unavailable, "no healthy decode node"));
-        httplib::Client c(node->url);
-        c.set_read_timeout(std::chrono::seconds(10));
-        httplib::Headers h;
-        if (!cfg.node_key.empty()) h.emplace("Authorization", "Bearer " + cfg.node_key);
-        auto r = c.Get("/v1/models", h);
-        if (!r) return reply_error(res, Status(status_code::upstream_error, node->url + "/v1/models: " + httplib::to_string(r.error())));
-        res.status = r->status;
-        res.set_content(r->body, "application/json");
-    });
-    auto gen = [this](openai_endpoint ep) {
-        return [this, ep](const httplib::Request & req, httplib::Response & res) {
-            if (authorized(req, res)) handle_generation(req, res, ep);
-        };
-    };
-    http.Post("/v1/completions", gen(openai_endpoint::completions));
-    http.Post("/v1/chat/completions", gen(openai_endpoint::chat));
-    http.set_error_handler([this](const httplib::Request &, httplib::Response & res) {
-        if (res.status == 404) reply_error(res, Status(status_code::not_found, "unknown route"));
-        else if (res.status == 413) reply_error(res, Status(status_code::too_large, "request body over the limit"));
-    });
-    http.set_logger([this](const httplib::Request & req, const httplib::Response & res) {
-        metrics.request(req.path, res.status);
-        if (res.status >= 400) std::fprintf(stderr, "baton: route: %s %s -> %d\n", req.method.c_str(), req.path.c_str(), res.status);
-    });
-    http.set_exception_handler([](const httplib::Request & req, httplib::Response & res, std::exception_ptr ep) {
-        std::string what = "unknown exception";
-        try {
-            std::rethrow_exception(ep);
-        } catch (const std::exception & e) {
-            what = e.what();
-        } catch (...) {
-        }
-        std::fprintf(stderr, "baton: route: %s %s: internal error: %s\n", req.method.c_str(), req.path.c_str(), what.c_str());
-        http_send_error(res, Status(status_code::internal, "router internal error: " + what));
-    });
+    http->route("GET", "/v1/models", none, [this](http_exchange & ex) { return on_models(ex); });
+    http->route("POST", "/v1/completions", json_body, [this](http_exchange & ex) { return on_generation(ex, openai_endpoint::completions); });
+    http->route("POST", "/v1/chat/completions", json_body, [this](http_exchange & ex) { return on_generation(ex, openai_endpoint::chat); });
 }
 
 // ---- lifecycle ----
@@ -384,13 +542,18 @@ router::~router() { stop(); }
 
 Result<std::unique_ptr<router>> router::create(const router_config & cfg) {
     if (cfg.decode_urls.empty()) return Status(status_code::invalid_argument, "--decode: at least one decode node URL is required");
-    for (const auto * list : {&cfg.prefill_urls, &cfg.decode_urls})
-        for (const auto & u : *list)
-            if (u.rfind("http://", 0) != 0 || u.size() <= 7)
-                return Status(status_code::invalid_argument, "node URL '" + u + "' must look like http://HOST:PORT");
     if (cfg.port < 0 || cfg.port > 65535) return Status(status_code::invalid_argument, "--port: " + std::to_string(cfg.port) + " is not in 0..65535");
     if (cfg.timeout_s <= 0) return Status(status_code::invalid_argument, "--timeout: must be > 0");
+    if (cfg.queue_max < 1) return Status(status_code::invalid_argument, "--queue-max: must be >= 1");
+    if (cfg.http_threads < 1 || cfg.http_threads > 256) return Status(status_code::invalid_argument, "--http-threads: must be in 1..256");
+    if (Status st = http_limits_check(cfg.limits); !st.ok()) return st;
     auto impl = std::make_unique<router_impl>(cfg);
+    for (auto [list, out] : {std::pair{&cfg.prefill_urls, &impl->prefill_urls}, std::pair{&cfg.decode_urls, &impl->decode_urls}})
+        for (const auto & u : *list) {
+            auto p = http_url_parse(u);
+            if (!p.ok()) return p.status();
+            out->push_back(p.value());
+        }
     if (!cfg.model_path.empty()) {
         model_load_params p;
         p.vocab_only = true;
@@ -398,33 +561,57 @@ Result<std::unique_ptr<router>> router::create(const router_config & cfg) {
         if (!m.ok()) return m.status();
         impl->vocab = std::move(m.value());
     }
+    http_server_config h;
+    h.host = cfg.host;
+    h.port = cfg.port;
+    h.limits = cfg.limits;
+    h.threads = cfg.http_threads;
+    h.api_key = cfg.api_key;
+    h.log_name = "route";
+    impl->http = std::make_unique<http_server>(std::move(h));
     impl->routes();
     return std::unique_ptr<router>(new router(std::move(impl)));
 }
 
 Result<int> router::start() {
     router_impl & r = *impl_;
-    int port = r.cfg.port == 0 ? r.http.bind_to_any_port(r.cfg.host) : (r.http.bind_to_port(r.cfg.host, r.cfg.port) ? r.cfg.port : -1);
-    if (port <= 0) return Status(status_code::unavailable, "cannot listen on " + r.cfg.host + ":" + std::to_string(r.cfg.port));
-    // httplib's backlog is 5: many clients connecting at once would be reset (see listen_backlog.h). The
-    // socket listens once listen_after_bind runs, so the backlog is raised right after it is ready.
-    r.health_thread = std::thread([&r] { r.health_loop(); });
-    r.http_thread = std::thread([&r] { r.http.listen_after_bind(); });
-    r.http.wait_until_ready();
-    Status st = http_raise_backlog(port);
-    if (!st.ok()) std::fprintf(stderr, "baton: route: %s\n", st.message().c_str());
-    return port;
+    auto port = r.http->bind();
+    if (!port.ok()) return Status(status_code::unavailable, port.status().message());
+    r.http->start();
+    // The first health round runs before the router reports that it listens, so node capacities are known
+    // when the first client arrives; later rounds run every --health-interval.
+    auto ex = net::make_strand(r.http->context());
+    r.health_stop = async_notify::make(ex);
+    r.health_done = net::co_spawn(
+        ex,
+        [&r]() -> net::awaitable<void> {
+            for (;;) {
+                co_await r.health_round();
+                const auto next = steady::now() + std::chrono::milliseconds(int64_t(r.cfg.health_interval_s * 1000));
+                if (co_await r.health_stop->wait_until(next)) co_return;
+            }
+        },
+        net::use_future);
+    const auto until = steady::now() + std::chrono::seconds(5);
+    auto capacities_known = [&r] {
+        for (size_t i = 0; i < r.decode.size(); ++i)
+            if (r.decode.healthy(i) && r.decode.capacity(i) == UINT32_MAX) return false;
+        return true;
+    };
+    while (!capacities_known() && steady::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return port.value();
 }
 
 void router::stop() {
     {
         std::lock_guard<std::mutex> lk(impl_->mu);
+        if (impl_->stopping && !impl_->http->running()) return;
         impl_->stopping = true;
     }
     impl_->cv.notify_all();
-    impl_->http.stop();
-    if (impl_->http_thread.joinable()) impl_->http_thread.join();
-    if (impl_->health_thread.joinable()) impl_->health_thread.join();
+    if (impl_->health_stop) impl_->health_stop->notify();
+    if (impl_->health_done.valid()) impl_->health_done.wait_for(std::chrono::seconds(3));
+    impl_->http->stop();
 }
 
 void router::wait() {

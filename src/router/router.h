@@ -9,7 +9,11 @@
 //   decode node unreachable before the first byte -> another decode node; after the first byte -> an
 //                                     error event in the stream and a closed response;
 //   every hop has a timeout; nodes failing health checks are ejected and re-admitted when healthy.
-// Thread-safety: the router object is shared by httplib's worker threads and the health-check thread.
+// Capacity: the router lets each node hold its slots plus --node-queue requests (slots learned from the
+// node's /v1/models); a request that finds every node full waits at the router (at most --queue-max of
+// them, each until its deadline) and is admitted in arrival order as capacity frees up.
+// Threads: the router runs on the HTTP edge's event loop (http_server): client requests, upstream calls,
+// the blob relay and the health checker are coroutines; no request holds a thread.
 #pragma once
 
 #include <atomic>
@@ -20,6 +24,7 @@
 #include <vector>
 
 #include "baton/status.h"
+#include "http/http_server.h"
 
 namespace baton {
 
@@ -40,6 +45,10 @@ struct router_config {
     std::string model_path;              // optional: count prompt tokens exactly with this model's vocabulary
     size_t max_body_bytes = 8u << 20;    // client request bodies
     uint64_t max_blob_bytes = uint64_t(1024) << 20;  // a prefill node's blob (--max-blob-mb); larger: prefill failure
+    uint32_t queue_max = 4096;           // requests that may wait at the router for node capacity; beyond: 503
+    uint32_t node_queue = 4;             // requests the router lets wait at a node beyond its slots
+    http_limits limits;                  // the HTTP edge's limits and deadlines (http/http_server.h)
+    uint32_t http_threads = 2;           // event-loop threads
 };
 
 class router_impl;

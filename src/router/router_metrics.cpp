@@ -1,14 +1,8 @@
 // router_metrics.cpp — router counters and their Prometheus rendering.
 #include "router_metrics.h"
 
-#include <cstdio>
-
 namespace baton {
 
-void router_metrics::request(const std::string & route, int http_status) {
-    std::lock_guard<std::mutex> lk(mu_);
-    ++requests_[{route, http_status}];
-}
 void router_metrics::mode(const std::string & how) {
     std::lock_guard<std::mutex> lk(mu_);
     ++modes_[how];
@@ -37,42 +31,27 @@ uint64_t router_metrics::fallbacks(const std::string & reason) const {
     return it == fallbacks_.end() ? 0 : it->second;
 }
 
-std::string router_metrics::render() const {
+void router_metrics::render(std::string & o, size_t waiting) const {
     std::lock_guard<std::mutex> lk(mu_);
-    std::string o;
-    char buf[512];
-    o += "# HELP baton_router_requests_total Client requests by route and HTTP status.\n# TYPE baton_router_requests_total counter\n";
-    for (auto & [k, v] : requests_) {
-        std::snprintf(buf, sizeof buf, "baton_router_requests_total{route=\"%s\",status=\"%d\"} %llu\n", k.first.c_str(), k.second, (unsigned long long) v);
-        o += buf;
-    }
-    o += "# HELP baton_router_mode_total Requests served prefill->decode (pd) or by a decode node alone (direct).\n# TYPE baton_router_mode_total counter\n";
-    for (const char * m : {"pd", "direct"}) {
-        auto it = modes_.find(m);
-        std::snprintf(buf, sizeof buf, "baton_router_mode_total{mode=\"%s\"} %llu\n", m, (unsigned long long) (it == modes_.end() ? 0 : it->second));
-        o += buf;
-    }
-    o += "# HELP baton_router_fallbacks_total Fallbacks by reason.\n# TYPE baton_router_fallbacks_total counter\n";
-    for (const char * r : {"prefill_failed", "blob_rejected"}) {
-        auto it = fallbacks_.find(r);
-        std::snprintf(buf, sizeof buf, "baton_router_fallbacks_total{reason=\"%s\"} %llu\n", r, (unsigned long long) (it == fallbacks_.end() ? 0 : it->second));
-        o += buf;
-    }
-    o += "# HELP baton_router_node_outcomes_total Outcomes of requests sent to each node.\n# TYPE baton_router_node_outcomes_total counter\n";
-    for (auto & [k, v] : nodes_) {
-        std::snprintf(buf, sizeof buf, "baton_router_node_outcomes_total{node=\"%s\",outcome=\"%s\"} %llu\n", k.first.c_str(), k.second.c_str(), (unsigned long long) v);
-        o += buf;
-    }
-    std::snprintf(buf, sizeof buf,
-                  "# HELP baton_router_blob_bytes_total Blob bytes moved from prefill to decode nodes.\n# TYPE baton_router_blob_bytes_total counter\n"
-                  "baton_router_blob_bytes_total %llu\n"
-                  "# HELP baton_router_blobs_total Blobs moved.\n# TYPE baton_router_blobs_total counter\nbaton_router_blobs_total %llu\n"
-                  "# HELP baton_router_blob_transfer_seconds_total Time receiving blob bodies from prefill nodes.\n# TYPE baton_router_blob_transfer_seconds_total counter\n"
-                  "baton_router_blob_transfer_seconds_total %.6f\n",
-                  (unsigned long long) blob_bytes_, (unsigned long long) blobs_, transfer_seconds_);
-    o += buf;
-    render_histogram(o, "baton_router_ttft_seconds", "Time from request arrival to the first byte relayed to the client.", ttft_);
-    return o;
+    auto count = [](const std::map<std::string, uint64_t> & m, const char * k) {
+        auto it = m.find(k);
+        return it == m.end() ? uint64_t(0) : it->second;
+    };
+    metric_head(o, "baton_router_mode_total", "counter", "Requests served prefill->decode (pd) or by a decode node alone (direct)");
+    for (const char * m : {"pd", "direct"})
+        o += std::string("baton_router_mode_total{mode=\"") + m + "\"} " + std::to_string(count(modes_, m)) + "\n";
+    metric_head(o, "baton_router_fallbacks_total", "counter", "Fallbacks by reason");
+    for (const char * r : {"prefill_failed", "blob_rejected"})
+        o += std::string("baton_router_fallbacks_total{reason=\"") + r + "\"} " + std::to_string(count(fallbacks_, r)) + "\n";
+    metric_head(o, "baton_router_node_outcomes_total", "counter", "Outcomes of requests sent to each node");
+    for (const auto & [k, v] : nodes_)
+        o += "baton_router_node_outcomes_total{node=\"" + metric_label_escape(k.first) + "\",outcome=\"" + metric_label_escape(k.second) +
+             "\"} " + std::to_string(v) + "\n";
+    metric_scalar(o, "baton_router_blob_bytes_total", "counter", "Blob bytes moved from prefill to decode nodes", double(blob_bytes_));
+    metric_scalar(o, "baton_router_blobs_total", "counter", "Blobs moved", double(blobs_));
+    metric_scalar(o, "baton_router_blob_transfer_seconds_total", "counter", "Time receiving blob bodies from prefill nodes", transfer_seconds_);
+    metric_scalar(o, "baton_router_queue_waiting", "gauge", "Requests waiting at the router for node capacity", double(waiting));
+    render_histogram(o, "baton_router_ttft_seconds", "Time from request arrival to the first byte relayed to the client", ttft_);
 }
 
 }  // namespace baton

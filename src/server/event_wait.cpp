@@ -1,35 +1,31 @@
 // event_wait.cpp — see event_wait.h.
 #include "event_wait.h"
 
-#include <algorithm>
 #include <string>
 
 namespace baton {
 
-namespace {
-
-Status stop(request_handle & h, Status st) {
-    h.cancel();
-    return st;
+event_watch::event_watch(request_ptr h, net::any_io_executor ex) : h_(std::move(h)), n_(async_notify::make(std::move(ex))) {
+    h_->set_notify([n = n_] { n->notify(); });
 }
 
-}  // namespace
+event_watch::~event_watch() { h_->set_notify(nullptr); }
 
-Status event_wait(request_handle & h, engine_event & ev, const event_wait_limits & lim) {
+net::awaitable<Status> event_wait(event_watch & w, engine_event & ev, const event_wait_limits & lim, http_exchange * ex) {
     using std::chrono::steady_clock;
+    request_handle & h = w.handle();
     for (;;) {
-        const auto now = steady_clock::now();
-        if (now >= lim.deadline) {
-            return stop(h, {status_code::deadline_exceeded,
-                            "request exceeded the node's --timeout of " + std::to_string(int(lim.timeout_s)) + " s"});
+        if (steady_clock::now() >= lim.deadline) {
+            h.cancel();
+            co_return Status(status_code::deadline_exceeded, "request exceeded the node's --timeout of " + std::to_string(int(lim.timeout_s)) + " s");
         }
-        if (lim.client_gone && lim.client_gone()) return stop(h, {status_code::cancelled, "the client went away"});
-        auto wait = lim.poll;
-        if (lim.deadline != steady_clock::time_point::max()) {
-            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(lim.deadline - now) + std::chrono::milliseconds(1);
-            wait = std::min(wait, left);
+        if ((lim.client_gone && lim.client_gone()) || (ex && ex->client_gone())) {
+            h.cancel();
+            co_return Status(status_code::cancelled, "the client went away");
         }
-        if (h.next(ev, wait)) return {};
+        if (h.try_next(ev)) co_return Status();
+        if (ex) co_await ex->wait(w.notifier(), lim.deadline);
+        else co_await w.notifier().wait_until(lim.deadline);
     }
 }
 

@@ -1,9 +1,12 @@
-// event_wait.h — waiting for a generation's next event under a deadline and a client that may leave.
+// event_wait.h — waiting for a generation's next event under a deadline and a client that may leave,
+// without holding a thread.
 //
-// Every HTTP handler that consumes engine events goes through event_wait, so the deadline and the
-// client check run on every event, not only when the engine is slow: a stream whose tokens arrive faster
-// than the poll interval still ends at --timeout (regression: a fast stream used to run past it because
-// the deadline was checked only after an idle poll).
+// The engine's scheduler thread notifies the handle's async_notify for every event; the HTTP coroutine
+// waits on it (and, through http_exchange::wait, on the client's socket). Every handler that consumes
+// engine events goes through event_wait, so the deadline and the client check run on every event, not
+// only when the engine is slow: a stream whose tokens arrive faster than they are consumed still ends at
+// --timeout (regression: a fast stream used to run past it because the deadline was checked only after an
+// idle poll).
 #pragma once
 
 #include <chrono>
@@ -11,18 +14,37 @@
 
 #include "baton/engine.h"
 #include "baton/status.h"
+#include "http/async_notify.h"
+#include "http/http_server.h"
 
 namespace baton {
 
 struct event_wait_limits {
     std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
     double timeout_s = 0;                       // only for the error message
-    std::function<bool()> client_gone;          // polled between waits; may be empty
-    std::chrono::milliseconds poll{50};         // how often the client is checked while idle
+    std::function<bool()> client_gone;          // checked before every event; may be empty
 };
 
-// event_wait stores the next event of h in ev. It fails with deadline_exceeded once the deadline has
-// passed, or cancelled when the client went away; in both cases it cancels h first, so the slot frees.
-Status event_wait(request_handle & h, engine_event & ev, const event_wait_limits & lim);
+// event_watch: a handle whose events wake a coroutine on the strand of `ex`. The notify callback is
+// removed when the watch is destroyed, so the engine never wakes a finished request.
+class event_watch {
+  public:
+    event_watch(request_ptr h, net::any_io_executor ex);
+    ~event_watch();
+    event_watch(const event_watch &) = delete;
+    event_watch & operator=(const event_watch &) = delete;
+    request_handle & handle() { return *h_; }
+    const request_ptr & ptr() const { return h_; }
+    async_notify & notifier() { return *n_; }
+
+  private:
+    request_ptr h_;
+    notify_ptr n_;
+};
+
+// event_wait stores the next event of w in ev. It fails with deadline_exceeded once the deadline has
+// passed, or cancelled when the client went away (lim.client_gone, or the socket of ex when ex is set);
+// in both cases it cancels the task first, so the slot frees.
+net::awaitable<Status> event_wait(event_watch & w, engine_event & ev, const event_wait_limits & lim, http_exchange * ex = nullptr);
 
 }  // namespace baton

@@ -1,65 +1,16 @@
 // metrics.cpp — Prometheus text for the node (see metrics.h).
 #include "metrics.h"
 
-#include <charconv>
 
 namespace baton {
 
 namespace {
 
-// num renders the shortest text that reads back as v.
-std::string num(double v) {
-    char buf[64];
-    auto r = std::to_chars(buf, buf + sizeof buf, v);
-    return std::string(buf, r.ptr);
-}
-
-std::string label_escape(const std::string & s) {
-    std::string out;
-    for (char c : s) {
-        if (c == '\\' || c == '"') out += '\\';
-        if (c == '\n') { out += "\\n"; continue; }
-        out += c;
-    }
-    return out;
-}
-
-void head(std::string & out, const char * name, const char * type, const char * help) {
-    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
-}
-
-void scalar(std::string & out, const char * name, const char * type, const char * help, double v) {
-    head(out, name, type, help);
-    out += std::string(name) + " " + num(v) + "\n";
-}
+void scalar(std::string & out, const char * name, const char * type, const char * help, double v) { metric_scalar(out, name, type, help, v); }
+void head(std::string & out, const char * name, const char * type, const char * help) { metric_head(out, name, type, help); }
 
 }  // namespace
 
-void render_histogram(std::string & out, const char * name, const char * help, const latency_histogram & h) {
-    head(out, name, "histogram", help);
-    uint64_t cum = 0;
-    for (size_t i = 0; i < latency_histogram::k_bounds.size(); ++i) {
-        cum += h.counts[i];
-        out += std::string(name) + "_bucket{le=\"" + num(latency_histogram::k_bounds[i]) + "\"} " + std::to_string(cum) + "\n";
-    }
-    cum += h.counts.back();
-    out += std::string(name) + "_bucket{le=\"+Inf\"} " + std::to_string(cum) + "\n";
-    out += std::string(name) + "_sum " + num(h.sum) + "\n";
-    out += std::string(name) + "_count " + std::to_string(h.n) + "\n";
-}
-
-void latency_histogram::observe(double seconds) {
-    size_t i = 0;
-    while (i < k_bounds.size() && seconds > k_bounds[i]) ++i;
-    ++counts[i];
-    sum += seconds;
-    ++n;
-}
-
-void server_metrics::count_request(const std::string & endpoint, int http_status) {
-    std::lock_guard<std::mutex> lk(mu_);
-    ++requests_[{endpoint, http_status}];
-}
 
 void server_metrics::observe_ttft(double seconds) {
     std::lock_guard<std::mutex> lk(mu_);
@@ -84,10 +35,6 @@ void server_metrics::count_admission_reject() {
 std::string server_metrics::render(const std::optional<engine_metrics> & engine, uint32_t requests_in_flight) const {
     std::string out;
     std::lock_guard<std::mutex> lk(mu_);
-    head(out, "baton_http_requests_total", "counter", "HTTP requests by endpoint (route) and status");
-    for (const auto & [key, n] : requests_)
-        out += "baton_http_requests_total{endpoint=\"" + label_escape(key.first) + "\",status=\"" +
-               std::to_string(key.second) + "\"} " + std::to_string(n) + "\n";
     render_histogram(out, "baton_time_to_first_token_seconds", "Time from request arrival to the first generated token", ttft_);
     render_histogram(out, "baton_inter_token_latency_seconds", "Time between consecutive generated tokens of a request", itl_);
     scalar(out, "baton_requests_in_flight", "gauge", "Generation requests holding or waiting for a slot", requests_in_flight);

@@ -84,11 +84,5 @@ std::string openai_chunk_usage_json(const openai_response_meta & m, const usage_
     return dump(j);
 }
 
-std::string sse_event(const std::string & payload) { return "data: " + payload + "\n\n"; }
-
-const std::string & sse_done() {
-    static const std::string s = "data: [DONE]\n\n";
-    return s;
-}
 
 }  // namespace baton

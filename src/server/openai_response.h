@@ -44,8 +44,5 @@ std::string openai_chunk_finish_json(const openai_response_meta & m, finish_reas
 // openai_chunk_usage_json: the usage chunk of stream_options.include_usage (empty choices).
 std::string openai_chunk_usage_json(const openai_response_meta & m, const usage_counts & usage);
 
-// sse_event frames one server-sent event: "data: PAYLOAD\n\n". sse_done is "data: [DONE]\n\n".
-std::string sse_event(const std::string & payload);
-const std::string & sse_done();
 
 }  // namespace baton

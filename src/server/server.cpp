@@ -1,14 +1,12 @@
-// server.cpp — the node's lifecycle, routes, authentication, body caps and shared request helpers.
+// server.cpp — the node's lifecycle, routes and shared request helpers (auth and body caps are the edge's).
 #include "server.h"
 
 #include <algorithm>
 #include <cstdio>
+#include <thread>
 
 #include "baton/buffer_pool.h"
 #include "blob/blob_format.h"
-#include "event_wait.h"
-#include "http_errors.h"
-#include "listen_backlog.h"
 #include "server_impl.h"
 
 namespace baton {
@@ -39,51 +37,17 @@ void server_corrupt_state_for_test(std::vector<uint8_t> & blob) {
     }
 }
 
-namespace {
-
-// Timing-safe comparison: the time taken does not depend on where the strings differ.
-bool equal_constant_time(const std::string & a, const std::string & b) {
-    unsigned char diff = a.size() == b.size() ? 0 : 1;
-    const size_t n = std::max(a.size(), b.size());
-    for (size_t i = 0; i < n; ++i) {
-        const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
-        const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
-        diff |= static_cast<unsigned char>(x ^ y);
-    }
-    return diff == 0;
-}
-
-// read_body reads the request body into out, keeping at most cap bytes (the rest is drained so the
-// connection stays usable). too_large when the body is over cap.
-template <typename Buffer>
-Status read_body(const httplib::Request & req, const httplib::ContentReader & reader, uint64_t cap, Buffer & out) {
-    const uint64_t declared = req.get_header_value_u64("Content-Length", 0);
-    if (declared <= cap) out.reserve(size_t(declared));
-    uint64_t seen = 0;
-    const bool ok = reader([&](const char * data, size_t n) {
-        seen += n;
-        if (seen <= cap) out.insert(out.end(), data, data + n);
-        return true;
-    });
-    if (seen > cap || declared > cap)
-        return {status_code::too_large, "body: " + std::to_string(std::max(seen, declared)) + " bytes exceed the limit of " +
-                                            std::to_string(cap) + " bytes for " + req.path};
-    if (!ok) return {status_code::invalid_argument, "body: could not be read"};
-    return {};
-}
-
-}  // namespace
-
 // ---- request helpers ----
 
-Status server_impl::check_auth(const httplib::Request & req) const {
-    if (cfg.api_key.empty()) return {};
-    const std::string h = req.get_header_value("Authorization");
-    const std::string prefix = "Bearer ";
-    if (h.empty()) return {status_code::unauthenticated, "Authorization: missing (this node requires \"Bearer KEY\")"};
-    if (h.compare(0, prefix.size(), prefix) != 0 || !equal_constant_time(h.substr(prefix.size()), cfg.api_key))
-        return {status_code::unauthenticated, "Authorization: wrong API key"};
-    return {};
+server_impl::server_impl(server_config c) : cfg(std::move(c)) {
+    http_server_config h;
+    h.host = cfg.host;
+    h.port = cfg.port;
+    h.limits = cfg.limits;
+    h.threads = cfg.http_threads;
+    h.api_key = cfg.api_key;
+    h.log_name = "serve";
+    http = std::make_unique<http_server>(std::move(h));
 }
 
 Status server_impl::check_serving() const {
@@ -105,7 +69,7 @@ Result<admission_ptr> server_impl::admit() {
         return Status(status_code::unavailable, "no free slot: " + std::to_string(cfg.engine.ctx.n_seq_max) + " slots busy and " +
                                                     std::to_string(cfg.queue_max) + " requests queued");
     }
-    return std::make_shared<admission_ticket>(n_admitted);
+    return std::make_unique<admission_ticket>(n_admitted);
 }
 
 steady_clock::time_point server_impl::deadline_from_now() const {
@@ -113,136 +77,83 @@ steady_clock::time_point server_impl::deadline_from_now() const {
     return steady_clock::now() + std::chrono::duration_cast<steady_clock::duration>(std::chrono::duration<double>(cfg.timeout_s));
 }
 
-Status server_impl::wait_event(const request_ptr & h, engine_event & ev, steady_clock::time_point deadline,
-                               const httplib::Request & req) const {
+event_wait_limits server_impl::wait_limits(steady_clock::time_point deadline) const {
     event_wait_limits lim;
     lim.deadline = deadline;
     lim.timeout_s = cfg.timeout_s;
-    lim.client_gone = [&req] { return req.is_connection_closed(); };
-    return event_wait(*h, ev, lim);
+    return lim;
 }
 
-Result<engine_event> server_impl::run_to_done(engine_task task, const httplib::Request & req) {
-    const auto deadline = deadline_from_now();
+net::awaitable<Result<engine_event>> server_impl::run_to_done(http_exchange & ex, engine_task task) {
+    const auto lim = wait_limits(deadline_from_now());
     auto h = eng->submit(std::move(task));
-    if (!h.ok()) return h.status();
+    if (!h.ok()) co_return h.status();
+    event_watch w(h.value(), ex.executor());
     for (;;) {
         engine_event ev;
-        BATON_RETURN_IF_ERROR(wait_event(h.value(), ev, deadline, req));
-        if (ev.type == engine_event::kind::error) return ev.error;
-        if (ev.type == engine_event::kind::done) return ev;
+        Status st = co_await event_wait(w, ev, lim, &ex);
+        if (!st.ok()) co_return st;
+        if (ev.type == engine_event::kind::error) co_return ev.error;
+        if (ev.type == engine_event::kind::done) co_return ev;
     }
 }
 
-Result<blob_ptr> server_impl::blob_parse_edge(std::vector<uint8_t> bytes) {
-    auto b = validated_blob::parse(std::move(bytes), cfg.engine.limits);
+net::awaitable<Result<blob_ptr>> server_impl::blob_parse_edge(std::vector<uint8_t> bytes) {
+    const blob_limits lim = cfg.engine.limits;
+    auto b = co_await http->offload([bytes = std::move(bytes), lim]() mutable { return validated_blob::parse(std::move(bytes), lim); });
     if (!b.ok()) metrics.count_blob_reject(b.status().code());
-    return b;
+    co_return b;
 }
 
-void server_impl::send_blob(httplib::Response & res, std::vector<uint8_t> blob) const {
+net::awaitable<void> server_impl::send_blob(http_exchange & ex, std::vector<uint8_t> blob, http_headers headers) {
     if (cfg.test_corrupt_state) server_corrupt_state_for_test(blob);
-    // The buffer goes back to the pool once the response is written (or abandoned).
-    std::shared_ptr<std::vector<uint8_t>> bytes(new std::vector<uint8_t>(std::move(blob)), [](std::vector<uint8_t> * b) {
-        buffer_pool::shared().give(std::move(*b));
-        delete b;
-    });
-    const size_t cut = cfg.test_truncate_blob ? bytes->size() / 2 : bytes->size();
-    res.set_content_provider(bytes->size(), "application/octet-stream",
-                             [bytes, cut](size_t offset, size_t length, httplib::DataSink & sink) {
-                                 if (offset >= cut) return false;  // --test-truncate-blob: the connection drops
-                                 length = std::min(length, cut - offset);
-                                 return sink.write(reinterpret_cast<const char *>(bytes->data()) + offset, length);
-                             });
+    const size_t cut = cfg.test_truncate_blob ? blob.size() / 2 : blob.size();
+    bool ok = co_await ex.begin(200, "application/octet-stream", std::move(headers), uint64_t(blob.size()));
+    if (ok) ok = co_await ex.write(blob.data(), cut);
+    if (ok && cut < blob.size()) ex.abort();  // --test-truncate-blob: the connection drops mid-body
+    else if (ok) co_await ex.end();
+    buffer_pool::shared().give(std::move(blob));
 }
 
 // ---- routes ----
 
 void server_impl::install_routes() {
-    using httplib::ContentReader;
-    using httplib::Request;
-    using httplib::Response;
-    // Every route but /health needs the key; every route but /health and /metrics needs the model.
-    auto guarded = [this](bool needs_engine, void (server_impl::*fn)(const Request &, Response &)) {
-        return [this, needs_engine, fn](const Request & req, Response & res) {
-            Status st = check_auth(req);
-            if (st.ok() && needs_engine) st = check_serving();
-            if (!st.ok()) return http_send_error(res, st);
-            (this->*fn)(req, res);
-        };
+    using handler = net::awaitable<void> (server_impl::*)(http_exchange &);
+    // Every route but /health needs the key (the edge checks it); every route but /health and /metrics
+    // needs the model.
+    auto add = [this](const char * method, const char * path, http_route_options o, bool needs_engine, handler fn) {
+        http->route(method, path, o, [this, needs_engine, fn](http_exchange & ex) -> net::awaitable<void> {
+            if (needs_engine) {
+                if (Status st = check_serving(); !st.ok()) {
+                    co_await ex.respond_error(st);
+                    co_return;
+                }
+            }
+            co_await (this->*fn)(ex);
+        });
     };
-    // Body routes read the (capped) body first, so an early error never leaves unread bytes on the connection.
-    auto json_route = [this](void (server_impl::*fn)(const Request &, Response &, std::string)) {
-        return [this, fn](const Request & req, Response & res, const ContentReader & reader) {
-            std::string body;
-            Status st = read_body(req, reader, cfg.max_json_bytes, body);
-            if (st.ok()) st = check_auth(req);
-            if (st.ok()) st = check_serving();
-            if (!st.ok()) return http_send_error(res, st);
-            (this->*fn)(req, res, std::move(body));
-        };
-    };
-    auto blob_route = [this](void (server_impl::*fn)(const Request &, Response &, std::vector<uint8_t>)) {
-        return [this, fn](const Request & req, Response & res, const ContentReader & reader) {
-            const uint64_t declared = req.get_header_value_u64("Content-Length", 0);
-            std::vector<uint8_t> body = buffer_pool::shared().take(declared <= cfg.max_blob_bytes ? size_t(declared) : 0);
-            Status st = read_body(req, reader, cfg.max_blob_bytes, body);
-            if (!st.ok() && st.code() == status_code::too_large) metrics.count_blob_reject(st.code());
-            if (st.ok()) st = check_auth(req);
-            if (st.ok()) st = check_serving();
-            if (!st.ok()) return http_send_error(res, st);
-            (this->*fn)(req, res, std::move(body));
-        };
-    };
-
-    http.Get("/health", [this](const Request & req, Response & res) { on_health(req, res); });
-    http.Get("/metrics", guarded(false, &server_impl::on_metrics));
-    http.Get("/v1/models", guarded(true, &server_impl::on_models));
-    http.Get("/v1/slots", guarded(true, &server_impl::on_slots));
-    http.Get("/v1/slots/:id/state", guarded(true, &server_impl::on_state_get));
-    http.Delete("/v1/slots/:id/state", guarded(true, &server_impl::on_state_delete));
-    http.Put("/v1/slots/:id/state", blob_route(&server_impl::on_state_put));
-    http.Post("/v1/decode", blob_route(&server_impl::on_decode));
-    http.Post("/v1/prefill", json_route(&server_impl::on_prefill));
-    http.Post("/v1/completions", json_route(&server_impl::on_completions));
-    http.Post("/v1/chat/completions", json_route(&server_impl::on_chat));
-
-    // Requests that reach no handler (unknown route, malformed HTTP, body over the global cap) get the same
-    // JSON errors as everything else.
-    http.set_error_handler([](const Request & req, Response & res) {
-        if (!res.body.empty()) return;
-        status_code code = status_code::internal;
-        std::string msg = "HTTP status " + std::to_string(res.status);
-        if (res.status == 404) code = status_code::not_found, msg = "no route for " + req.method + " " + req.path;
-        else if (res.status == 405) code = status_code::not_found, msg = "method " + req.method + " is not allowed on " + req.path;
-        else if (res.status == 413) code = status_code::too_large, msg = "body: over the node's size limit";
-        else if (res.status == 414 || res.status == 431) code = status_code::too_large, msg = "request line or headers too large";
-        else if (res.status >= 400 && res.status < 500) code = status_code::invalid_argument, msg = "malformed HTTP request";
-        const int keep = res.status;
-        http_send_error(res, Status(code, msg));
-        if (code == status_code::invalid_argument || code == status_code::internal) res.status = keep;
+    http_route_options none, open, json_body, blob_body;
+    open.open = true;
+    json_body.max_body_bytes = cfg.max_json_bytes;
+    blob_body.max_body_bytes = cfg.max_blob_bytes;
+    blob_body.pooled_body = true;
+    add("GET", "/health", open, false, &server_impl::on_health);
+    add("GET", "/metrics", none, false, &server_impl::on_metrics);
+    add("GET", "/v1/models", none, true, &server_impl::on_models);
+    add("GET", "/v1/slots", none, true, &server_impl::on_slots);
+    add("GET", "/v1/slots/{id}/state", none, true, &server_impl::on_state_get);
+    add("DELETE", "/v1/slots/{id}/state", none, true, &server_impl::on_state_delete);
+    add("PUT", "/v1/slots/{id}/state", blob_body, true, &server_impl::on_state_put);
+    add("POST", "/v1/decode", blob_body, true, &server_impl::on_decode);
+    add("POST", "/v1/prefill", json_body, true, &server_impl::on_prefill);
+    http->route("POST", "/v1/completions", json_body, [this](http_exchange & ex) -> net::awaitable<void> {
+        if (Status st = check_serving(); !st.ok()) co_return (void) co_await ex.respond_error(st);
+        co_await on_openai(ex, openai_endpoint::completions);
     });
-    http.set_exception_handler([](const Request &, Response & res, std::exception_ptr ep) {
-        std::string what = "unknown exception";
-        try {
-            if (ep) std::rethrow_exception(ep);
-        } catch (const std::exception & e) {
-            what = e.what();
-        } catch (...) {
-        }
-        http_send_error(res, Status(status_code::internal, "handler failed: " + what));
+    http->route("POST", "/v1/chat/completions", json_body, [this](http_exchange & ex) -> net::awaitable<void> {
+        if (Status st = check_serving(); !st.ok()) co_return (void) co_await ex.respond_error(st);
+        co_await on_openai(ex, openai_endpoint::chat);
     });
-    http.set_logger([this](const Request & req, const Response & res) {
-        metrics.count_request(req.matched_route.empty() ? "unmatched" : req.method + " " + req.matched_route, res.status);
-    });
-}
-
-void server_impl::on_completions(const httplib::Request & req, httplib::Response & res, std::string body) {
-    on_openai(req, res, std::move(body), openai_endpoint::completions);
-}
-
-void server_impl::on_chat(const httplib::Request & req, httplib::Response & res, std::string body) {
-    on_openai(req, res, std::move(body), openai_endpoint::chat);
 }
 
 // ---- lifecycle ----
@@ -252,15 +163,6 @@ server::server(server_config cfg) : impl_(std::make_unique<server_impl>(std::mov
     // The engine queue never refuses a task the admission gate let through (slot operations have room too).
     s.cfg.engine.queue_max = std::max<uint32_t>(256, s.cfg.engine.ctx.n_seq_max + s.cfg.queue_max + 64);
     s.cfg.engine.limits.max_bytes = s.cfg.max_blob_bytes;
-    s.http.set_payload_max_length(size_t(std::max(s.cfg.max_blob_bytes, s.cfg.max_json_bytes)));
-    const auto io = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::duration<double>(s.cfg.io_timeout_s));
-    s.http.set_read_timeout(io);
-    s.http.set_write_timeout(io);
-    s.http.set_keep_alive_timeout(5);
-    // Small writes (SSE events, headers before a body) must not wait for a delayed ACK (Nagle: ~40 ms).
-    s.http.set_tcp_nodelay(true);
-    const size_t n_threads = std::max<uint32_t>(s.cfg.http_threads, 4);
-    s.http.new_task_queue = [n_threads] { return new httplib::ThreadPool(std::min<size_t>(8, n_threads), n_threads); };
     s.install_routes();
 }
 
@@ -268,29 +170,14 @@ server::~server() { shutdown(); }
 
 Result<int> server::bind() {
     server_impl & s = *impl_;
-    int port = s.cfg.port;
-    if (port == 0) {
-        port = s.http.bind_to_any_port(s.cfg.host);
-        if (port <= 0) return Status(status_code::io_error, "cannot bind " + s.cfg.host + " to a free port");
-    } else if (!s.http.bind_to_port(s.cfg.host, port)) {
-        return Status(status_code::io_error, "cannot bind " + s.cfg.host + ":" + std::to_string(port) + " (in use or not allowed)");
-    }
-    s.cfg.port = port;
-    // httplib's accept backlog is 5; many clients connecting at once would be reset (listen_backlog.h).
-    if (Status st = http_raise_backlog(port); !st.ok()) std::fprintf(stderr, "baton: serve: %s\n", st.message().c_str());
+    auto port = s.http->bind();
+    if (port.ok()) s.cfg.port = port.value();
     return port;
 }
 
-void server::start() {
-    server_impl & s = *impl_;
-    s.listening = true;
-    s.listener = std::thread([&s] {
-        s.http.listen_after_bind();
-        s.listening = false;
-    });
-}
+void server::start() { impl_->http->start(); }
 
-bool server::running() const { return impl_->listening.load(); }
+bool server::running() const { return impl_->http->running(); }
 
 Status server::load() {
     server_impl & s = *impl_;
@@ -310,13 +197,15 @@ void server::shutdown() {
     server_impl & s = *impl_;
     if (s.stopping.exchange(true)) return;
     // Finish what is in flight for up to drain_s, then cancel the rest: every handle gets a terminal event,
-    // so streams end with an error event and [DONE] and the HTTP threads can be joined.
+    // so streams end with an error event and [DONE]; then the edge closes what is left.
     const auto drain_until = steady_clock::now() + std::chrono::duration_cast<steady_clock::duration>(std::chrono::duration<double>(s.cfg.drain_s));
     while (s.n_admitted.load() > 0 && steady_clock::now() < drain_until)
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     if (s.eng) s.eng->stop();
-    s.http.stop();
-    if (s.listener.joinable()) s.listener.join();
+    // Streams that were cancelled write their error event and [DONE] before the connections close.
+    const auto flush_until = steady_clock::now() + std::chrono::seconds(2);
+    while (s.n_admitted.load() > 0 && steady_clock::now() < flush_until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    s.http->stop();
 }
 
 }  // namespace baton

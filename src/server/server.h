@@ -2,9 +2,10 @@
 //
 // The node speaks the OpenAI API (/v1/completions, /v1/chat/completions), the PD endpoints (/v1/prefill
 // returns a state blob, /v1/decode continues one) and the slot state endpoints, plus /health, /v1/models,
-// /v1/slots and /metrics; docs/api.md is the reference. HTTP threads parse requests at the edge, submit
-// typed tasks to the engine and consume their handles; only the engine's scheduler thread touches the
-// llama context. Every error becomes an HTTP response in http_errors.cpp.
+// /v1/slots and /metrics; docs/api.md is the reference. Handlers are coroutines on the HTTP edge's event
+// loop (src/http/http_server.h): they parse requests, submit typed tasks to the engine and wait for their
+// events without holding a thread; only the engine's scheduler thread touches the llama context. Every
+// error becomes an HTTP response in http/http_errors.cpp.
 //
 // Lifecycle: bind() (port 0 picks a free port) -> start() (accepting; /health answers 503) -> load()
 // (model + engine; /health answers 200) -> shutdown() (stop accepting, cancel in-flight work, join).
@@ -18,6 +19,7 @@
 
 #include "baton/engine.h"
 #include "baton/status.h"
+#include "http/http_server.h"
 
 namespace baton {
 
@@ -36,8 +38,8 @@ struct server_config {
     uint64_t max_blob_bytes = uint64_t(1) << 30;  // body cap of /v1/decode and PUT state (bytes)
     uint64_t max_json_bytes = uint64_t(8) << 20;  // body cap of JSON endpoints (bytes)
     double timeout_s = 600;                // per request, from arrival to the last byte; 0: none
-    double io_timeout_s = 30;              // socket read/write timeout (stalled clients)
-    uint32_t http_threads = 64;            // most concurrent connections served at once
+    http_limits limits;                    // the HTTP edge's limits and per-phase deadlines (http_server.h)
+    uint32_t http_threads = 2;             // event-loop threads of the HTTP edge
     double drain_s = 0;                    // shutdown: wait this long for in-flight requests before cancelling
     bool test_corrupt_state = false;       // TEST ONLY: flip a byte in the state section of every blob returned
     bool test_truncate_blob = false;       // TEST ONLY: send half of every blob, then drop the connection

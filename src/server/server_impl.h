@@ -1,22 +1,22 @@
 // server_impl.h — the node's private state and the handler declarations shared by server*.cpp.
 //
-// server.cpp: lifecycle, routing, authentication, body caps; server_generate.cpp: completions, chat,
-// prefill and decode; server_slots.cpp: health, models, metrics, slots and slot state.
+// server.cpp: lifecycle, routes, shared request helpers; server_generate.cpp: completions, chat, prefill
+// and decode; server_slots.cpp: health, models, metrics, slots and slot state. Handlers are coroutines on
+// the HTTP edge (http_server); authentication, body caps and the error map are the edge's.
 // Thread-safety: cfg, model, eng and model_name are written before `ready` is set (release) and only read
 // after it was seen (acquire); metrics and the atomics are safe from any thread.
 #pragma once
-
-#include <httplib.h>
 
 #include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "baton/engine.h"
 #include "baton/model.h"
+#include "event_wait.h"
+#include "http/http_server.h"
 #include "metrics.h"
 #include "openai.h"
 #include "server.h"
@@ -36,18 +36,17 @@ class admission_ticket {
   private:
     std::atomic<uint32_t> & counter_;
 };
-using admission_ptr = std::shared_ptr<admission_ticket>;
+using admission_ptr = std::unique_ptr<admission_ticket>;
 
 class server_impl {
   public:
-    explicit server_impl(server_config c) : cfg(std::move(c)) {}
+    explicit server_impl(server_config c);
 
     server_config cfg;
-    httplib::Server http;
-    std::thread listener;
+    // Declared before the engine: the engine (and its handles' notify callbacks) goes first.
+    std::unique_ptr<http_server> http;
     std::atomic<bool> ready{false};
     std::atomic<bool> stopping{false};
-    std::atomic<bool> listening{false};
     std::shared_ptr<const loaded_model> model;
     std::unique_ptr<engine> eng;
     std::string model_name;  // file name of the model, reported by /v1/models and in responses
@@ -56,7 +55,6 @@ class server_impl {
 
     // ---- server.cpp ----
     void install_routes();
-    Status check_auth(const httplib::Request & req) const;
     // check_serving: unavailable while loading or stopping.
     Status check_serving() const;
     Status check_role(bool allowed, const char * endpoint) const;
@@ -64,34 +62,29 @@ class server_impl {
     Result<admission_ptr> admit();
     // deadline of a request that arrived now.
     steady_clock::time_point deadline_from_now() const;
-    // wait_event reads the next event of h, cancelling h on the deadline or when the client went away.
-    Status wait_event(const request_ptr & h, engine_event & ev, steady_clock::time_point deadline,
-                      const httplib::Request & req) const;
+    event_wait_limits wait_limits(steady_clock::time_point deadline) const;
     // run_to_done waits for the terminal event of a task without tokens (prefill, slot operations).
-    Result<engine_event> run_to_done(engine_task task, const httplib::Request & req);
-    // blob_parse_edge parses a blob body; failures are counted by reason.
-    Result<blob_ptr> blob_parse_edge(std::vector<uint8_t> bytes);
+    net::awaitable<Result<engine_event>> run_to_done(http_exchange & ex, engine_task task);
+    // blob_parse_edge verifies a blob body (on the bridge pool); failures are counted by reason.
+    net::awaitable<Result<blob_ptr>> blob_parse_edge(std::vector<uint8_t> bytes);
     // send_blob answers with blob bytes (after the --test-corrupt-state and --test-truncate-blob hooks).
-    void send_blob(httplib::Response & res, std::vector<uint8_t> blob) const;
+    net::awaitable<void> send_blob(http_exchange & ex, std::vector<uint8_t> blob, http_headers headers = {});
 
     // ---- server_generate.cpp ----
-    void on_completions(const httplib::Request & req, httplib::Response & res, std::string body);
-    void on_chat(const httplib::Request & req, httplib::Response & res, std::string body);
-    void on_openai(const httplib::Request & req, httplib::Response & res, std::string body, openai_endpoint endpoint);
-    void on_prefill(const httplib::Request & req, httplib::Response & res, std::string body);
-    void on_decode(const httplib::Request & req, httplib::Response & res, std::vector<uint8_t> body);
+    net::awaitable<void> on_openai(http_exchange & ex, openai_endpoint endpoint);
+    net::awaitable<void> on_prefill(http_exchange & ex);
+    net::awaitable<void> on_decode(http_exchange & ex);
     // respond_generation submits task and answers in the OpenAI shape of oreq (streamed if it asks).
-    void respond_generation(const httplib::Request & req, httplib::Response & res, engine_task task,
-                            const openai_request & oreq);
+    net::awaitable<void> respond_generation(http_exchange & ex, engine_task task, const openai_request & oreq);
 
     // ---- server_slots.cpp ----
-    void on_health(const httplib::Request & req, httplib::Response & res);
-    void on_models(const httplib::Request & req, httplib::Response & res);
-    void on_metrics(const httplib::Request & req, httplib::Response & res);
-    void on_slots(const httplib::Request & req, httplib::Response & res);
-    void on_state_get(const httplib::Request & req, httplib::Response & res);
-    void on_state_put(const httplib::Request & req, httplib::Response & res, std::vector<uint8_t> body);
-    void on_state_delete(const httplib::Request & req, httplib::Response & res);
+    net::awaitable<void> on_health(http_exchange & ex);
+    net::awaitable<void> on_models(http_exchange & ex);
+    net::awaitable<void> on_metrics(http_exchange & ex);
+    net::awaitable<void> on_slots(http_exchange & ex);
+    net::awaitable<void> on_state_get(http_exchange & ex);
+    net::awaitable<void> on_state_put(http_exchange & ex);
+    net::awaitable<void> on_state_delete(http_exchange & ex);
 };
 
 }  // namespace baton

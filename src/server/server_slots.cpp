@@ -8,7 +8,6 @@
 #include <charconv>
 
 #include "baton/model.h"
-#include "http_errors.h"
 #include "server_impl.h"
 
 namespace baton {
@@ -17,14 +16,14 @@ using json = nlohmann::json;
 
 namespace {
 
-void send_json(httplib::Response & res, const json & j) {
-    res.set_content(j.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+http_response json_response(const json & j, int status = 200) {
+    return http_response::json(j.dump(-1, ' ', false, json::error_handler_t::replace), status);
 }
 
 // slot_id_param parses the {id} path parameter; an id that is not a number names no slot (404).
-Result<int32_t> slot_id_param(const httplib::Request & req) {
-    auto it = req.path_params.find("id");
-    const std::string s = it == req.path_params.end() ? "" : it->second;
+Result<int32_t> slot_id_param(const http_request & req) {
+    auto it = req.params.find("id");
+    const std::string s = it == req.params.end() ? "" : it->second;
     int32_t id = -1;
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), id);
     if (s.empty() || ec != std::errc() || p != s.data() + s.size() || id < 0)
@@ -34,14 +33,14 @@ Result<int32_t> slot_id_param(const httplib::Request & req) {
 
 }  // namespace
 
-void server_impl::on_health(const httplib::Request &, httplib::Response & res) {
-    if (ready.load(std::memory_order_acquire) && !stopping.load()) return send_json(res, {{"status", "ok"}});
-    res.status = 503;
-    res.set_header("Retry-After", "1");
-    send_json(res, {{"status", stopping.load() ? "stopping" : "loading"}});
+net::awaitable<void> server_impl::on_health(http_exchange & ex) {
+    if (ready.load(std::memory_order_acquire) && !stopping.load()) co_return (void) co_await ex.respond(json_response({{"status", "ok"}}));
+    http_response r = json_response({{"status", stopping.load() ? "stopping" : "loading"}}, 503);
+    r.headers.emplace_back("Retry-After", "1");
+    co_await ex.respond(std::move(r));
 }
 
-void server_impl::on_models(const httplib::Request &, httplib::Response & res) {
+net::awaitable<void> server_impl::on_models(http_exchange & ex) {
     const model_identity & id = model->identity();
     const blob_context c = eng->context_info();
     json meta = {{"arch", id.arch},
@@ -53,16 +52,20 @@ void server_impl::on_models(const httplib::Request &, httplib::Response & res) {
                  {"kv_unified", c.kv_unified},
                  {"role", node_role_name(cfg.role)}};
     json m = {{"id", model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "baton"}, {"meta", meta}};
-    send_json(res, {{"object", "list"}, {"data", json::array({m})}});
+    co_await ex.respond(json_response({{"object", "list"}, {"data", json::array({m})}}));
 }
 
-void server_impl::on_metrics(const httplib::Request &, httplib::Response & res) {
+net::awaitable<void> server_impl::on_metrics(http_exchange & ex) {
     std::optional<engine_metrics> em;
     if (ready.load(std::memory_order_acquire)) em = eng->metrics();
-    res.set_content(metrics.render(em, n_admitted.load()), "text/plain; version=0.0.4");
+    http_response r;
+    r.content_type = "text/plain; version=0.0.4";
+    http->render_metrics(r.body);
+    r.body += metrics.render(em, n_admitted.load());
+    co_await ex.respond(std::move(r));
 }
 
-void server_impl::on_slots(const httplib::Request &, httplib::Response & res) {
+net::awaitable<void> server_impl::on_slots(http_exchange & ex) {
     json arr = json::array();
     for (const slot_info & s : eng->slots())
         arr.push_back({{"id", s.id},
@@ -72,37 +75,37 @@ void server_impl::on_slots(const httplib::Request &, httplib::Response & res) {
                        {"n_checkpoints", s.n_checkpoints},
                        {"pos_min", s.pos_min},
                        {"pos_max", s.pos_max}});
-    send_json(res, arr);
+    co_await ex.respond(json_response(arr));
 }
 
-void server_impl::on_state_get(const httplib::Request & req, httplib::Response & res) {
+net::awaitable<void> server_impl::on_state_get(http_exchange & ex) {
     Status st = check_role(cfg.role != node_role::decode, "GET /v1/slots/{id}/state");
-    if (!st.ok()) return http_send_error(res, st);
-    auto id = slot_id_param(req);
-    if (!id.ok()) return http_send_error(res, id.status());
-    auto done = run_to_done(task_slot_save{id.value()}, req);
-    if (!done.ok()) return http_send_error(res, done.status());
-    send_blob(res, std::move(done->blob));
+    if (!st.ok()) co_return (void) co_await ex.respond_error(st);
+    auto id = slot_id_param(ex.request());
+    if (!id.ok()) co_return (void) co_await ex.respond_error(id.status());
+    auto done = co_await run_to_done(ex, task_slot_save{id.value()});
+    if (!done.ok()) co_return (void) co_await ex.respond_error(done.status());
+    co_await send_blob(ex, std::move(done->blob));
 }
 
-void server_impl::on_state_put(const httplib::Request & req, httplib::Response & res, std::vector<uint8_t> body) {
+net::awaitable<void> server_impl::on_state_put(http_exchange & ex) {
     Status st = check_role(cfg.role != node_role::prefill, "PUT /v1/slots/{id}/state");
-    if (!st.ok()) return http_send_error(res, st);
-    auto id = slot_id_param(req);
-    if (!id.ok()) return http_send_error(res, id.status());
-    auto blob = blob_parse_edge(std::move(body));
-    if (!blob.ok()) return http_send_error(res, blob.status());
-    auto done = run_to_done(task_slot_restore{id.value(), blob.value()}, req);
-    if (!done.ok()) return http_send_error(res, done.status());
-    send_json(res, {{"slot", id.value()}, {"n_tokens", done->usage.cached_tokens}, {"restored", true}});
+    if (!st.ok()) co_return (void) co_await ex.respond_error(st);
+    auto id = slot_id_param(ex.request());
+    if (!id.ok()) co_return (void) co_await ex.respond_error(id.status());
+    auto blob = co_await blob_parse_edge(std::move(ex.request().body));
+    if (!blob.ok()) co_return (void) co_await ex.respond_error(blob.status());
+    auto done = co_await run_to_done(ex, task_slot_restore{id.value(), blob.value()});
+    if (!done.ok()) co_return (void) co_await ex.respond_error(done.status());
+    co_await ex.respond(json_response({{"slot", id.value()}, {"n_tokens", done->usage.cached_tokens}, {"restored", true}}));
 }
 
-void server_impl::on_state_delete(const httplib::Request & req, httplib::Response & res) {
-    auto id = slot_id_param(req);
-    if (!id.ok()) return http_send_error(res, id.status());
-    auto done = run_to_done(task_slot_erase{id.value()}, req);
-    if (!done.ok()) return http_send_error(res, done.status());
-    send_json(res, {{"slot", id.value()}, {"erased", true}});
+net::awaitable<void> server_impl::on_state_delete(http_exchange & ex) {
+    auto id = slot_id_param(ex.request());
+    if (!id.ok()) co_return (void) co_await ex.respond_error(id.status());
+    auto done = co_await run_to_done(ex, task_slot_erase{id.value()});
+    if (!done.ok()) co_return (void) co_await ex.respond_error(done.status());
+    co_await ex.respond(json_response({{"slot", id.value()}, {"erased", true}}));
 }
 
 }  // namespace baton

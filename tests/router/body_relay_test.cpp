@@ -1,7 +1,8 @@
-// body_relay_test.cpp — a blob passed on while it arrives: order, waiting, replay, and every way it fails.
+// body_relay_test.cpp — a blob passed on while it arrives: order, waking the reader, replay, and every way
+// it fails. Producer and reader are coroutines on one strand, as in the router.
 #include <gtest/gtest.h>
 
-#include <thread>
+#include <string>
 
 #include "router/body_relay.h"
 
@@ -11,85 +12,85 @@ namespace {
 using namespace std::chrono_literals;
 using clk = std::chrono::steady_clock;
 
-// read_all reads the relay from offset 0 to its end the way an upload does; false if a read failed.
-bool read_all(body_relay & r, std::string & out, size_t piece = 7) {
-    out.clear();
-    while (out.size() < r.length()) {
-        const auto res = r.read(out.size(), piece, clk::now() + 5s, [&](const uint8_t * p, size_t n) {
-            out.append(reinterpret_cast<const char *>(p), n);
-            return true;
-        });
-        if (res != body_relay::read_result::data) return false;
-    }
-    return true;
+void put(body_relay & r, const std::string & s) {
+    ASSERT_LE(s.size(), r.room());
+    std::copy(s.begin(), s.end(), r.tail());
+    r.commit(s.size());
 }
 
-TEST(BodyRelay, ReaderGetsBytesInOrderWhileTheyArriveAndCanReplay) {
+std::string contents(const body_relay & r) { return std::string(reinterpret_cast<const char *>(r.data()), size_t(r.size())); }
+
+TEST(BodyRelay, ReaderIsWokenForEveryPieceAndReadsInOrderThenReplays) {
     const std::string body = "0123456789abcdefghijklmnopqrstuvwxyz";
-    body_relay r(body.size());
-    std::thread producer([&] {
-        for (size_t i = 0; i < body.size(); i += 5) {
-            r.append(body.data() + i, std::min<size_t>(5, body.size() - i));
-            std::this_thread::sleep_for(1ms);
+    net::io_context ioc;
+    auto relay = std::make_shared<body_relay>(body.size());
+    std::string got, replay;
+    int wakeups = 0;
+    net::co_spawn(ioc, [&]() -> net::awaitable<void> {
+        auto n = async_notify::make(co_await net::this_coro::executor);
+        relay->set_reader(n);
+        uint64_t off = 0;
+        while (off < relay->length()) {
+            if (relay->size() > off) {
+                got.append(reinterpret_cast<const char *>(relay->data()) + off, size_t(relay->size() - off));
+                off = relay->size();
+                continue;
+            }
+            EXPECT_TRUE(co_await n->wait_until(clk::now() + 5s));
+            ++wakeups;
         }
-        r.finish({});
-    });
-    std::string got;
-    EXPECT_TRUE(read_all(r, got));
-    producer.join();
+        replay = contents(*relay);  // a retry reads from the start again
+    }, net::detached);
+    net::co_spawn(ioc, [&]() -> net::awaitable<void> {
+        net::steady_timer t(co_await net::this_coro::executor);
+        for (size_t i = 0; i < body.size(); i += 7) {
+            t.expires_after(1ms);
+            co_await t.async_wait(net::use_awaitable);
+            put(*relay, body.substr(i, 7));
+        }
+        relay->finish(Status());
+    }, net::detached);
+    ioc.run();
     EXPECT_EQ(got, body);
-    EXPECT_TRUE(r.wait_end(clk::now() + 1s).ok());
-    EXPECT_FALSE(r.failed());
-    std::string again;
-    EXPECT_TRUE(read_all(r, again, 100)) << "a second decode node gets the same body from the start";
-    EXPECT_EQ(again, body);
+    EXPECT_EQ(replay, body);
+    EXPECT_GE(wakeups, 1);
+    EXPECT_TRUE(relay->ended());
+    EXPECT_FALSE(relay->failed());
 }
 
-TEST(BodyRelay, NothingYetIsWaitingNotFailure) {
+TEST(BodyRelay, ShortBodyFailsTheRelay) {
     body_relay r(10);
-    const auto res = r.read(0, 10, clk::now() + 20ms, [](const uint8_t *, size_t) { return true; });
-    EXPECT_EQ(res, body_relay::read_result::waiting);
-    EXPECT_EQ(r.wait_end(clk::now() + 20ms).code(), status_code::deadline_exceeded);
-}
-
-TEST(BodyRelay, ShortBodyFailsEveryReader) {
-    body_relay r(10);
-    r.append("abc", 3);
-    r.finish({});  // the producer says done, but 7 bytes are missing
+    put(r, "12345");
+    r.finish(Status());
     EXPECT_TRUE(r.failed());
-    std::string got;
-    EXPECT_FALSE(read_all(r, got));
-    const Status st = r.wait_end(clk::now() + 1s);
-    EXPECT_EQ(st.code(), status_code::upstream_error);
-    EXPECT_NE(st.message().find("3 of 10"), std::string::npos) << st.message();
+    EXPECT_EQ(r.status().code(), status_code::upstream_error);
+    EXPECT_NE(r.status().message().find("5 of 10 bytes"), std::string::npos) << r.status().message();
 }
 
-TEST(BodyRelay, LongBodyFails) {
+TEST(BodyRelay, ProducerErrorIsKept) {
+    body_relay r(10);
+    r.finish(Status(status_code::deadline_exceeded, "late"));
+    EXPECT_TRUE(r.failed());
+    EXPECT_EQ(r.status().code(), status_code::deadline_exceeded);
+}
+
+TEST(BodyRelay, NeverTakesMoreThanItsLength) {
     body_relay r(4);
-    r.append("abcdef", 6);
+    EXPECT_EQ(r.room(), 4u);
+    r.commit(100);  // a producer bug must not run past the buffer
+    EXPECT_EQ(r.size(), 4u);
+    EXPECT_EQ(r.room(), 0u);
+    r.finish(Status());
+    EXPECT_FALSE(r.failed());
+}
+
+TEST(BodyRelay, NothingAfterTheEnd) {
+    body_relay r(4);
+    r.finish(Status(status_code::upstream_error, "cut"));
+    r.commit(4);
+    EXPECT_EQ(r.size(), 0u);
+    r.finish(Status());
     EXPECT_TRUE(r.failed());
-    EXPECT_NE(r.wait_end(clk::now() + 1s).message().find("longer than its Content-Length"), std::string::npos);
-}
-
-TEST(BodyRelay, ProducerErrorReachesAWaitingReader) {
-    body_relay r(100);
-    r.append("abc", 3);
-    std::thread producer([&] {
-        std::this_thread::sleep_for(10ms);
-        r.finish(Status(status_code::upstream_error, "prefill node went away"));
-    });
-    std::string got;
-    EXPECT_FALSE(read_all(r, got, 100));
-    producer.join();
-    EXPECT_EQ(got, "abc");
-    EXPECT_EQ(r.wait_end(clk::now() + 1s).message(), "prefill node went away");
-}
-
-TEST(BodyRelay, ConsumerRefusalIsAFailedRead) {
-    body_relay r(3);
-    r.append("abc", 3);
-    r.finish({});
-    EXPECT_EQ(r.read(0, 3, clk::now() + 1s, [](const uint8_t *, size_t) { return false; }), body_relay::read_result::failed);
 }
 
 }  // namespace

@@ -1,10 +1,17 @@
 // http_errors.cpp — Status -> HTTP status and JSON error body (see http_errors.h for the table).
 #include "http_errors.h"
 
-#include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include <strings.h>
+
 namespace baton {
+
+std::string_view http_header_find(const http_headers & h, std::string_view name) {
+    for (const auto & [k, v] : h)
+        if (k.size() == name.size() && strncasecmp(k.data(), name.data(), k.size()) == 0) return v;
+    return {};
+}
 
 int http_status_for(status_code code) {
     switch (code) {
@@ -28,27 +35,20 @@ int http_status_for(status_code code) {
     return 500;
 }
 
-std::string http_error_json(const Status & st) {
+std::string http_error_json(const Status & st, int http_status) {
     nlohmann::json j = {{"error",
-                         {{"code", http_status_for(st.code())},
+                         {{"code", http_status ? http_status : http_status_for(st.code())},
                           {"type", status_code_name(st.code())},
                           {"message", st.message()}}}};
     return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-http_error http_error_for(const Status & st) {
-    http_error e;
-    e.status = http_status_for(st.code());
-    e.body = http_error_json(st);
-    if (e.status == 503) e.retry_after_s = 1;
-    return e;
+http_response http_error_response_status(int http_status, const Status & st) {
+    http_response r = http_response::json(http_error_json(st, http_status), http_status);
+    if (http_status == 503) r.headers.emplace_back("Retry-After", "1");
+    return r;
 }
 
-void http_send_error(httplib::Response & res, const Status & st) {
-    const http_error e = http_error_for(st);
-    res.status = e.status;
-    if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
-    res.set_content(e.body, "application/json");
-}
+http_response http_error_response(const Status & st) { return http_error_response_status(http_status_for(st.code()), st); }
 
 }  // namespace baton

@@ -1,0 +1,159 @@
+// http_client.cpp — see http_client.h.
+#include "http_client.h"
+
+#include <charconv>
+
+namespace baton {
+
+namespace http = beast::http;
+
+Result<http_url> http_url_parse(std::string_view url) {
+    const std::string_view scheme = "http://";
+    auto bad = [&] { return Status(status_code::invalid_argument, "node URL '" + std::string(url) + "' must look like http://HOST:PORT"); };
+    if (url.substr(0, scheme.size()) != scheme) return bad();
+    std::string_view rest = url.substr(scheme.size());
+    if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
+    const size_t colon = rest.rfind(':');
+    if (colon == std::string_view::npos || colon == 0 || rest.find('/') != std::string_view::npos) return bad();
+    http_url u;
+    u.host = std::string(rest.substr(0, colon));
+    const std::string_view p = rest.substr(colon + 1);
+    unsigned port = 0;
+    auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), port);
+    if (p.empty() || ec != std::errc() || end != p.data() + p.size() || port == 0 || port > 65535) return bad();
+    u.port = uint16_t(port);
+    u.text = "http://" + u.host + ":" + std::to_string(port);
+    return u;
+}
+
+http_upstream::http_upstream(http_url url, net::any_io_executor ex, std::chrono::steady_clock::time_point deadline)
+    : url_(std::move(url)), stream_(std::move(ex)), buf_(1 << 20), deadline_(deadline) {
+    buf_.reserve(16384);  // reads of at least this much (Beast reads what the buffer has room for)
+}
+
+http_upstream::~http_upstream() { close(); }
+
+void http_upstream::close() {
+    error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.socket().close(ec);
+}
+
+Status http_upstream::transport_error(const error_code & ec, const char * what) const {
+    if (ec == beast::error::timeout || std::chrono::steady_clock::now() >= deadline_)
+        return {status_code::deadline_exceeded, url_.text + ": " + what + ": the request deadline passed"};
+    return {status_code::upstream_error, url_.text + ": " + what + ": " + ec.message()};
+}
+
+net::awaitable<Result<std::unique_ptr<http_upstream>>> http_upstream::connect(const http_url & url, std::chrono::steady_clock::time_point deadline) {
+    auto ex = co_await net::this_coro::executor;
+    std::unique_ptr<http_upstream> u(new http_upstream(url, ex, deadline));
+    error_code ec;
+    tcp::resolver resolver(ex);
+    auto eps = co_await resolver.async_resolve(url.host, std::to_string(url.port), net::redirect_error(net::use_awaitable, ec));
+    if (ec) co_return Status(status_code::upstream_error, url.text + ": cannot resolve " + url.host + ": " + ec.message());
+    // Connecting gets at most 5 s of the deadline: a node that does not answer SYNs is tried no longer.
+    u->stream_.expires_at(std::min(deadline, std::chrono::steady_clock::now() + std::chrono::seconds(5)));
+    co_await u->stream_.async_connect(eps, net::redirect_error(net::use_awaitable, ec));
+    if (ec) co_return u->transport_error(ec, "connect");
+    u->stream_.socket().set_option(tcp::no_delay(true), ec);
+    co_return std::move(u);
+}
+
+net::awaitable<Status> http_upstream::send_head(std::string_view method, std::string_view target, const http_headers & headers,
+                                                std::string_view content_type, uint64_t body_length) {
+    http::request<http::empty_body> req{http::string_to_verb(method), target, 11};
+    req.set(http::field::host, url_.host + ":" + std::to_string(url_.port));
+    for (const auto & [k, v] : headers) req.insert(k, v);
+    if (body_length > 0 || method != "GET") {
+        req.set(http::field::content_type, content_type);
+        req.content_length(body_length);
+    }
+    req.keep_alive(false);
+    http::request_serializer<http::empty_body> sr(req);
+    stream_.expires_at(deadline_);
+    error_code ec;
+    co_await http::async_write_header(stream_, sr, net::redirect_error(net::use_awaitable, ec));
+    if (ec) co_return transport_error(ec, "sending the request");
+    co_return Status();
+}
+
+net::awaitable<Status> http_upstream::send_body(const void * data, size_t n) {
+    stream_.expires_at(deadline_);
+    error_code ec;
+    co_await net::async_write(stream_, net::const_buffer(data, n), net::redirect_error(net::use_awaitable, ec));
+    if (ec) co_return transport_error(ec, "sending the body");
+    co_return Status();
+}
+
+net::awaitable<Status> http_upstream::send(std::string_view method, std::string_view target, const http_headers & headers,
+                                           std::string_view content_type, std::string_view body) {
+    Status st = co_await send_head(method, target, headers, content_type, body.size());
+    if (st.ok() && !body.empty()) st = co_await send_body(body.data(), body.size());
+    co_return st;
+}
+
+net::awaitable<Result<http_response_head>> http_upstream::read_head() {
+    parser_ = std::make_unique<http::response_parser<http::buffer_body>>();
+    parser_->header_limit(64 * 1024);
+    parser_->body_limit(boost::none);
+    stream_.expires_at(deadline_);
+    error_code ec;
+    co_await http::async_read_header(stream_, buf_, *parser_, net::redirect_error(net::use_awaitable, ec));
+    if (ec) co_return transport_error(ec, "reading the response");
+    const auto & m = parser_->get();
+    http_response_head h;
+    h.status = int(m.result_int());
+    h.content_type = std::string(m[http::field::content_type]);
+    if (auto cl = parser_->content_length()) h.content_length = *cl;
+    if (h.content_length && !parser_->chunked()) direct_left_ = *h.content_length;
+    for (const auto & f : m) h.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
+    co_return h;
+}
+
+net::awaitable<Result<size_t>> http_upstream::read_some(void * dst, size_t cap) {
+    if (!parser_) co_return Status(status_code::internal, "read_some before read_head");
+    if (direct_left_) {
+        uint64_t & left = *direct_left_;
+        if (left == 0 || cap == 0) co_return size_t(0);
+        const size_t want = size_t(std::min<uint64_t>(cap, left));
+        if (buf_.size() > 0) {  // body bytes that came with the headers
+            const size_t n = std::min(want, buf_.size());
+            net::buffer_copy(net::buffer(dst, n), buf_.data());
+            buf_.consume(n);
+            left -= n;
+            co_return n;
+        }
+        stream_.expires_at(deadline_);
+        error_code ec;
+        const size_t n = co_await stream_.async_read_some(net::buffer(dst, want), net::redirect_error(net::use_awaitable, ec));
+        if (ec) co_return transport_error(ec, "the body was cut off");
+        left -= n;
+        co_return n;
+    }
+    while (!parser_->is_done()) {
+        parser_->get().body().data = dst;
+        parser_->get().body().size = cap;
+        stream_.expires_at(deadline_);
+        error_code ec;
+        co_await http::async_read_some(stream_, buf_, *parser_, net::redirect_error(net::use_awaitable, ec));
+        if (ec && ec != http::error::need_buffer) co_return transport_error(ec, "the body was cut off");
+        const size_t n = cap - parser_->get().body().size;
+        if (n > 0) co_return n;
+    }
+    co_return size_t(0);
+}
+
+net::awaitable<Result<std::string>> http_upstream::read_all(size_t cap) {
+    std::string out;
+    char chunk[16384];
+    for (;;) {
+        auto n = co_await read_some(chunk, sizeof chunk);
+        if (!n.ok()) co_return n.status();
+        if (n.value() == 0) co_return out;
+        if (out.size() + n.value() > cap) co_return Status(status_code::too_large, url_.text + ": response over " + std::to_string(cap) + " bytes");
+        out.append(chunk, n.value());
+    }
+}
+
+}  // namespace baton

@@ -1,0 +1,558 @@
+// http_server.cpp — the event-driven HTTP edge (see http_server.h for the phases and their limits).
+#include "http_server.h"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "baton/buffer_pool.h"
+
+namespace baton {
+
+namespace http = beast::http;
+using steady = std::chrono::steady_clock;
+
+namespace {
+
+std::chrono::steady_clock::duration secs(double s) {
+    return std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(s));
+}
+
+std::vector<std::string> split_path(std::string_view path) {
+    std::vector<std::string> out;
+    size_t i = 0;
+    while (i < path.size()) {
+        if (path[i] == '/') {
+            ++i;
+            continue;
+        }
+        const size_t j = std::min(path.find('/', i), path.size());
+        out.emplace_back(path.substr(i, j - i));
+        i = j;
+    }
+    return out;
+}
+
+constexpr size_t k_read_chunk = 64 * 1024;
+constexpr size_t k_first_read = 4096;
+
+}  // namespace
+
+bool http_key_equal(std::string_view a, std::string_view b) {
+    unsigned char diff = a.size() == b.size() ? 0 : 1;
+    const size_t n = std::max(a.size(), b.size());
+    for (size_t i = 0; i < n; ++i) {
+        const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+        const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+        diff |= static_cast<unsigned char>(x ^ y);
+    }
+    return diff == 0;
+}
+
+Status http_limits_check(const http_limits & l) {
+    if (l.max_header_bytes < 1024 || l.max_header_bytes > (size_t(1) << 20))
+        return {status_code::invalid_argument, "--max-header-bytes: must be in 1024..1048576"};
+    if (l.max_headers < 8 || l.max_headers > 10000) return {status_code::invalid_argument, "--max-headers: must be in 8..10000"};
+    if (!(l.header_timeout_s > 0) || !(l.idle_timeout_s > 0) || !(l.body_timeout_s > 0) || !(l.write_timeout_s > 0))
+        return {status_code::invalid_argument, "--header-timeout/--idle-timeout/--body-timeout/--write-timeout: must be > 0"};
+    if (l.max_connections < 1) return {status_code::invalid_argument, "--max-connections: must be >= 1"};
+    return {};
+}
+
+// ---- one connection ----
+
+class http_session : public std::enable_shared_from_this<http_session> {
+  public:
+    http_session(http_server & srv, tcp::socket sock) : srv_(srv), stream_(std::move(sock)), buf_(srv.cfg_.limits.max_header_bytes + k_read_chunk) {}
+    ~http_session() { srv_.connection_closed(); }
+
+    net::awaitable<void> run();
+    void close() {
+        error_code ec;
+        stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+        stream_.socket().close(ec);
+    }
+
+    http_server & srv_;
+    beast::tcp_stream stream_;
+    beast::flat_buffer buf_;
+    bool watching_ = false;          // a readability watch is armed (http_exchange::wait)
+    bool watch_over_ = false;        // the watch saw pipelined bytes: stop watching this request
+    async_notify * waiter_ = nullptr;
+    bool peer_closed_ = false;
+
+    net::awaitable<bool> write_raw(const std::vector<net::const_buffer> & bufs);
+    net::awaitable<bool> send_refusal(http_exchange & ex, int status, const Status & st, bool close);
+    net::awaitable<Status> read_body(http::request_parser<http::buffer_body> & p, http_exchange & ex, const http_route_options & opts,
+                                     int & refuse_status);
+    void arm_watch();
+};
+
+void http_session::arm_watch() {
+    if (watching_ || watch_over_ || peer_closed_) return;
+    watching_ = true;
+    stream_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this()](error_code ec) {
+        self->watching_ = false;
+        if (ec) return;  // cancelled at the end of the exchange, or the socket closed
+        char c;
+        const ssize_t n = ::recv(self->stream_.socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) self->peer_closed_ = true;
+        else self->watch_over_ = true;  // the next pipelined request is there: the client is alive
+        if (self->waiter_) self->waiter_->notify();
+    });
+}
+
+net::awaitable<bool> http_session::write_raw(const std::vector<net::const_buffer> & bufs) {
+    stream_.expires_after(secs(srv_.cfg_.limits.write_timeout_s));
+    error_code ec;
+    co_await net::async_write(stream_, bufs, net::redirect_error(net::use_awaitable, ec));
+    co_return !ec;
+}
+
+net::awaitable<bool> http_session::send_refusal(http_exchange & ex, int status, const Status & st, bool close) {
+    if (close) ex.keep_alive_ = false;
+    co_return co_await ex.respond(http_error_response_status(status, st));
+}
+
+// read_body reads the request body into ex.req_.body within the route's cap. On failure refuse_status is
+// the HTTP status to answer (the connection is then closed: the rest of the body is never read).
+net::awaitable<Status> http_session::read_body(http::request_parser<http::buffer_body> & p, http_exchange & ex,
+                                               const http_route_options & opts, int & refuse_status) {
+    const http_limits & lim = srv_.cfg_.limits;
+    const uint64_t cap = opts.max_body_bytes;
+    auto & body = ex.req_.body;
+    refuse_status = 413;
+    if (auto cl = p.content_length()) {
+        const uint64_t len = *cl;
+        if (len == 0) co_return Status();
+        if (len > cap)
+            co_return Status(status_code::too_large, "body: " + std::to_string(len) + " bytes exceed the limit of " + std::to_string(cap) +
+                                                         " bytes for " + ex.req_.route);
+        if (opts.pooled_body) body = buffer_pool::shared().take(size_t(len));
+        body.resize(size_t(len));
+        // Bytes that came with the headers first, then straight from the socket into the body buffer.
+        const size_t have = std::min<size_t>(buf_.size(), size_t(len));
+        net::buffer_copy(net::buffer(body.data(), have), buf_.data());
+        buf_.consume(have);
+        if (have < len) {
+            stream_.expires_after(secs(lim.body_timeout_s));
+            error_code ec;
+            co_await net::async_read(stream_, net::buffer(body.data() + have, size_t(len) - have), net::redirect_error(net::use_awaitable, ec));
+            if (ec) {
+                refuse_status = ec == beast::error::timeout ? 408 : 400;
+                co_return Status(ec == beast::error::timeout ? status_code::deadline_exceeded : status_code::invalid_argument,
+                                 ec == beast::error::timeout ? "body: not received within --body-timeout" : "body: cut off");
+            }
+        }
+        co_return Status();
+    }
+    if (!p.chunked()) co_return Status();
+    if (cap == 0) co_return Status(status_code::too_large, "body: " + ex.req_.route + " takes no body");
+    if (opts.pooled_body) body = buffer_pool::shared().take(size_t(std::min<uint64_t>(cap, 1 << 20)));
+    buf_.reserve(k_read_chunk);  // chunked bodies go through the parser: read in large pieces
+    stream_.expires_after(secs(lim.body_timeout_s));
+    std::vector<char> chunk(k_read_chunk);
+    while (!p.is_done()) {
+        p.get().body().data = chunk.data();
+        p.get().body().size = chunk.size();
+        error_code ec;
+        co_await http::async_read_some(stream_, buf_, p, net::redirect_error(net::use_awaitable, ec));
+        if (ec && ec != http::error::need_buffer) {
+            refuse_status = ec == beast::error::timeout ? 408 : 400;
+            co_return Status(ec == beast::error::timeout ? status_code::deadline_exceeded : status_code::invalid_argument,
+                             ec == beast::error::timeout ? "body: not received within --body-timeout" : "body: malformed chunked encoding");
+        }
+        const size_t n = chunk.size() - p.get().body().size;
+        if (body.size() + n > cap)
+            co_return Status(status_code::too_large, "body: over the limit of " + std::to_string(cap) + " bytes for " + ex.req_.route);
+        body.insert(body.end(), chunk.data(), chunk.data() + n);
+    }
+    co_return Status();
+}
+
+net::awaitable<void> http_session::run() {
+    auto self = shared_from_this();
+    const http_limits & lim = srv_.cfg_.limits;
+    bool first = true;
+    for (;;) {
+        // 1. The first byte of the next request (idle keep-alive between requests). A new connection's
+        // header deadline starts at accept: its first byte counts against it.
+        auto header_deadline = steady::now() + secs(lim.header_timeout_s);
+        if (buf_.size() == 0) {
+            stream_.expires_after(secs(first ? lim.header_timeout_s : lim.idle_timeout_s));
+            error_code ec;
+            // A small first read: an idle connection holds little memory (bodies are read straight into
+            // their own buffers, see read_body).
+            const size_t n = co_await stream_.async_read_some(buf_.prepare(k_first_read), net::redirect_error(net::use_awaitable, ec));
+            if (ec) break;  // idle timeout, EOF or reset: nothing was asked, nothing to answer
+            buf_.commit(n);
+            if (!first) header_deadline = steady::now() + secs(lim.header_timeout_s);
+        }
+        first = false;
+        http_exchange ex(*this);
+        // 2. Request line and headers under one total deadline.
+        http::request_parser<http::buffer_body> p;
+        p.header_limit(uint32_t(lim.max_header_bytes));
+        p.body_limit(boost::none);  // the route's cap is enforced by read_body
+        stream_.expires_at(header_deadline);
+        error_code ec;
+        co_await http::async_read_header(stream_, buf_, p, net::redirect_error(net::use_awaitable, ec));
+        if (ec) {
+            if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset) break;
+            if (ec == beast::error::timeout) {
+                // The stream closed itself on the timeout: nothing can be written any more.
+                srv_.requests_.count("", "", 408);
+                break;
+            }
+            const bool big = ec == http::error::header_limit || ec == http::error::buffer_overflow;
+            ex.keep_alive_ = false;
+            co_await ex.respond(http_error_response_status(
+                big ? 431 : 400, Status(big ? status_code::too_large : status_code::invalid_argument,
+                                        big ? "request line and headers: over --max-header-bytes (" + std::to_string(lim.max_header_bytes) + ")"
+                                            : "malformed HTTP request: " + ec.message())));
+            srv_.requests_.count("", "", ex.status_);
+            break;
+        }
+        auto & m = p.get();
+        http_request & rq = ex.req_;
+        rq.method = std::string(m.method_string());
+        rq.target = std::string(m.target());
+        const size_t q = rq.target.find('?');
+        rq.path = rq.target.substr(0, q);
+        if (q != std::string::npos) rq.query = rq.target.substr(q + 1);
+        size_t n_fields = 0;
+        for (const auto & f : m) {
+            ++n_fields;
+            rq.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
+        }
+        ex.keep_alive_ = m.keep_alive();
+        ex.head_ = m.method() == http::verb::head;
+        const bool body_pending = (p.content_length() && *p.content_length() > 0) || p.chunked();
+
+        // 3. Limits, authentication (before routing), route.
+        bool path_known = false;
+        const http_server::route_entry * r = nullptr;
+        bool refused = false;
+        if (n_fields > lim.max_headers) {
+            co_await send_refusal(ex, 431, Status(status_code::too_large, "headers: more than --max-headers (" + std::to_string(lim.max_headers) + ")"), true);
+            refused = true;
+        } else {
+            r = srv_.match(ex.head_ ? "GET" : rq.method, rq.path, rq.params, path_known);
+            if (r) rq.route = r->pattern;
+            const bool open = r && r->opts.open;
+            if (!open && !srv_.cfg_.api_key.empty()) {
+                const std::string_view h = rq.header("Authorization");
+                const std::string_view prefix = "Bearer ";
+                Status st;
+                if (h.empty()) st = Status(status_code::unauthenticated, "Authorization: missing (this server requires \"Bearer KEY\")");
+                else if (h.substr(0, prefix.size()) != prefix || !http_key_equal(h.substr(std::min(h.size(), prefix.size())), srv_.cfg_.api_key))
+                    st = Status(status_code::unauthenticated, "Authorization: wrong API key");
+                if (!st.ok()) {
+                    co_await send_refusal(ex, 401, st, body_pending);
+                    refused = true;
+                }
+            }
+            if (!refused && !r) {
+                const std::string msg = path_known ? "method " + std::string(http_method_label(rq.method)) + " is not allowed on this route"
+                                                   : "no such route";
+                co_await send_refusal(ex, path_known ? 405 : 404, Status(status_code::not_found, msg), body_pending);
+                refused = true;
+            }
+        }
+        if (!refused) {
+            // 4. The body, within the route's cap.
+            if (const auto expect = rq.header("Expect"); !expect.empty() && body_pending) {
+                static const std::string k_continue = "HTTP/1.1 100 Continue\r\n\r\n";
+                if (!co_await write_raw({net::buffer(k_continue)})) break;
+            }
+            int refuse_status = 0;
+            Status st = co_await read_body(p, ex, r->opts, refuse_status);
+            if (!st.ok()) {
+                co_await send_refusal(ex, refuse_status, st, true);
+            } else {
+                // 5. The handler. (co_await may not appear inside a catch block: the failure is kept first.)
+                std::string failure;
+                try {
+                    co_await r->handler(ex);
+                } catch (const std::exception & e) {
+                    failure = e.what();
+                    std::fprintf(stderr, "baton: %s: %s: handler failed: %s\n", srv_.cfg_.log_name.c_str(), rq.route.c_str(), e.what());
+                }
+                if (!ex.begun_)
+                    co_await ex.respond_error(Status(status_code::internal, failure.empty() ? "the handler produced no response" : "handler failed: " + failure));
+                else if (!ex.finished_) ex.abort();
+            }
+        }
+        if (watching_) {
+            error_code ignored;
+            stream_.socket().cancel(ignored);
+        }
+        waiter_ = nullptr;
+        watch_over_ = false;
+        srv_.requests_.count(rq.route, rq.method, ex.status_ ? ex.status_ : 499);
+        if (!ex.finished_ || !ex.keep_alive_ || ex.gone_ || srv_.stopped_.load()) break;
+    }
+    close();
+}
+
+// ---- http_exchange ----
+
+net::any_io_executor http_exchange::executor() const { return s_.stream_.get_executor(); }
+const http_limits & http_exchange::limits() const { return s_.srv_.cfg_.limits; }
+
+net::awaitable<bool> http_exchange::respond(http_response r) {
+    if (begun_) co_return false;
+    status_ = r.status;
+    begun_ = true;
+    http::response<http::string_body> m{http::int_to_status(unsigned(r.status)), 11};
+    m.set(http::field::content_type, r.content_type);
+    for (auto & [k, v] : r.headers) m.insert(k, v);
+    m.keep_alive(keep_alive_);
+    m.body() = std::move(r.body);
+    m.prepare_payload();
+    s_.stream_.expires_after(secs(limits().write_timeout_s));
+    error_code ec;
+    if (head_) {
+        http::response_serializer<http::string_body> sr(m);
+        co_await http::async_write_header(s_.stream_, sr, net::redirect_error(net::use_awaitable, ec));
+    } else {
+        co_await http::async_write(s_.stream_, m, net::redirect_error(net::use_awaitable, ec));
+    }
+    if (ec) {
+        gone_ = true;
+        co_return false;
+    }
+    finished_ = true;
+    co_return true;
+}
+
+net::awaitable<bool> http_exchange::begin(int status, std::string content_type, http_headers headers, std::optional<uint64_t> length) {
+    if (begun_) co_return false;
+    status_ = status;
+    begun_ = true;
+    http::response<http::empty_body> m{http::int_to_status(unsigned(status)), 11};
+    m.set(http::field::content_type, content_type);
+    for (auto & [k, v] : headers) m.insert(k, v);
+    m.keep_alive(keep_alive_);
+    if (length) m.content_length(*length);
+    else m.chunked(true);
+    chunked_ = !length;
+    length_ = length;
+    http::response_serializer<http::empty_body> sr(m);
+    s_.stream_.expires_after(secs(limits().write_timeout_s));
+    error_code ec;
+    co_await http::async_write_header(s_.stream_, sr, net::redirect_error(net::use_awaitable, ec));
+    if (ec) gone_ = true;
+    if (!ec && head_) finished_ = true;
+    co_return !ec;
+}
+
+net::awaitable<bool> http_exchange::write(const void * data, size_t n) {
+    if (!begun_ || finished_ || gone_) co_return false;
+    if (n == 0) co_return true;
+    if (length_ && written_ + n > *length_) co_return false;
+    written_ += n;
+    s_.stream_.expires_after(secs(limits().write_timeout_s));
+    error_code ec;
+    if (chunked_) co_await net::async_write(s_.stream_, http::make_chunk(net::const_buffer(data, n)), net::redirect_error(net::use_awaitable, ec));
+    else co_await net::async_write(s_.stream_, net::const_buffer(data, n), net::redirect_error(net::use_awaitable, ec));
+    if (ec) gone_ = true;
+    co_return !ec;
+}
+
+net::awaitable<bool> http_exchange::end() {
+    if (!begun_ || gone_) co_return false;
+    if (finished_) co_return true;
+    if (length_ && written_ != *length_) {
+        abort();
+        co_return false;
+    }
+    if (chunked_) {
+        s_.stream_.expires_after(secs(limits().write_timeout_s));
+        error_code ec;
+        co_await net::async_write(s_.stream_, http::make_chunk_last(), net::redirect_error(net::use_awaitable, ec));
+        if (ec) {
+            gone_ = true;
+            co_return false;
+        }
+    }
+    finished_ = true;
+    co_return true;
+}
+
+void http_exchange::abort() {
+    gone_ = true;
+    keep_alive_ = false;
+    s_.close();
+}
+
+net::awaitable<bool> http_exchange::wait(async_notify & n, std::chrono::steady_clock::time_point until) {
+    if (s_.peer_closed_) {
+        gone_ = true;
+        co_return false;
+    }
+    s_.waiter_ = &n;
+    s_.arm_watch();
+    const bool notified = co_await n.wait_until(until);
+    s_.waiter_ = nullptr;
+    if (s_.peer_closed_) {
+        gone_ = true;
+        co_return false;
+    }
+    co_return notified;
+}
+
+// ---- http_server ----
+
+http_server::http_server(http_server_config cfg) : cfg_(std::move(cfg)), acceptor_(ioc_) {}
+
+http_server::~http_server() { stop(); }
+
+void http_server::route(std::string method, std::string pattern, http_route_options opts, http_handler h) {
+    route_entry e;
+    e.method = std::move(method);
+    e.segments = split_path(pattern);
+    e.pattern = std::move(pattern);
+    e.opts = opts;
+    e.handler = std::move(h);
+    routes_.push_back(std::move(e));
+}
+
+const http_server::route_entry * http_server::match(std::string_view method, std::string_view path,
+                                                    std::map<std::string, std::string> & params, bool & path_known) const {
+    const auto segs = split_path(path);
+    path_known = false;
+    for (const auto & r : routes_) {
+        if (r.segments.size() != segs.size()) continue;
+        std::map<std::string, std::string> p;
+        bool ok = true;
+        for (size_t i = 0; i < segs.size() && ok; ++i) {
+            const std::string & t = r.segments[i];
+            if (t.size() > 2 && t.front() == '{' && t.back() == '}') p[t.substr(1, t.size() - 2)] = segs[i];
+            else ok = t == segs[i];
+        }
+        if (!ok) continue;
+        path_known = true;
+        if (r.method != method) continue;
+        params = std::move(p);
+        return &r;
+    }
+    return nullptr;
+}
+
+Result<int> http_server::bind() {
+    error_code ec;
+    const auto addr = net::ip::make_address(cfg_.host, ec);
+    if (ec) return Status(status_code::invalid_argument, "--host: \"" + cfg_.host + "\" is not an IP address");
+    if (cfg_.port < 0 || cfg_.port > 65535) return Status(status_code::invalid_argument, "--port: not in 0..65535");
+    const tcp::endpoint ep(addr, uint16_t(cfg_.port));
+    acceptor_.open(ep.protocol(), ec);
+    if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(ep, ec);
+    if (!ec) acceptor_.listen(4096, ec);
+    if (ec) return Status(status_code::io_error, "cannot listen on " + cfg_.host + ":" + std::to_string(cfg_.port) + ": " + ec.message());
+    cfg_.port = acceptor_.local_endpoint().port();
+    return cfg_.port;
+}
+
+void http_server::start() {
+    running_ = true;
+    work_.emplace(ioc_.get_executor());
+    net::co_spawn(net::make_strand(ioc_), accept_loop(), net::detached);
+    for (uint32_t i = 0; i < std::max<uint32_t>(1, cfg_.threads); ++i)
+        threads_.emplace_back([this] {
+            for (;;) {
+                try {
+                    ioc_.run();
+                    return;
+                } catch (const std::exception & e) {
+                    std::fprintf(stderr, "baton: %s: event loop: %s\n", cfg_.log_name.c_str(), e.what());
+                }
+            }
+        });
+}
+
+net::awaitable<void> http_server::accept_loop() {
+    for (;;) {
+        error_code ec;
+        tcp::socket sock = co_await acceptor_.async_accept(net::make_strand(ioc_), net::redirect_error(net::use_awaitable, ec));
+        if (ec) {
+            if (!acceptor_.is_open() || stopped_) break;
+            continue;  // EMFILE and friends: the next accept may work
+        }
+        sock.set_option(tcp::no_delay(true), ec);  // SSE events and small responses go out at once
+        if (n_open_.load() >= cfg_.limits.max_connections) {
+            ++n_refused_;
+            // Refused quickly, never queued: one short write of a canned 503, then close.
+            static const std::string k_busy = [] {
+                const std::string body = http_error_json(Status(status_code::unavailable, "too many connections (--max-connections)"), 503);
+                return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: " +
+                       std::to_string(body.size()) + "\r\n\r\n" + body;
+            }();
+            sock.non_blocking(true, ec);
+            (void) ::send(sock.native_handle(), k_busy.data(), k_busy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+            sock.shutdown(tcp::socket::shutdown_both, ec);
+            sock.close(ec);
+            continue;
+        }
+        ++n_open_;
+        ++n_accepted_;
+        auto s = std::make_shared<http_session>(*this, std::move(sock));
+        {
+            std::lock_guard<std::mutex> lk(sessions_mu_);
+            if (sessions_.size() > 64 && sessions_.size() > 2 * size_t(n_open_.load()))
+                std::erase_if(sessions_, [](const std::weak_ptr<http_session> & w) { return w.expired(); });
+            sessions_.push_back(s);
+        }
+        auto ex = s->stream_.get_executor();
+        net::co_spawn(ex, [s]() -> net::awaitable<void> { co_await s->run(); }, [this](std::exception_ptr e) {
+            if (!e) return;
+            try {
+                std::rethrow_exception(e);
+            } catch (const std::exception & x) {
+                std::fprintf(stderr, "baton: %s: connection ended by an exception: %s\n", cfg_.log_name.c_str(), x.what());
+            } catch (...) {
+            }
+        });
+    }
+}
+
+void http_server::connection_closed() { n_open_.fetch_sub(1); }
+
+void http_server::render_metrics(std::string & out) const {
+    requests_.render(out);
+    metric_scalar(out, "baton_http_connections_open", "gauge", "Open client connections", double(n_open_.load()));
+    metric_scalar(out, "baton_http_connections_refused_total", "counter", "Connections refused with 503 over --max-connections",
+                  double(n_refused_.load()));
+}
+
+void http_server::stop() {
+    if (stopped_.exchange(true)) return;
+    if (running_) {
+        net::post(ioc_, [this] {
+            error_code ec;
+            acceptor_.close(ec);
+        });
+        std::vector<std::shared_ptr<http_session>> live;
+        {
+            std::lock_guard<std::mutex> lk(sessions_mu_);
+            for (auto & w : sessions_)
+                if (auto s = w.lock()) live.push_back(std::move(s));
+            sessions_.clear();
+        }
+        for (auto & s : live) net::post(s->stream_.get_executor(), [s] { s->close(); });
+        live.clear();
+        work_.reset();
+        // Let the sessions see their sockets close and end; what is left after that is torn down.
+        const auto until = steady::now() + std::chrono::seconds(2);
+        while (n_open_.load() > 0 && steady::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        ioc_.stop();
+    }
+    for (auto & t : threads_)
+        if (t.joinable()) t.join();
+    bridge_.join();
+    running_ = false;
+}
+
+}  // namespace baton

@@ -1,0 +1,18 @@
+// sse.h — server-sent event framing, the one SSE writer of node and router.
+// Thread-safety: pure functions.
+#pragma once
+
+#include <string>
+
+#include "baton/status.h"
+
+namespace baton {
+
+// sse_event frames one event: "data: PAYLOAD\n\n". sse_done is "data: [DONE]\n\n".
+std::string sse_event(const std::string & payload);
+const std::string & sse_done();
+// sse_error_and_done: the error event (the JSON error object of http_errors.h) followed by [DONE]; how
+// every stream that fails after its first byte ends.
+std::string sse_error_and_done(const Status & st);
+
+}  // namespace baton

@@ -1,0 +1,747 @@
+// edge_e2e_test.cpp — the HTTP edge of `baton serve` and `baton route`, end to end at the byte level.
+//
+// Real node and router processes on ephemeral ports (node_process), driven through raw TCP sockets
+// (support/raw_http.h) so a test controls every byte and sees every close: clients that trickle headers,
+// header blocks at and over the limits, pipelined and malformed requests, random paths aimed at the
+// metric labels, the API key on every route, readers that stall mid-stream, and connection floods. Each
+// test is named after the finding it pins; every socket operation has a deadline, waits poll(2) instead
+// of sleeping, and every process is reaped by its guard.
+#include <gtest/gtest.h>
+
+#include <poll.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "server/serve_test_util.h"
+#include "support/node_process.h"
+#include "support/raw_http.h"
+
+namespace baton::test {
+namespace {
+
+const std::string k_small_completion = R"({"prompt":"Hi","max_tokens":4,"temperature":0})";
+
+// start_or_report starts a node or router; on failure (e.g. an option this binary does not know yet) it
+// records the failure with the child's stderr and returns nullptr, for the caller to ASSERT_TRUE on.
+std::unique_ptr<node_process> start_or_report(const std::vector<std::string> & args) {
+    try {
+        return node_process::start(args, 60);
+    } catch (const std::exception & e) {
+        std::string cmd;
+        for (const auto & a : args) cmd += " " + a;
+        ADD_FAILURE() << "could not start `baton" << cmd << "`: " << e.what();
+        return nullptr;
+    }
+}
+
+// route_args: `route --decode URL` with a short health interval, plus extra.
+std::vector<std::string> route_args(const node_process & node, std::vector<std::string> extra = {}) {
+    std::vector<std::string> a = {"route", "--decode", node.url(), "--timeout", "120", "--health-interval", "0.2"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+}
+
+// ensure_nofile raises RLIMIT_NOFILE (soft) to at least need, up to the hard limit; false if it cannot.
+// Children started afterwards inherit the raised limit.
+bool ensure_nofile(rlim_t need, std::string & why) {
+    rlimit rl{};
+    if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        why = "getrlimit failed";
+        return false;
+    }
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur >= need) return true;
+    if (rl.rlim_cur == RLIM_INFINITY) return true;
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need) {
+        why = "RLIMIT_NOFILE hard limit " + std::to_string(rl.rlim_max) + " < " + std::to_string(need) + " needed";
+        return false;
+    }
+    rl.rlim_cur = need;
+    if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        why = "setrlimit(RLIMIT_NOFILE, " + std::to_string(need) + ") failed";
+        return false;
+    }
+    return true;
+}
+
+std::string close_request(const std::string & method, const std::string & path, std::vector<std::string> headers = {},
+                          const std::string & body = "") {
+    headers.push_back("Connection: close");
+    if (!body.empty()) headers.push_back("Content-Type: application/json");
+    return raw_request(method, path, headers, body);
+}
+
+// probe_once sends request on a fresh connection; "" when it was answered with want_status within
+// limit_s seconds, else what happened.
+std::string probe_once(const node_process & srv, const std::string & what, const std::string & request, int want_status, double limit_s = 1.0) {
+    const auto t = raw_clock::now();
+    std::string err;
+    const auto r = raw_exchange(srv.host(), srv.port(), request, limit_s + 2.0, &err);
+    const double dt = raw_seconds_since(t);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.3f s", dt);
+    if (!r) return what + ": no response after " + buf + ": " + err;
+    if (r->status != want_status) return what + ": status " + std::to_string(r->status) + " after " + buf + ": " + r->body.substr(0, 200);
+    if (dt > limit_s) return what + ": answered only after " + buf;
+    return "";
+}
+
+// expect_error_shape: body is {"error":{"code":want,"type":"...","message":"..."}}.
+void expect_error_shape(const raw_response & r, int want, const std::string & ctx) {
+    const json j = json::parse(r.body, nullptr, false);
+    ASSERT_TRUE(j.is_object() && j.contains("error") && j["error"].is_object()) << ctx << ": body " << r.body;
+    const json & e = j["error"];
+    EXPECT_TRUE(e.contains("code") && e["code"].is_number_integer() && e["code"].get<int>() == want) << ctx << ": " << r.body;
+    EXPECT_TRUE(e.contains("type") && e["type"].is_string() && !e["type"].get<std::string>().empty()) << ctx << ": " << r.body;
+    EXPECT_TRUE(e.contains("message") && e["message"].is_string() && !e["message"].get<std::string>().empty()) << ctx << ": " << r.body;
+}
+
+// ---- 1. slow header clients ----
+
+// One client that sends a request header one byte at a time and never finishes it.
+struct trickle_client {
+    raw_conn conn;
+    raw_clock::time_point opened, next_send;
+    size_t sent = 0;
+    bool closed = false;
+    double closed_after_s = 0;  // since opened
+    std::string how;            // "EOF", "reset", "HTTP 408", ...
+};
+
+// expect_slow_headers_do_not_block opens n_slow connections to srv that trickle a header one byte every
+// 200 ms (all driven from this thread with poll), checks that fresh /health and completion requests keep
+// answering within 1 s over ~3 s, and that the server closes every trickling connection after about
+// header_timeout_s (within 6 s of its start) although bytes keep arriving.
+void expect_slow_headers_do_not_block(const node_process & srv, double header_timeout_s, int n_slow) {
+    const std::string header = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: trickle\r\nX-Slow: " + std::string(4096, 'a');
+    const auto period = std::chrono::milliseconds(200);
+    // Warm-up (not timed): the first completions may pay one-off costs (a router's first node connection).
+    for (int i = 0; i < 3; ++i) probe_once(srv, "warm-up", close_request("POST", "/v1/completions", {}, k_small_completion), 200, 30);
+    std::vector<trickle_client> cl(static_cast<size_t>(n_slow));
+    const auto connect_deadline = raw_deadline(15);
+    for (int i = 0; i < n_slow; ++i) {
+        trickle_client & c = cl[size_t(i)];
+        const double left = std::max(0.01, std::chrono::duration<double>(connect_deadline - raw_clock::now()).count());
+        ASSERT_TRUE(c.conn.connect(srv.host(), srv.port(), left)) << "slow client " << i << ": " << c.conn.error();
+        c.opened = raw_clock::now();
+        c.next_send = c.opened + period * i / n_slow;  // spread the sends over the period
+    }
+    const auto last_opened = cl.back().opened;
+
+    // Probes on fresh connections, on their own thread, every ~250 ms for ~3 s.
+    std::mutex mu;
+    std::condition_variable cv;
+    bool stop = false;
+    std::vector<std::string> probe_failures;
+    int probe_rounds = 0;
+    std::thread prober([&] {
+        const auto end = raw_deadline(3.0);
+        auto next = raw_clock::now();
+        while (raw_clock::now() < end) {
+            for (const std::string & f : {probe_once(srv, "GET /health", close_request("GET", "/health"), 200),
+                                          probe_once(srv, "POST /v1/completions", close_request("POST", "/v1/completions", {}, k_small_completion), 200)})
+                if (!f.empty()) {
+                    std::lock_guard<std::mutex> lk(mu);
+                    probe_failures.push_back(f);
+                }
+            next += std::chrono::milliseconds(250);
+            std::unique_lock<std::mutex> lk(mu);
+            ++probe_rounds;
+            if (cv.wait_until(lk, std::min(next, end), [&] { return stop; })) break;
+        }
+    });
+
+    // Drive the trickling clients until the server closed them all, or 6 s after the last one opened.
+    const auto loop_end = last_opened + std::chrono::seconds(6) + std::chrono::milliseconds(200);
+    int open = n_slow;
+    auto mark_closed = [&](trickle_client & c, std::string how) {
+        c.closed = true;
+        c.closed_after_s = raw_seconds_since(c.opened);
+        c.how = std::move(how);
+        c.conn.close();
+        --open;
+    };
+    std::vector<pollfd> pfd;
+    std::vector<size_t> idx;
+    while (open > 0 && raw_clock::now() < loop_end) {
+        pfd.clear();
+        idx.clear();
+        auto wake = loop_end;
+        for (size_t i = 0; i < cl.size(); ++i) {
+            if (cl[i].closed) continue;
+            pfd.push_back({cl[i].conn.fd(), POLLIN, 0});
+            idx.push_back(i);
+            wake = std::min(wake, cl[i].next_send);
+        }
+        const int rc = ::poll(pfd.data(), nfds_t(pfd.size()), raw_ms_until(wake));
+        ASSERT_GE(rc, 0) << "poll: " << std::strerror(errno);
+        for (size_t k = 0; k < pfd.size() && rc > 0; ++k) {
+            if (pfd[k].revents == 0) continue;
+            trickle_client & c = cl[idx[k]];
+            const raw_io io = c.conn.read_some(0);
+            if (io == raw_io::raw_io_eof) mark_closed(c, c.conn.buffer().empty() ? "EOF" : "EOF after: " + c.conn.buffer().substr(0, 40));
+            else if (io == raw_io::raw_io_reset || io == raw_io::raw_io_error) mark_closed(c, "reset");
+            else if (io == raw_io::raw_io_data && c.conn.buffer().size() >= 12 && c.conn.buffer().find("\r\n") != std::string::npos)
+                mark_closed(c, "HTTP " + c.conn.buffer().substr(9, 3));  // a status line: "HTTP/1.1 408 ..."
+        }
+        const auto now = raw_clock::now();
+        for (auto & c : cl) {
+            if (c.closed || c.next_send > now) continue;
+            const char byte = header[c.sent % header.size()];
+            if (!c.conn.send_all(std::string_view(&byte, 1), 1.0)) {
+                mark_closed(c, "send failed: " + c.conn.error());
+                continue;
+            }
+            ++c.sent;
+            c.next_send += period;
+        }
+    }
+    {
+        std::lock_guard<std::mutex> lk(mu);
+        stop = true;
+    }
+    cv.notify_all();
+    prober.join();
+
+    EXPECT_GE(probe_rounds, 3);
+    for (const auto & f : probe_failures) ADD_FAILURE() << "while " << n_slow << " clients trickled headers: " << f;
+    int still_open = 0, bad_how = 0;
+    double first = 1e9, last = 0;
+    size_t max_sent = 0;
+    for (size_t i = 0; i < cl.size(); ++i) {
+        const trickle_client & c = cl[i];
+        max_sent = std::max(max_sent, c.sent);
+        if (!c.closed) {
+            ++still_open;
+            continue;
+        }
+        first = std::min(first, c.closed_after_s);
+        last = std::max(last, c.closed_after_s);
+        const bool ok_how = c.how == "EOF" || c.how == "reset" || c.how == "HTTP 408" || c.how.rfind("EOF after: HTTP/1.1 408", 0) == 0 ||
+                            c.how.rfind("send failed", 0) == 0;
+        if (!ok_how && bad_how++ < 5) ADD_FAILURE() << "slow client " << i << " ended with " << c.how << " (want EOF or 408)";
+    }
+    EXPECT_EQ(still_open, 0) << "connections still open 6 s after they started trickling a header (--header-timeout "
+                             << header_timeout_s << " must bound the whole header, not each byte); bytes sent each: up to " << max_sent;
+    if (still_open < n_slow) {
+        EXPECT_LE(last, 6.0) << "latest close after " << last << " s";
+        EXPECT_GE(first, 0.75 * header_timeout_s) << "a trickling connection was closed after " << first << " s, before --header-timeout "
+                                                  << header_timeout_s;
+    }
+}
+
+TEST(EdgeE2E, SlowHeaderClientsDoNotBlockOthers) {
+    const int n_slow = 500;
+    std::string why;
+    if (!ensure_nofile(rlim_t(n_slow) * 2 + 256, why)) GTEST_SKIP() << why;
+    // One compute thread, not serve_args' two: on a loaded 2-core machine ggml's two-thread barrier turns a
+    // 4-token completion into 0.7-1.9 s now and then, which would drown the 1 s bound this test is about.
+    auto node = start_or_report({"serve", "-m", test_model_path("llama"), "-c", "2048", "-t", "1", "-np", "2", "--header-timeout", "2"});
+    ASSERT_TRUE(node);
+    {
+        SCOPED_TRACE("node");
+        expect_slow_headers_do_not_block(*node, 2, n_slow);
+    }
+    auto router = start_or_report(route_args(*node, {"--header-timeout", "2"}));
+    ASSERT_TRUE(router);
+    {
+        SCOPED_TRACE("router in front of the node");
+        expect_slow_headers_do_not_block(*router, 2, n_slow);
+    }
+}
+
+// ---- 2. header block sizes ----
+
+// padded_health: a GET /health whose header block (request line through the empty line) is exactly
+// total bytes, padded with an X-Pad header. REQUIRES: total >= 64.
+std::string padded_health(size_t total) {
+    const std::string head = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: ";
+    const std::string tail = "\r\n\r\n";
+    return head + std::string(total - head.size() - tail.size(), 'p') + tail;
+}
+
+// expect_two_health_responses: a padded /health of block bytes and a plain one in one write answer 200, 200.
+void expect_two_health_responses(const node_process & srv, size_t block) {
+    SCOPED_TRACE("header block of " + std::to_string(block) + " bytes");
+    const std::string first = padded_health(block);
+    ASSERT_EQ(first.size(), block);
+    raw_conn c;
+    ASSERT_TRUE(c.connect(srv.host(), srv.port(), 5)) << c.error();
+    ASSERT_TRUE(c.send_all(first + raw_request("GET", "/health"), 5)) << c.error();
+    for (int i = 0; i < 2; ++i) {
+        const auto r = c.read_response(5);
+        ASSERT_TRUE(r) << "response " << i << ": " << c.error() << "; buffered: " << c.buffer().substr(0, 200);
+        EXPECT_EQ(r->status, 200) << "response " << i << ": " << r->body;
+        EXPECT_TRUE(json::parse(r->body, nullptr, false).is_object()) << r->body;
+    }
+    // Nothing else is owed: a third response would mean the stream was split in the wrong place.
+    EXPECT_EQ(c.read_some(0.2), raw_io::raw_io_timeout) << "unexpected bytes: " << c.buffer().substr(0, 200);
+}
+
+// expect_one_error_then_close: request (followed by a valid GET /health in the same write) gets exactly
+// one response with want status and Connection: close, then the server closes; the trailing request is
+// never served.
+void expect_one_error_then_close(const node_process & srv, const std::string & request, int want, const std::string & what) {
+    SCOPED_TRACE(what);
+    raw_conn c;
+    ASSERT_TRUE(c.connect(srv.host(), srv.port(), 5)) << c.error();
+    ASSERT_TRUE(c.send_all(request + raw_request("GET", "/health"), 5)) << c.error();
+    const auto r = c.read_response(5);
+    ASSERT_TRUE(r) << c.error() << "; buffered: " << c.buffer().substr(0, 200);
+    EXPECT_EQ(r->status, want) << r->body;
+    EXPECT_TRUE(r->header_has_token("Connection", "close")) << "the error response must say Connection: close";
+    EXPECT_TRUE(c.wait_closed(5)) << "the server must close the connection after a " << want;
+    EXPECT_EQ(c.buffer(), "") << "the bytes after the bad request were served as a request";
+}
+
+TEST(EdgeE2E, HeaderBlockOf8192BytesDoesNotDesync) {
+    auto node = start_or_report(serve_args("llama"));
+    ASSERT_TRUE(node);
+    // Blocks at and past common parser defaults (8 KiB) but under the default --max-header-bytes 16384.
+    expect_two_health_responses(*node, 8192);
+    expect_two_health_responses(*node, 8193);
+    expect_two_health_responses(*node, 16000);
+    expect_one_error_then_close(*node, padded_health(20000), 431, "20000-byte header block against the default limit");
+    expect_one_error_then_close(*node, "GARBAGE\r\n\r\n", 400, "malformed request line");
+
+    auto small = start_or_report(serve_args("llama", {"--max-header-bytes", "4096"}));
+    ASSERT_TRUE(small);
+    expect_two_health_responses(*small, 4000);
+    expect_one_error_then_close(*small, padded_health(5000), 431, "5000-byte header block against --max-header-bytes 4096");
+}
+
+// ---- 3. pipelining ----
+
+TEST(EdgeE2E, PipelinedRequestsAnsweredInOrder) {
+    auto node = start_or_report(serve_args("llama", {"-np", "2"}));
+    ASSERT_TRUE(node);
+    [&] {  // a lambda, so a failed ASSERT ends only this part
+        SCOPED_TRACE("five pipelined requests in one write");
+        raw_conn c;
+        ASSERT_TRUE(c.connect(node->host(), node->port(), 5)) << c.error();
+        const std::vector<std::pair<std::string, int>> want = {{"/health", 200}, {"/v1/models", 200}, {"/nope", 404}, {"/health", 200}, {"/v1/slots", 200}};
+        std::string all;
+        for (const auto & w : want) all += raw_request("GET", w.first);
+        ASSERT_TRUE(c.send_all(all, 5)) << c.error();
+        for (size_t i = 0; i < want.size(); ++i) {
+            const auto r = c.read_response(10);
+            ASSERT_TRUE(r) << "response " << i << " (" << want[i].first << "): " << c.error();
+            EXPECT_EQ(r->status, want[i].second) << "response " << i << " (" << want[i].first << "): " << r->body;
+            const json j = json::parse(r->body, nullptr, false);
+            if (want[i].first == "/health") {
+                EXPECT_TRUE(j.is_object() && j.contains("status")) << r->body;
+            } else if (want[i].first == "/v1/models") {
+                EXPECT_TRUE(j.is_object() && j.contains("data")) << r->body;
+            } else if (want[i].first == "/nope") {
+                expect_error_shape(*r, 404, "GET /nope");
+            } else if (want[i].first == "/v1/slots") {
+                EXPECT_TRUE(j.is_array() && j.size() == 2) << r->body;
+            }
+        }
+        ASSERT_TRUE(c.send_all(raw_request("GET", "/health", {"Connection: close"}), 5)) << c.error();
+        const auto r = c.read_response(5);
+        ASSERT_TRUE(r) << c.error();
+        EXPECT_EQ(r->status, 200);
+        EXPECT_TRUE(r->header_has_token("Connection", "close"));
+        EXPECT_TRUE(c.wait_closed(5)) << "Connection: close must end the connection";
+        EXPECT_EQ(c.buffer(), "");
+    }();
+    [&] {  // a lambda, so a failed ASSERT ends only this part
+        SCOPED_TRACE("HEAD /health then GET /health");
+        raw_conn c;
+        ASSERT_TRUE(c.connect(node->host(), node->port(), 5)) << c.error();
+        ASSERT_TRUE(c.send_all(raw_request("HEAD", "/health") + raw_request("GET", "/health"), 5)) << c.error();
+        const auto h = c.read_response(5, /*head=*/true);
+        ASSERT_TRUE(h) << c.error();
+        EXPECT_EQ(h->status, 200);
+        // A body after the HEAD response would be read as the start of the next response.
+        const auto g = c.read_response(5);
+        ASSERT_TRUE(g) << "the response after HEAD: " << c.error() << "; buffered: " << c.buffer().substr(0, 200);
+        EXPECT_EQ(g->status, 200);
+        EXPECT_TRUE(json::parse(g->body, nullptr, false).is_object()) << g->body;
+        if (h->has_header("Content-Length") && h->header("Content-Length") != "0") {
+            EXPECT_EQ(h->header("Content-Length"), std::to_string(g->body.size())) << "HEAD must announce the GET body's length";
+        }
+    }();
+    [&] {  // a lambda, so a failed ASSERT ends only this part
+        SCOPED_TRACE("chunked request body");
+        const auto plain = raw_exchange(node->host(), node->port(), close_request("POST", "/v1/completions", {}, k_small_completion), 30);
+        ASSERT_TRUE(plain);
+        ASSERT_EQ(plain->status, 200) << plain->body;
+        const std::string b = k_small_completion;
+        char sz[32];
+        std::string chunked;
+        for (size_t off = 0; off < b.size(); off += 10) {
+            const std::string part = b.substr(off, 10);
+            std::snprintf(sz, sizeof sz, "%zx\r\n", part.size());
+            chunked += sz + part + "\r\n";
+        }
+        chunked += "0\r\n\r\n";
+        const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                                "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n" + chunked;
+        std::string err;
+        const auto r = raw_exchange(node->host(), node->port(), req, 30, &err);
+        ASSERT_TRUE(r) << err;
+        ASSERT_EQ(r->status, 200) << r->body;
+        const json j = json::parse(r->body, nullptr, false), pj = json::parse(plain->body, nullptr, false);
+        ASSERT_TRUE(j.is_object() && j.contains("choices")) << r->body;
+        EXPECT_EQ(j["choices"][0]["text"], pj["choices"][0]["text"]) << "the chunked body must mean the same request";
+    }();
+}
+
+// ---- 4. metric labels from client input ----
+
+// The HTTP request counter: baton_http_requests_total (nodes, and the router once it shares the HTTP
+// edge) or baton_router_requests_total (the router before that).
+const std::vector<std::string> k_request_counters = {"baton_http_requests_total", "baton_router_requests_total"};
+
+// count_series: lines of metrics text that are samples of one of counters.
+int count_series(const std::string & text, const std::vector<std::string> & counters) {
+    int n = 0;
+    size_t pos = 0;
+    while (pos < text.size()) {
+        size_t eol = text.find('\n', pos);
+        if (eol == std::string::npos) eol = text.size();
+        const std::string_view line(text.data() + pos, eol - pos);
+        for (const auto & counter : counters)
+            if (line.rfind(counter, 0) == 0 && line.size() > counter.size() && (line[counter.size()] == '{' || line[counter.size()] == ' ')) ++n;
+        pos = eol + 1;
+    }
+    return n;
+}
+
+std::string fetch_metrics(const node_process & srv, const std::string & key) {
+    std::vector<std::string> h;
+    if (!key.empty()) h.push_back("Authorization: Bearer " + key);
+    std::string err;
+    const auto r = raw_exchange(srv.host(), srv.port(), close_request("GET", "/metrics", h), 10, &err);
+    if (!r) {
+        ADD_FAILURE() << "GET /metrics: " << err;
+        return "";
+    }
+    EXPECT_EQ(r->status, 200) << r->body;
+    return r->body;
+}
+
+// expect_random_paths_add_no_series sends 1000 requests for distinct random paths (and some random
+// methods) without a key over keep-alive connections, then checks that /metrics (read with key, if any)
+// grew by at most a few request-counter series and that neither the random parts nor the injected
+// "evil_metric" appear in /metrics or in the process's stderr. key set: every such GET/POST is a 401.
+void expect_random_paths_add_no_series(const node_process & srv, const std::string & key) {
+    // Warm-up: one of each kind, so the series they may legitimately add (unmatched, 404/401, the
+    // /metrics scrape itself) exist before the count.
+    std::mt19937_64 rng(key.empty() ? 20240611 : 20240612);
+    auto hex = [&] {
+        char b[17];
+        std::snprintf(b, sizeof b, "%016llx", (unsigned long long) rng());
+        return std::string(b);
+    };
+    auto make = [&](int i, std::string & tag) {
+        tag = hex();
+        switch (i % 6) {
+            case 0: return raw_request("GET", "/x/" + tag);
+            case 1: return raw_request("GET", "/a%22%7D%0Aevil_metric%201/" + tag);
+            case 2: return raw_request("GET", "/v1/" + tag + "?q=%22%0Aevil_metric%7B%7D%201");
+            case 3: return raw_request("GET", "/v1/slots/" + tag + "/state");
+            case 4: return raw_request("POST", "/x/" + tag + "%0Aevil_metric", {"Content-Type: application/json"}, "{}");
+            default: return raw_request("X" + tag, "/health");  // a method nobody serves
+        }
+    };
+    std::vector<std::string> tags;
+    int answered = 0, not_401 = 0, not_4xx = 0;
+    std::string sample_bad;
+    raw_conn c;
+    auto send_one = [&](const std::string & req, bool counted, bool custom_method) {
+        for (int attempt = 0; attempt < 2; ++attempt) {
+            if (!c.is_open() || c.peer_closed()) {
+                if (!c.connect(srv.host(), srv.port(), 5)) continue;
+            }
+            if (!c.send_all(req, 5)) {
+                c.close();
+                continue;
+            }
+            const auto r = c.read_response(5);
+            if (!r) {
+                c.close();
+                continue;
+            }
+            if (counted) {
+                ++answered;
+                // With a key, auth comes before routing; a method nobody serves may be refused earlier.
+                if (!key.empty() && !custom_method && r->status != 401 && not_401++ == 0)
+                    sample_bad = req.substr(0, req.find('\r')) + " -> " + std::to_string(r->status);
+                if ((r->status < 400 || r->status >= 600) && not_4xx++ == 0)
+                    sample_bad = req.substr(0, req.find('\r')) + " -> " + std::to_string(r->status);
+            }
+            if (r->header_has_token("Connection", "close")) c.close();
+            return;
+        }
+    };
+    std::string tag;
+    for (int i = 0; i < 6; ++i) send_one(make(i, tag), false, i % 6 == 5);
+    fetch_metrics(srv, key);
+    const std::string before = fetch_metrics(srv, key);
+    const int n_before = count_series(before, k_request_counters);
+    ASSERT_GT(n_before, 0) << "no request counter series before the test:\n" << before;
+
+    const int n = 1000;
+    for (int i = 0; i < n; ++i) {
+        const std::string req = make(i, tag);
+        tags.push_back(tag);
+        send_one(req, true, i % 6 == 5);
+    }
+    EXPECT_EQ(answered, n) << "every request gets a response (reconnecting after a close)";
+    EXPECT_EQ(not_4xx, 0) << "random paths must be errors, e.g. " << sample_bad;
+    if (!key.empty()) {
+        EXPECT_EQ(not_401, 0) << "without the key every path is a 401 (auth before routing), e.g. " << sample_bad;
+    }
+
+    const std::string after = fetch_metrics(srv, key);
+    const int n_after = count_series(after, k_request_counters);
+    EXPECT_LE(n_after, n_before + 4) << "request counter series grew from " << n_before << " to " << n_after << " after " << n
+                                     << " random paths:\n" << after.substr(0, 4000);
+    EXPECT_EQ(after.find("evil_metric"), std::string::npos) << "client input reached /metrics:\n" << after.substr(0, 4000);
+    const std::string err = srv.stderr_text();
+    EXPECT_EQ(err.find("evil_metric"), std::string::npos) << "client input reached stderr:\n" << err.substr(0, 2000);
+    int in_metrics = 0, in_stderr = 0;
+    std::string first_tag;
+    for (const auto & t : tags) {
+        if (after.find(t) != std::string::npos && in_metrics++ == 0) first_tag = t;
+        if (err.find(t) != std::string::npos) ++in_stderr;
+    }
+    EXPECT_EQ(in_metrics, 0) << "random path parts in /metrics (first: " << first_tag << ")";
+    EXPECT_EQ(in_stderr, 0) << "random path parts in stderr:\n" << err.substr(0, 2000);
+}
+
+TEST(EdgeE2E, RandomPathsDoNotAddMetricSeries) {
+    auto node = start_or_report(serve_args("llama"));
+    ASSERT_TRUE(node);
+    {
+        SCOPED_TRACE("node, no key");
+        expect_random_paths_add_no_series(*node, "");
+    }
+    auto router = start_or_report(route_args(*node));
+    ASSERT_TRUE(router);
+    {
+        SCOPED_TRACE("router, no key");
+        expect_random_paths_add_no_series(*router, "");
+    }
+    auto keyed = start_or_report(serve_args("llama", {"--api-key", "k"}));
+    ASSERT_TRUE(keyed);
+    {
+        SCOPED_TRACE("node, --api-key k");
+        expect_random_paths_add_no_series(*keyed, "k");
+    }
+    auto keyed_router = start_or_report(route_args(*node, {"--api-key", "k"}));
+    ASSERT_TRUE(keyed_router);
+    {
+        SCOPED_TRACE("router, --api-key k");
+        expect_random_paths_add_no_series(*keyed_router, "k");
+    }
+}
+
+// ---- 5. the API key ----
+
+struct route_case {
+    std::string method, path, body, content_type;
+};
+
+// expect_auth_on_routes: every route answers 401 (JSON error shape) without the key or with any wrong
+// one, and something else with it; /health needs no key.
+void expect_auth_on_routes(const node_process & srv, const std::string & key, const std::vector<route_case> & routes) {
+    std::string same_len = key;
+    same_len.back() = same_len.back() == 'z' ? 'y' : 'z';
+    const std::vector<std::pair<std::string, std::string>> bad = {
+        {"no Authorization header", ""},
+        {"wrong key", "Authorization: Bearer wrong"},
+        {"wrong key of the same length", "Authorization: Bearer " + same_len},
+        {"a prefix of the key", "Authorization: Bearer " + key.substr(0, key.size() - 1)},
+        {"the key plus a byte", "Authorization: Bearer " + key + "x"},
+        {"empty Bearer", "Authorization: Bearer "},
+        {"the key without Bearer", "Authorization: " + key},
+        {"Basic scheme", "Authorization: Basic " + key},
+    };
+    for (const auto & rc : routes) {
+        const std::string what = rc.method + " " + rc.path;
+        auto req = [&](const std::string & auth) {
+            std::vector<std::string> h = {"Connection: close"};
+            if (!auth.empty()) h.push_back(auth);
+            if (!rc.content_type.empty()) h.push_back("Content-Type: " + rc.content_type);
+            return raw_request(rc.method, rc.path, h, rc.body);
+        };
+        for (const auto & b : bad) {
+            std::string err;
+            const auto r = raw_exchange(srv.host(), srv.port(), req(b.second), 30, &err);
+            ASSERT_TRUE(r) << what << " with " << b.first << ": " << err;
+            EXPECT_EQ(r->status, 401) << what << " with " << b.first << ": " << r->body;
+            if (r->status == 401) expect_error_shape(*r, 401, what + " with " + b.first);
+        }
+        std::string err;
+        const auto ok = raw_exchange(srv.host(), srv.port(), req("Authorization: Bearer " + key), 60, &err);
+        ASSERT_TRUE(ok) << what << " with the key: " << err;
+        EXPECT_NE(ok->status, 401) << what << " with the key: " << ok->body;
+    }
+    const auto h = raw_exchange(srv.host(), srv.port(), close_request("GET", "/health"), 10);
+    ASSERT_TRUE(h);
+    EXPECT_EQ(h->status, 200) << "/health needs no key: " << h->body;
+}
+
+TEST(EdgeE2E, AuthOnEveryRoute) {
+    const std::string node_key = "k-node-0123456789", router_key = "k-router-abcdef";
+    auto node = start_or_report(serve_args("llama", {"--api-key", node_key}));
+    ASSERT_TRUE(node);
+    const std::string completion = k_small_completion;
+    const std::string chat = R"({"messages":[{"role":"user","content":"Hi"}],"max_tokens":4,"temperature":0})";
+    {
+        SCOPED_TRACE("node");
+        expect_auth_on_routes(*node, node_key,
+                              {{"GET", "/metrics", "", ""},
+                               {"GET", "/v1/models", "", ""},
+                               {"GET", "/v1/slots", "", ""},
+                               {"GET", "/v1/slots/0/state", "", ""},
+                               {"PUT", "/v1/slots/0/state", "not a blob", "application/octet-stream"},
+                               {"DELETE", "/v1/slots/0/state", "", ""},
+                               {"POST", "/v1/completions", completion, "application/json"},
+                               {"POST", "/v1/chat/completions", chat, "application/json"},
+                               {"POST", "/v1/prefill", completion, "application/json"},
+                               {"POST", "/v1/decode", "not a blob", "application/octet-stream"},
+                               {"GET", "/no/such/route", "", ""},
+                               {"POST", "/no/such/route", "{}", "application/json"}});
+    }
+    auto router = start_or_report(route_args(*node, {"--api-key", router_key, "--node-key", node_key}));
+    ASSERT_TRUE(router);
+    {
+        SCOPED_TRACE("router");
+        expect_auth_on_routes(*router, router_key,
+                              {{"GET", "/metrics", "", ""},
+                               {"GET", "/v1/models", "", ""},
+                               {"POST", "/v1/completions", completion, "application/json"},
+                               {"POST", "/v1/chat/completions", chat, "application/json"},
+                               {"GET", "/no/such/route", "", ""},
+                               {"POST", "/no/such/route", "{}", "application/json"}});
+        // With the key the router reaches the node with --node-key: real answers, not just "not 401".
+        const auto m = raw_exchange(router->host(), router->port(),
+                                    close_request("POST", "/v1/completions", {"Authorization: Bearer " + router_key}, completion), 60);
+        ASSERT_TRUE(m);
+        EXPECT_EQ(m->status, 200) << m->body;
+    }
+}
+
+// ---- 6. stalled stream readers ----
+
+// A stream long enough that it cannot finish within the test: 8000 tokens of a 512-wide model (the
+// 64-wide test model can be fast enough to finish a 1800-token stream before any timeout; the 512-wide
+// one takes ~20 s for 8000 on two cores).
+const int k_stall_tokens = 8000;
+// On loopback the server's send buffer autotunes up to tcp_wmem[2] (4 MiB by default) whatever the
+// client's SO_RCVBUF, and ~200-byte events would take far longer than the test to fill it. Every chunk
+// echoes the request's "model", so a 4000-byte model name makes each event ~4 KiB: the buffers fill
+// within a few seconds and the server's writes stall, as with a slow reader on a real network.
+const size_t k_stall_model_bytes = 4000;
+std::vector<std::string> stall_node_args(std::vector<std::string> extra) {
+    std::vector<std::string> a = {"serve", "-m", test_model_path("llama", 1, 512, 4), "-c", "8192", "-np", "1", "-t", "2"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+}
+
+// expect_stalled_reader_cancelled: a client of front that reads the stream's headers and then never reads
+// again (4 KiB receive buffer) loses its stream: node's slot 0 frees within 15 s, well before the stream
+// could end, and the node serves a new request.
+void expect_stalled_reader_cancelled(const node_process & front, const node_process & node) {
+    json body = long_stream_body();
+    body["max_tokens"] = k_stall_tokens;
+    body["model"] = "stall-" + std::string(k_stall_model_bytes, 'm');
+    raw_conn c;
+    ASSERT_TRUE(c.connect(front.host(), front.port(), 5, /*rcvbuf_bytes=*/4096)) << c.error();
+    ASSERT_TRUE(c.send_all(raw_request("POST", "/v1/completions", {"Content-Type: application/json"}, body.dump()), 5)) << c.error();
+    ASSERT_TRUE(c.read_until("\r\n\r\n", 60)) << "no response headers: " << c.error() << "; got: " << c.buffer().substr(0, 200);
+    ASSERT_EQ(c.buffer().rfind("HTTP/1.1 200", 0), 0u) << c.buffer().substr(0, 400);
+    const auto stalled_at = raw_clock::now();
+    // From here on the client never reads.
+    // A router may send the headers before the node has the request: wait until the stream holds the slot.
+    bool busy = false;
+    json slots;
+    for (const auto d = raw_deadline(10); !busy && raw_clock::now() < d;) {
+        slots = json::parse(get(node, "/v1/slots", "", 10).body, nullptr, false);
+        busy = slots.is_array() && !slots.empty() && slots[0]["busy"].get<bool>();
+        if (!busy) std::this_thread::sleep_for(std::chrono::milliseconds(10));  // poll interval, as wait_slot_idle
+    }
+    ASSERT_TRUE(busy) << "the stream never held the slot: " << slots.dump();
+    ASSERT_TRUE(wait_slot_idle(node, 0, 15)) << "a client that stopped reading still holds the slot "
+                                             << raw_seconds_since(stalled_at) << " s later";
+    const std::string m = get(node, "/metrics", "", 10).body;
+    EXPECT_LT(metric_value(m, "baton_generated_tokens_total"), k_stall_tokens) << "the stream ran to its end instead of being cancelled";
+    const auto r = raw_exchange(front.host(), front.port(), close_request("POST", "/v1/completions", {}, k_small_completion), 30);
+    ASSERT_TRUE(r) << "a new request after the stalled one";
+    EXPECT_EQ(r->status, 200) << r->body;
+}
+
+TEST(EdgeE2E, StalledStreamReaderIsCancelled) {
+    [&] {  // a lambda, so a failed ASSERT ends only this part
+        SCOPED_TRACE("node --write-timeout 2");
+        auto node = start_or_report(stall_node_args({"--write-timeout", "2"}));
+        ASSERT_TRUE(node);
+        expect_stalled_reader_cancelled(*node, *node);
+    }();
+    [&] {  // a lambda, so a failed ASSERT ends only this part
+        SCOPED_TRACE("router --write-timeout 2 in front of a node");
+        auto node = start_or_report(stall_node_args({}));
+        ASSERT_TRUE(node);
+        auto router = start_or_report(route_args(*node, {"--write-timeout", "2"}));
+        ASSERT_TRUE(router);
+        expect_stalled_reader_cancelled(*router, *node);
+    }();
+}
+
+// ---- 7. connection limit ----
+
+TEST(EdgeE2E, ExcessConnectionsRefusedQuickly) {
+    const int max_conn = 50;
+    std::string why;
+    if (!ensure_nofile(rlim_t(max_conn) * 2 + 256, why)) GTEST_SKIP() << why;
+    // One event-loop thread: connections are accepted in the order they were made, so the 51st is the
+    // one over the limit.
+    auto node = start_or_report(serve_args("llama", {"--max-connections", std::to_string(max_conn), "--http-threads", "1"}));
+    ASSERT_TRUE(node);
+    std::vector<raw_conn> idle(max_conn);
+    for (int i = 0; i < max_conn; ++i) ASSERT_TRUE(idle[size_t(i)].connect(node->host(), node->port(), 5)) << i << ": " << idle[size_t(i)].error();
+
+    const auto t = raw_clock::now();
+    raw_conn extra;
+    ASSERT_TRUE(extra.connect(node->host(), node->port(), 1.0)) << "the kernel accepts even when the server refuses: " << extra.error();
+    extra.send_all(raw_request("GET", "/health"), 1.0);  // may fail once the server has closed: that is a refusal too
+    const auto r = extra.read_response(1.0);
+    const double dt = raw_seconds_since(t);
+    if (r) {
+        EXPECT_EQ(r->status, 503) << "connection " << max_conn + 1 << " over --max-connections " << max_conn << ": " << r->body;
+        EXPECT_TRUE(extra.wait_closed(1.0)) << "a refused connection is closed";
+    } else {
+        EXPECT_TRUE(extra.peer_closed()) << "connection " << max_conn + 1 << " neither refused nor closed within 1 s: " << extra.error();
+    }
+    EXPECT_LT(dt, 1.0);
+    // The first max_conn were accepted: none of them was answered or closed.
+    int refused = 0;
+    for (auto & c : idle)
+        if (c.read_some(0) != raw_io::raw_io_timeout) ++refused;
+    EXPECT_EQ(refused, 0) << "of the first " << max_conn << " idle connections some were refused";
+
+    for (auto & c : idle) c.close();
+    extra.close();
+    // The server notices the closes; /health answers again (each try bounded by 1 s, 5 s in all).
+    const auto deadline = raw_deadline(5);
+    std::string last;
+    while (raw_clock::now() < deadline) {
+        last = probe_once(*node, "GET /health", close_request("GET", "/health"), 200);
+        if (last.empty()) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));  // poll interval, as wait_slot_idle
+    }
+    EXPECT_EQ(last, "") << "after the idle connections closed";
+}
+
+}  // namespace
+}  // namespace baton::test
