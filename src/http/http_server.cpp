@@ -1,12 +1,14 @@
 // http_server.cpp — the event-driven HTTP edge (see http_server.h for the phases and their limits).
 #include "http_server.h"
 
+#include <strings.h>
 #include <sys/socket.h>
 
 #include <algorithm>
 #include <cstdio>
 
 #include "baton/buffer_pool.h"
+#include "http_request_head.h"
 
 namespace baton {
 
@@ -84,7 +86,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
 
     net::awaitable<bool> write_raw(const std::vector<net::const_buffer> & bufs);
     net::awaitable<bool> send_refusal(http_exchange & ex, int status, const Status & st, bool close);
-    net::awaitable<Status> read_body(http::request_parser<http::buffer_body> & p, http_exchange & ex, const http_route_options & opts,
+    net::awaitable<Status> read_body(http_request_parser & p, http_exchange & ex, const http_route_options & opts,
                                      int & refuse_status);
     void arm_watch();
 };
@@ -117,7 +119,7 @@ net::awaitable<bool> http_session::send_refusal(http_exchange & ex, int status, 
 
 // read_body reads the request body into ex.req_.body within the route's cap. On failure refuse_status is
 // the HTTP status to answer (the connection is then closed: the rest of the body is never read).
-net::awaitable<Status> http_session::read_body(http::request_parser<http::buffer_body> & p, http_exchange & ex,
+net::awaitable<Status> http_session::read_body(http_request_parser & p, http_exchange & ex,
                                                const http_route_options & opts, int & refuse_status) {
     const http_limits & lim = srv_.cfg_.limits;
     const uint64_t cap = opts.max_body_bytes;
@@ -192,9 +194,8 @@ net::awaitable<void> http_session::run() {
         first = false;
         http_exchange ex(*this);
         // 2. Request line and headers under one total deadline.
-        http::request_parser<http::buffer_body> p;
-        p.header_limit(uint32_t(lim.max_header_bytes));
-        p.body_limit(boost::none);  // the route's cap is enforced by read_body
+        http_request_parser p;
+        http_request_parser_configure(p, lim);
         stream_.expires_at(header_deadline);
         error_code ec;
         co_await http::async_read_header(stream_, buf_, p, net::redirect_error(net::use_awaitable, ec));
@@ -205,37 +206,23 @@ net::awaitable<void> http_session::run() {
                 srv_.requests_.count("", "", 408);
                 break;
             }
-            const bool big = ec == http::error::header_limit || ec == http::error::buffer_overflow;
             ex.keep_alive_ = false;
-            co_await ex.respond(http_error_response_status(
-                big ? 431 : 400, Status(big ? status_code::too_large : status_code::invalid_argument,
-                                        big ? "request line and headers: over --max-header-bytes (" + std::to_string(lim.max_header_bytes) + ")"
-                                            : "malformed HTTP request: " + ec.message())));
+            co_await ex.respond(http_parse_error_response(ec, lim));
             srv_.requests_.count("", "", ex.status_);
             break;
         }
-        auto & m = p.get();
         http_request & rq = ex.req_;
-        rq.method = std::string(m.method_string());
-        rq.target = std::string(m.target());
-        const size_t q = rq.target.find('?');
-        rq.path = rq.target.substr(0, q);
-        if (q != std::string::npos) rq.query = rq.target.substr(q + 1);
-        size_t n_fields = 0;
-        for (const auto & f : m) {
-            ++n_fields;
-            rq.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
-        }
-        ex.keep_alive_ = m.keep_alive();
-        ex.head_ = m.method() == http::verb::head;
-        const bool body_pending = (p.content_length() && *p.content_length() > 0) || p.chunked();
+        const http_head_info head = http_request_head_take(p, lim, rq);
+        ex.keep_alive_ = head.keep_alive;
+        ex.head_ = head.head;
+        const bool body_pending = head.body_pending;
 
         // 3. Limits, authentication (before routing), route.
         bool path_known = false;
         const http_server::route_entry * r = nullptr;
         bool refused = false;
-        if (n_fields > lim.max_headers) {
-            co_await send_refusal(ex, 431, Status(status_code::too_large, "headers: more than --max-headers (" + std::to_string(lim.max_headers) + ")"), true);
+        if (!head.error.ok()) {
+            co_await send_refusal(ex, 431, head.error, true);
             refused = true;
         } else {
             r = srv_.match(ex.head_ ? "GET" : rq.method, rq.path, rq.params, path_known);
@@ -262,7 +249,7 @@ net::awaitable<void> http_session::run() {
         }
         if (!refused) {
             // 4. The body, within the route's cap.
-            if (const auto expect = rq.header("Expect"); !expect.empty() && body_pending) {
+            if (body_pending && strcasecmp(std::string(rq.header("Expect")).c_str(), "100-continue") == 0) {
                 static const std::string k_continue = "HTTP/1.1 100 Continue\r\n\r\n";
                 if (!co_await write_raw({net::buffer(k_continue)})) break;
             }

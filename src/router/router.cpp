@@ -200,7 +200,10 @@ net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpo
     for (const auto & m : ctx.req.messages) prefix += m.role + ":" + m.content + "\n";
     ctx.affinity = affinity_key(prefix);
 
-    const bool pd = prefill.size() > 0 && count_tokens(ctx.req) >= cfg.pd_min_tokens;
+    // Counting tokens may run the tokenizer and chat template: on the bridge pool, not the event loop.
+    uint32_t n_tokens = 0;
+    if (prefill.size() > 0) n_tokens = co_await http->offload([&] { return count_tokens(ctx.req); });
+    const bool pd = prefill.size() > 0 && n_tokens >= cfg.pd_min_tokens;
     metrics.mode(pd ? "pd" : "direct");
     std::string reason;
     if (pd) {
@@ -237,7 +240,7 @@ namespace {
 
 // pump_blob reads a prefill node's body straight into the relay (the producer side). It holds the prefill
 // node until the blob's last byte is in, so the node takes its next prompt while the decode still runs.
-net::awaitable<void> pump_blob(std::shared_ptr<http_upstream> call, std::shared_ptr<body_relay> blob, node_hold node) {
+net::awaitable<void> pump_blob(std::shared_ptr<http_upstream> call, std::shared_ptr<body_relay> blob, [[maybe_unused]] node_hold node) {
     while (blob->room() > 0) {
         auto n = co_await call->read_some(blob->tail(), size_t(std::min<uint64_t>(blob->room(), 4u << 20)));
         if (!n.ok()) co_return blob->finish(n.status());
