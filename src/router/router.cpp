@@ -37,6 +37,7 @@ struct route_ctx {
     steady::time_point t_arrival, deadline;
     uint64_t affinity = 0;
     std::string route = "direct";  // for response headers: pd | direct | fallback:<reason>
+    bool router_full = false;      // the router's queue was full: answered 503 at once, never a fallback
 };
 
 enum class relay_outcome : uint8_t { done, blob_rejected, blob_failed, failed };
@@ -110,7 +111,7 @@ class router_impl {
     uint32_t count_tokens(const openai_request & r) const;
     http_headers node_headers() const;
     // acquire_node waits (bounded queue, deadline, client watched) until a node of pool has room.
-    net::awaitable<std::optional<node_hold>> acquire_node(http_exchange & ex, node_pool & pool, capacity_gate & gate, const route_ctx & ctx,
+    net::awaitable<std::optional<node_hold>> acquire_node(http_exchange & ex, node_pool & pool, capacity_gate & gate, route_ctx & ctx,
                                                           const std::vector<size_t> & tried, bool affine, Status & why);
     net::awaitable<void> on_generation(http_exchange & ex, openai_endpoint ep);
     net::awaitable<void> on_models(http_exchange & ex);
@@ -143,8 +144,9 @@ http_headers router_impl::node_headers() const {
 }
 
 net::awaitable<std::optional<node_hold>> router_impl::acquire_node(http_exchange & ex, node_pool & pool, capacity_gate & gate,
-                                                                   const route_ctx & ctx, const std::vector<size_t> & tried,
+                                                                   route_ctx & ctx, const std::vector<size_t> & tried,
                                                                    bool affine, Status & why) {
+    bool & router_full = ctx.router_full;
     auto pick = [&]() -> std::optional<node_hold> {
         auto n = affine ? pool.acquire_affine(ctx.affinity, tried) : pool.acquire_least_loaded(tried);
         if (!n) return std::nullopt;
@@ -161,6 +163,7 @@ net::awaitable<std::optional<node_hold>> router_impl::acquire_node(http_exchange
             w = gate.enter(ex.executor());
             if (!w) {
                 why = Status(status_code::unavailable, "the router's queue is full (--queue-max " + std::to_string(cfg.queue_max) + ")");
+                router_full = true;
                 co_return std::nullopt;
             }
             if (auto n = pick()) {  // room freed up while entering the queue
@@ -219,8 +222,11 @@ net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpo
             if (r.outcome == relay_outcome::blob_failed) blob = r.error;
         } else {
             reason = "prefill_failed";
+            // The client's fault, the client gone, the deadline passed, or the router full: answered as is.
+            // Only a failed or missing prefill node falls back.
             const status_code c = blob.status().code();
-            if (c == status_code::invalid_argument || c == status_code::cancelled) co_return (void) co_await ex.respond_error(blob.status());
+            if (c == status_code::invalid_argument || c == status_code::cancelled || c == status_code::deadline_exceeded || ctx.router_full)
+                co_return (void) co_await ex.respond_error(blob.status());
         }
         metrics.fallback(reason);
         if (cfg.fallback == fallback_policy::fail)
@@ -564,14 +570,8 @@ Result<std::unique_ptr<router>> router::create(const router_config & cfg) {
         if (!m.ok()) return m.status();
         impl->vocab = std::move(m.value());
     }
-    http_server_config h;
-    h.host = cfg.host;
-    h.port = cfg.port;
-    h.limits = cfg.limits;
-    h.threads = cfg.http_threads;
-    h.api_key = cfg.api_key;
-    h.log_name = "route";
-    impl->http = std::make_unique<http_server>(std::move(h));
+    impl->http = std::make_unique<http_server>(http_server_config{
+        .host = cfg.host, .port = cfg.port, .limits = cfg.limits, .threads = cfg.http_threads, .api_key = cfg.api_key, .log_name = "route"});
     impl->routes();
     return std::unique_ptr<router>(new router(std::move(impl)));
 }

@@ -39,16 +39,10 @@ void server_corrupt_state_for_test(std::vector<uint8_t> & blob) {
 
 // ---- request helpers ----
 
-server_impl::server_impl(server_config c) : cfg(std::move(c)) {
-    http_server_config h;
-    h.host = cfg.host;
-    h.port = cfg.port;
-    h.limits = cfg.limits;
-    h.threads = cfg.http_threads;
-    h.api_key = cfg.api_key;
-    h.log_name = "serve";
-    http = std::make_unique<http_server>(std::move(h));
-}
+server_impl::server_impl(server_config c)
+    : cfg(std::move(c)),
+      http(std::make_unique<http_server>(http_server_config{
+          .host = cfg.host, .port = cfg.port, .limits = cfg.limits, .threads = cfg.http_threads, .api_key = cfg.api_key, .log_name = "serve"})) {}
 
 Status server_impl::check_serving() const {
     if (stopping.load()) return {status_code::unavailable, "the node is shutting down"};

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstdio>
+#include <map>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -640,9 +641,10 @@ TEST(EdgeE2E, AuthOnEveryRoute) {
 const int k_stall_tokens = 8000;
 // On loopback the server's send buffer autotunes up to tcp_wmem[2] (4 MiB by default) whatever the
 // client's SO_RCVBUF, and ~200-byte events would take far longer than the test to fill it. Every chunk
-// echoes the request's "model", so a 4000-byte model name makes each event ~4 KiB: the buffers fill
-// within a few seconds and the server's writes stall, as with a slow reader on a real network.
-const size_t k_stall_model_bytes = 4000;
+// echoes the request's "model", so a 16000-byte model name makes each event ~16 KiB: the buffers fill
+// within a few hundred tokens (seconds even on a loaded CI machine) and the server's writes stall, as
+// with a slow reader on a real network.
+const size_t k_stall_model_bytes = 16000;
 std::vector<std::string> stall_node_args(std::vector<std::string> extra) {
     std::vector<std::string> a = {"serve", "-m", test_model_path("llama", 1, 512, 4), "-c", "8192", "-np", "1", "-t", "2"};
     a.insert(a.end(), extra.begin(), extra.end());
@@ -650,7 +652,7 @@ std::vector<std::string> stall_node_args(std::vector<std::string> extra) {
 }
 
 // expect_stalled_reader_cancelled: a client of front that reads the stream's headers and then never reads
-// again (4 KiB receive buffer) loses its stream: node's slot 0 frees within 15 s, well before the stream
+// again (4 KiB receive buffer) loses its stream: node's slot 0 frees within 30 s, well before the stream
 // could end, and the node serves a new request.
 void expect_stalled_reader_cancelled(const node_process & front, const node_process & node) {
     json body = long_stream_body();
@@ -672,7 +674,7 @@ void expect_stalled_reader_cancelled(const node_process & front, const node_proc
         if (!busy) std::this_thread::sleep_for(std::chrono::milliseconds(10));  // poll interval, as wait_slot_idle
     }
     ASSERT_TRUE(busy) << "the stream never held the slot: " << slots.dump();
-    ASSERT_TRUE(wait_slot_idle(node, 0, 15)) << "a client that stopped reading still holds the slot "
+    ASSERT_TRUE(wait_slot_idle(node, 0, 30)) << "a client that stopped reading still holds the slot "
                                              << raw_seconds_since(stalled_at) << " s later";
     const std::string m = get(node, "/metrics", "", 10).body;
     EXPECT_LT(metric_value(m, "baton_generated_tokens_total"), k_stall_tokens) << "the stream ran to its end instead of being cancelled";
@@ -741,6 +743,352 @@ TEST(EdgeE2E, ExcessConnectionsRefusedQuickly) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));  // poll interval, as wait_slot_idle
     }
     EXPECT_EQ(last, "") << "after the idle connections closed";
+}
+
+// ---- 8. thousands of concurrent clients through the router ----
+
+// One client of the load test: a non-blocking socket that sends one request and reads one response,
+// driven by poll(2) from the test's thread together with all the others.
+struct load_client {
+    enum class phase { connecting, sending, reading, done };
+    int fd = -1;
+    phase state = phase::connecting;
+    bool stream = false;
+    std::string request;
+    size_t sent = 0;        // bytes of request written
+    std::string buf;        // bytes received
+    bool eof = false;
+    int status = 0;         // 0: no complete response
+    std::string failure;    // "" when the response was a 200 with a complete, valid body
+};
+
+// load_body_problem: "" when body is a complete completion (stream: SSE ending with [DONE], every event a
+// chunk with choices, no error event; else a JSON object with choices), else what is wrong with it.
+std::string load_body_problem(const std::string & body, bool stream) {
+    if (!stream) {
+        const json j = json::parse(body, nullptr, false);
+        if (!j.is_object() || !j.contains("choices") || !j["choices"].is_array() || j["choices"].empty())
+            return "not a completion: " + body.substr(0, 200);
+        return "";
+    }
+    const auto events = sse_payloads(body);
+    if (events.empty() || events.back() != "[DONE]")
+        return "stream does not end with data: [DONE]: " + body.substr(body.size() > 300 ? body.size() - 300 : 0);
+    for (size_t i = 0; i + 1 < events.size(); ++i) {
+        const json j = json::parse(events[i], nullptr, false);
+        if (!j.is_object() || j.contains("error") || !j.contains("choices"))
+            return "bad stream event " + std::to_string(i) + ": " + events[i].substr(0, 200);
+    }
+    return "";
+}
+
+// metric_sum: the sum of the samples of name whose label set contains label (e.g. outcome="busy").
+double metric_sum(const std::string & text, const std::string & name, const std::string & label) {
+    double sum = 0;
+    size_t pos = 0;
+    while (pos < text.size()) {
+        size_t eol = text.find('\n', pos);
+        if (eol == std::string::npos) eol = text.size();
+        const std::string line = text.substr(pos, eol - pos);
+        pos = eol + 1;
+        if (line.rfind(name + "{", 0) != 0 || line.find(label) == std::string::npos) continue;
+        const size_t sp = line.rfind(' ');
+        if (sp != std::string::npos) sum += std::strtod(line.c_str() + sp + 1, nullptr);
+    }
+    return sum;
+}
+
+// metric_lines: the lines of text starting with one of prefixes (for failure messages).
+std::string metric_lines(const std::string & text, const std::vector<std::string> & prefixes) {
+    std::string out;
+    size_t pos = 0;
+    while (pos < text.size()) {
+        size_t eol = text.find('\n', pos);
+        if (eol == std::string::npos) eol = text.size();
+        const std::string line = text.substr(pos, eol - pos);
+        pos = eol + 1;
+        for (const auto & p : prefixes)
+            if (line.rfind(p, 0) == 0) {
+                out += "  " + line + "\n";
+                break;
+            }
+    }
+    return out;
+}
+
+// The acceptance: 2000 clients at once against a router whose nodes hold 2 (prefill) and 8
+// (decode) slots plus --node-queue 4 each. The router keeps what the nodes cannot take yet in its bounded
+// queue (--queue-max 4096) and admits it as capacity frees up, so every request completes with 200 and
+// nothing is bounced; meanwhile /health answers within 100 ms and the router's RSS stays bounded.
+TEST(EdgeE2E, RouterHolds2000ConnectionsAllCompleteNoErrors) {
+    const int n_clients = 2000;
+    const double load_budget_s = 120;   // the whole flood; the router's --timeout (300) never decides
+    const double health_limit_s = 0.100;
+    const long rss_limit_kb = 400 * 1024;
+    std::string why;
+    // This process holds every client socket and the router one per client plus its upstream calls; the
+    // children inherit the raised limit.
+    if (!ensure_nofile(4500, why)) GTEST_SKIP() << why;
+
+    const std::string model = test_model_path("llama");
+    auto prefill = start_or_report({"serve", "-m", model, "--role", "prefill", "-np", "2", "-c", "4096", "-t", "1"});
+    ASSERT_TRUE(prefill);
+    auto decode = start_or_report({"serve", "-m", model, "--role", "decode", "-np", "8", "-c", "4096", "-t", "1"});
+    ASSERT_TRUE(decode);
+    auto router = start_or_report({"route", "--prefill", prefill->url(), "--decode", decode->url(), "--pd-min-tokens", "8", "--timeout", "300",
+                                   "--health-interval", "0.5"});
+    ASSERT_TRUE(router);
+
+    // Without -m the router counts ~4 bytes per token: "Hi" (0) goes direct, the long prompts (>= 40
+    // bytes) prefill -> decode. One in five is direct; half of all requests stream.
+    auto body_of = [](int i) {
+        json b = {{"max_tokens", 2 + i % 3}, {"temperature", 0}};
+        b["prompt"] = i % 5 == 4 ? std::string("Hi") : "Tell me a short story about the number " + std::to_string(i) + ", please.";
+        if (i % 2 == 1) b["stream"] = true;
+        return b.dump();
+    };
+    // Warm-up (not timed): one of each kind, so a broken path fails here with its own message.
+    for (int i : {0, 1, 4, 9}) {
+        std::string err;
+        const auto r = raw_exchange(router->host(), router->port(), close_request("POST", "/v1/completions", {}, body_of(i)), 60, &err);
+        ASSERT_TRUE(r) << "warm-up request " << i << ": " << err;
+        ASSERT_EQ(r->status, 200) << "warm-up request " << i << ": " << r->body;
+        ASSERT_EQ(load_body_problem(r->body, i % 2 == 1), "") << "warm-up request " << i;
+    }
+    const std::string m_before = fetch_metrics(*router, "");
+    const long rss_before_kb = router->rss_kb();
+
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo * ai = nullptr;
+    ASSERT_EQ(::getaddrinfo(router->host().c_str(), std::to_string(router->port()).c_str(), &hints, &ai), 0);
+    sockaddr_storage addr{};
+    const socklen_t addr_len = ai->ai_addrlen;
+    const int family = ai->ai_family;
+    std::memcpy(&addr, ai->ai_addr, ai->ai_addrlen);
+    ::freeaddrinfo(ai);
+
+    // Monitor, on its own thread every ~200 ms: /health over a fresh connection (timed), the router's RSS,
+    // and its queue and connection gauges.
+    std::mutex mu;
+    std::condition_variable cv;
+    bool stop = false;
+    double health_max_s = 0;
+    int health_probes = 0;
+    std::vector<std::string> health_failures;
+    long rss_peak_kb = rss_before_kb;
+    double waiting_peak = 0, open_peak = 0;
+    std::thread monitor([&] {
+        auto next = raw_clock::now();
+        for (;;) {
+            const auto t = raw_clock::now();
+            std::string err;
+            const auto h = raw_exchange(router->host(), router->port(), close_request("GET", "/health"), 5, &err);
+            const double dt = raw_seconds_since(t);
+            const long rss = router->rss_kb();
+            const auto m = raw_exchange(router->host(), router->port(), close_request("GET", "/metrics"), 5);
+            {
+                std::lock_guard<std::mutex> lk(mu);
+                ++health_probes;
+                health_max_s = std::max(health_max_s, dt);
+                if (!h) health_failures.push_back("no response: " + err);
+                else if (h->status != 200) health_failures.push_back("status " + std::to_string(h->status) + ": " + h->body.substr(0, 200));
+                rss_peak_kb = std::max(rss_peak_kb, rss);
+                if (m && m->status == 200) {
+                    waiting_peak = std::max(waiting_peak, metric_value(m->body, "baton_router_queue_waiting"));
+                    open_peak = std::max(open_peak, metric_value(m->body, "baton_http_connections_open"));
+                }
+            }
+            next += std::chrono::milliseconds(200);
+            std::unique_lock<std::mutex> lk(mu);
+            if (cv.wait_until(lk, next, [&] { return stop; })) break;
+        }
+    });
+    auto stop_monitor = [&] {
+        {
+            std::lock_guard<std::mutex> lk(mu);
+            stop = true;
+        }
+        cv.notify_all();
+        if (monitor.joinable()) monitor.join();
+    };
+
+    // Open every connection at once (non-blocking connects), then drive them all from this thread.
+    const auto t0 = raw_clock::now();
+    const auto loop_end = raw_deadline(load_budget_s);
+    std::vector<load_client> cl(static_cast<size_t>(n_clients));
+    int open = 0, open_peak_client = 0, done = 0;
+    auto finish = [&](load_client & c, std::string failure) {
+        c.failure = std::move(failure);
+        c.state = load_client::phase::done;
+        if (c.fd >= 0) {
+            ::close(c.fd);
+            c.fd = -1;
+            --open;
+        }
+        ++done;
+    };
+    for (int i = 0; i < n_clients; ++i) {
+        load_client & c = cl[size_t(i)];
+        c.stream = i % 2 == 1;
+        c.request = close_request("POST", "/v1/completions", {}, body_of(i));
+        c.fd = ::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (c.fd < 0) {
+            finish(c, std::string("socket: ") + std::strerror(errno));
+            continue;
+        }
+        ++open;
+        const int one = 1;
+        ::setsockopt(c.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        if (::connect(c.fd, reinterpret_cast<const sockaddr *>(&addr), addr_len) == 0) c.state = load_client::phase::sending;
+        else if (errno != EINPROGRESS) finish(c, std::string("connect: ") + std::strerror(errno));
+        open_peak_client = std::max(open_peak_client, open);
+    }
+    const double open_s = raw_seconds_since(t0);
+
+    // step advances one client after poll reported its socket ready.
+    auto step = [&](load_client & c) {
+        if (c.state == load_client::phase::connecting) {
+            int soerr = 0;
+            socklen_t len = sizeof soerr;
+            ::getsockopt(c.fd, SOL_SOCKET, SO_ERROR, &soerr, &len);
+            if (soerr != 0) return finish(c, std::string("connect: ") + std::strerror(soerr));
+            c.state = load_client::phase::sending;
+        }
+        if (c.state == load_client::phase::sending) {
+            while (c.sent < c.request.size()) {
+                const ssize_t n = ::send(c.fd, c.request.data() + c.sent, c.request.size() - c.sent, MSG_NOSIGNAL);
+                if (n > 0) {
+                    c.sent += size_t(n);
+                    continue;
+                }
+                if (n < 0 && errno == EINTR) continue;
+                if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+                return finish(c, std::string("send: ") + std::strerror(errno));
+            }
+            c.state = load_client::phase::reading;
+            return;  // the response comes later
+        }
+        char tmp[16384];
+        for (;;) {
+            const ssize_t n = ::recv(c.fd, tmp, sizeof tmp, 0);
+            if (n > 0) {
+                c.buf.append(tmp, size_t(n));
+                continue;
+            }
+            if (n == 0) {
+                c.eof = true;
+                break;
+            }
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+            return finish(c, std::string("recv: ") + std::strerror(errno) + " after " + std::to_string(c.buf.size()) + " bytes: " +
+                                 c.buf.substr(0, 200));
+        }
+        raw_response r;
+        size_t used = 0;
+        std::string perr;
+        const raw_parse p = raw_parse_response(c.buf, false, c.eof, r, used, perr);
+        if (p == raw_parse::raw_parse_incomplete) {
+            if (c.eof) finish(c, "EOF inside the response: " + c.buf.substr(0, 200));
+            return;
+        }
+        if (p == raw_parse::raw_parse_error) return finish(c, "response: " + perr + ": " + c.buf.substr(0, 200));
+        c.status = r.status;
+        if (r.status != 200) return finish(c, "HTTP " + std::to_string(r.status) + ": " + r.body.substr(0, 300));
+        finish(c, load_body_problem(r.body, c.stream));
+    };
+
+    std::vector<pollfd> pfd;
+    std::vector<size_t> idx;
+    while (done < n_clients && raw_clock::now() < loop_end) {
+        pfd.clear();
+        idx.clear();
+        for (size_t i = 0; i < cl.size(); ++i) {
+            const load_client & c = cl[i];
+            if (c.state == load_client::phase::done) continue;
+            const bool out = c.state == load_client::phase::connecting || c.state == load_client::phase::sending;
+            pfd.push_back({c.fd, short(out ? POLLOUT : POLLIN), 0});
+            idx.push_back(i);
+        }
+        const int rc = ::poll(pfd.data(), nfds_t(pfd.size()), std::min(1000, raw_ms_until(loop_end)));
+        if (rc < 0 && errno == EINTR) continue;
+        if (rc < 0) {
+            ADD_FAILURE() << "poll: " << std::strerror(errno);
+            break;
+        }
+        for (size_t k = 0; k < pfd.size(); ++k)
+            if (pfd[k].revents != 0) step(cl[idx[k]]);
+    }
+    const double wall_s = raw_seconds_since(t0);
+    for (auto & c : cl)
+        if (c.state != load_client::phase::done)
+            finish(c, "no complete response within " + std::to_string(int(load_budget_s)) + " s (" + std::to_string(c.buf.size()) +
+                          " bytes received, request " + (c.sent == c.request.size() ? "sent" : "not sent") + ")");
+    stop_monitor();
+
+    // Tally.
+    std::map<int, int> by_status;  // 0: no response
+    int ok = 0, ok_stream = 0, bad = 0;
+    std::string samples;
+    for (size_t i = 0; i < cl.size(); ++i) {
+        const load_client & c = cl[i];
+        ++by_status[c.status];
+        if (c.failure.empty()) {
+            ++ok;
+            ok_stream += c.stream;
+        } else if (bad++ < 8) {
+            samples += "\n  client " + std::to_string(i) + (c.stream ? " (stream)" : "") + ": " + c.failure;
+        }
+    }
+    std::string statuses;
+    for (const auto & [code, n] : by_status) statuses += " " + std::to_string(code) + ":" + std::to_string(n);
+
+    const std::string m_after = fetch_metrics(*router, "");
+    const double busy = metric_sum(m_after, "baton_router_node_outcomes_total", "outcome=\"busy\"") -
+                        metric_sum(m_before, "baton_router_node_outcomes_total", "outcome=\"busy\"");
+    const double pd_n =
+        metric_value(m_after, "baton_router_mode_total{mode=\"pd\"}") - metric_value(m_before, "baton_router_mode_total{mode=\"pd\"}");
+    const double direct_n =
+        metric_value(m_after, "baton_router_mode_total{mode=\"direct\"}") - metric_value(m_before, "baton_router_mode_total{mode=\"direct\"}");
+    const double fallbacks =
+        metric_sum(m_after, "baton_router_fallbacks_total", "reason=") - metric_sum(m_before, "baton_router_fallbacks_total", "reason=");
+    const double node_rejects = metric_value(fetch_metrics(*prefill, ""), "baton_admission_rejects_total") +
+                                metric_value(fetch_metrics(*decode, ""), "baton_admission_rejects_total");
+
+    std::printf("[ load     ] %d clients (%d streamed) opened in %.3f s, peak %d open at the client, %.0f at the router\n", n_clients,
+                n_clients / 2, open_s, open_peak_client, open_peak);
+    std::printf("[ load     ] wall %.2f s, %.1f requests/s; statuses%s; ok %d (%d streamed); pd %.0f, direct %.0f, fallbacks %.0f\n", wall_s,
+                n_clients / wall_s, statuses.c_str(), ok, ok_stream, pd_n, direct_n, fallbacks);
+    std::printf("[ load     ] router queue: peak %.0f waiting; node 503s seen by the router %.0f; node admission rejects %.0f\n",
+                waiting_peak, busy, node_rejects);
+    std::printf("[ load     ] router RSS %ld KiB before, peak %ld KiB (%.1f KiB per open connection above the baseline)\n", rss_before_kb,
+                rss_peak_kb, double(rss_peak_kb - rss_before_kb) / std::max(1, open_peak_client));
+    std::printf("[ load     ] /health: %d probes, max %.1f ms\n", health_probes, health_max_s * 1000);
+    RecordProperty("wall_ms", int(wall_s * 1000));
+    RecordProperty("router_rss_peak_kb", int(rss_peak_kb));
+    RecordProperty("health_max_us", int(health_max_s * 1e6));
+    RecordProperty("queue_waiting_peak", int(waiting_peak));
+
+    const std::string diag = "\nrouter metrics:\n" +
+                             metric_lines(m_after, {"baton_router_queue_waiting", "baton_router_node_outcomes_total", "baton_router_fallbacks_total",
+                                                    "baton_http_requests_total", "baton_http_connections"}) +
+                             "router stderr (tail):\n" + [&] {
+                                 const std::string e = router->stderr_text();
+                                 return e.substr(e.size() > 2000 ? e.size() - 2000 : 0);
+                             }();
+    EXPECT_EQ(open_peak_client, n_clients) << "not every connection could be opened at once";
+    EXPECT_EQ(ok, n_clients) << "statuses" << statuses << "; first failures:" << samples << diag;
+    EXPECT_GT(waiting_peak, 0) << "the router never queued a request: was it holding them at all?" << diag;
+    EXPECT_EQ(busy, 0) << "the router sent nodes more than they hold (--node-queue)" << diag;
+    EXPECT_EQ(node_rejects, 0) << "a node refused a request the router admitted";
+    EXPECT_GE(pd_n, n_clients * 3 / 4) << "most requests go prefill -> decode";
+    EXPECT_GE(direct_n, n_clients / 10) << "some go straight to the decode node";
+    EXPECT_LT(rss_peak_kb, rss_limit_kb) << "router RSS grew to " << rss_peak_kb << " KiB with " << n_clients << " connections";
+    EXPECT_GE(health_probes, 3);
+    EXPECT_LT(health_max_s, health_limit_s) << "/health took " << health_max_s * 1000 << " ms under load";
+    for (size_t i = 0; i < health_failures.size() && i < 5; ++i) ADD_FAILURE() << "/health under load: " << health_failures[i];
 }
 
 }  // namespace

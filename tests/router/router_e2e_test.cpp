@@ -3,6 +3,7 @@
 // --fallback fail. Every request has a timeout; every process is reaped by its guard.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <future>
 
 #include "server/serve_test_util.h"
@@ -284,6 +285,82 @@ TEST(RouterE2E, RouterTimeoutEndsAFastStream) {
     }
     EXPECT_LT(took, 30) << "the router let the stream run far past its 3 s deadline";
     EXPECT_TRUE(wait_slot_idle(*d, 0, 10)) << "the decode node kept generating for a request the router gave up on";
+}
+
+// Requests that find every decode slot taken wait at the router (not a 503 from the node); beyond
+// --queue-max they get an immediate 503 naming the router's queue. Regression: a full router queue on the
+// prefill side was taken for a failed prefill node and sent to a local-prefill fallback.
+TEST(RouterE2E, FullRouterQueueIs503AtOnceNeverAFallback) {
+    auto d = node_process::start(serve_args("llama", {"--role", "decode", "-np", "1"}));
+    auto p = node_process::start(serve_args("llama", {"--role", "prefill", "-np", "1"}));
+    auto r = node_process::start({"route", "--prefill", p->url(), "--decode", d->url(), "--pd-min-tokens", "1", "--queue-max", "1",
+                                  "--node-queue", "0", "--health-interval", "0.2", "--timeout", "60"});
+    held_stream first(*r, long_stream_body(), "/v1/completions", 60);  // holds the decode node's only place
+    ASSERT_TRUE(first.wait_for("data: ", 30)) << first.received();
+    json waiting_body = {{"prompt", "second in line"}, {"max_tokens", 2}, {"temperature", 0}, {"stream", true}};
+    held_stream second(*r, waiting_body, "/v1/completions", 60);  // waits at the router
+    bool queued = false;
+    for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20); !queued && std::chrono::steady_clock::now() < until;) {
+        queued = metric_value(get(*r, "/metrics").body, "baton_router_queue_waiting") == 1;
+        if (!queued) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_TRUE(queued) << get(*r, "/metrics").body;
+    const auto t0 = std::chrono::steady_clock::now();
+    http_reply third = post(*r, "/v1/completions", "{\"prompt\":\"third\",\"max_tokens\":2}", "application/json", "", 30);
+    EXPECT_EQ(third.status, 503) << third.body;
+    EXPECT_NE(third.body.find("queue is full"), std::string::npos) << third.body;
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0) << "refused at once, not after a wait";
+    first.release();  // the first client hangs up: its place goes to the one waiting
+    EXPECT_TRUE(second.wait_for("[DONE]", 30)) << second.received();
+    const std::string m = get(*r, "/metrics").body;
+    EXPECT_EQ(metric_value(m, "baton_router_fallbacks_total{reason=\"prefill_failed\"}"), 0) << m;
+    EXPECT_EQ(metric_value(d->client(10)->Get("/metrics")->body, "baton_admission_rejects_total"), 0);
+}
+
+// Regression: when the router's queue for prefill capacity was full, the request was counted as a failed
+// prefill and sent to a local-prefill fallback on the (equally full) decode pool. A full queue is a 503 at
+// once. The prefill node here is a fake with one slot that holds every prefill until released.
+TEST(RouterE2E, FullPrefillQueueIsNotAPrefillFailure) {
+    httplib::Server fake;
+    std::atomic<int> calls{0};
+    std::atomic<bool> release{false};
+    fake.Get("/health", [](const httplib::Request &, httplib::Response & res) { res.set_content("{\"status\":\"ok\"}", "application/json"); });
+    fake.Get("/v1/models", [](const httplib::Request &, httplib::Response & res) {
+        res.set_content("{\"object\":\"list\",\"data\":[{\"id\":\"fake\",\"meta\":{\"n_slots\":1}}]}", "application/json");
+    });
+    fake.Post("/v1/prefill", [&](const httplib::Request &, httplib::Response & res) {
+        ++calls;
+        for (int i = 0; i < 3000 && !release.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        res.status = 500;
+        res.set_content("{}", "application/json");
+    });
+    const int port = fake.bind_to_any_port("127.0.0.1");
+    std::thread t([&] { fake.listen_after_bind(); });
+    fake.wait_until_ready();
+    auto d = node_process::start(serve_args("llama", {"--role", "decode", "-np", "2"}));
+    auto r = node_process::start({"route", "--prefill", "http://127.0.0.1:" + std::to_string(port), "--decode", d->url(), "--pd-min-tokens",
+                                  "1", "--queue-max", "1", "--node-queue", "0", "--health-interval", "0.2", "--timeout", "60"});
+    const std::string body = "{\"prompt\":\"a prompt for the prefill node\",\"max_tokens\":2,\"temperature\":0}";
+    auto first = std::async(std::launch::async, [&] { return post(*r, "/v1/completions", body, "application/json", "", 60); });
+    for (int i = 0; i < 2000 && calls.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ASSERT_EQ(calls.load(), 1) << "the first request never reached the prefill node";
+    auto second = std::async(std::launch::async, [&] { return post(*r, "/v1/completions", body, "application/json", "", 60); });
+    bool queued = false;
+    for (int i = 0; i < 2000 && !queued; ++i) {
+        queued = metric_value(get(*r, "/metrics").body, "baton_router_queue_waiting") == 1;
+        if (!queued) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ASSERT_TRUE(queued);
+    const http_reply third = post(*r, "/v1/completions", body, "application/json", "", 30);
+    EXPECT_EQ(third.status, 503) << third.body;
+    EXPECT_NE(third.body.find("queue is full"), std::string::npos) << third.body;
+    EXPECT_EQ(metric_value(get(*r, "/metrics").body, "baton_router_fallbacks_total{reason=\"prefill_failed\"}"), 0);
+    release = true;
+    // The two that got in end through the fallback (the fake answers 500): nothing is lost.
+    EXPECT_EQ(first.get().status, 200);
+    EXPECT_EQ(second.get().status, 200);
+    fake.stop();
+    t.join();
 }
 
 TEST(RouterE2E, ErrorsAuthAndHealth) {
