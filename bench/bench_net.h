@@ -86,6 +86,7 @@ class bench_process {
     const std::string & host() const { return proc_->host(); }
     int port() const { return proc_->port(); }
     std::string url() const { return proc_->url(); }
+    pid_t pid() const { return proc_->pid(); }  // the child's pid (taskset execs the program in place)
 
     std::string stderr_tail() const {
         FILE * f = std::fopen(err_path_.c_str(), "r");

@@ -56,8 +56,12 @@ const std::vector<figure_doc> & figures() {
         {3, "Blob pipeline throughput vs memcpy",
          "bench/blob_bench.cpp. A 16 MiB blob; per run: serialize (blob_write into a pre-faulted buffer), checksum (XXH3-64 "
          "over every byte), verify (blob_parse, every section checksum), loopback transfer (HTTP POST to an in-process "
-         "cpp-httplib server on 127.0.0.1 that reads the whole body) and memcpy of the same bytes; each divided by that "
-         "run's memcpy, median of 11 runs.",
+         "cpp-httplib server on 127.0.0.1 set up like a node: TCP_NODELAY, body read into a reused buffer) and memcpy of "
+         "the same bytes; each divided by that run's memcpy, median of 11 runs. blob_pipeline/transfer/<size>/ rows: raw "
+         "TCP over a loopback socket pair (warm buffers, up and down), blob upload (POST) and download (GET) with the "
+         "cpp-httplib client and with a minimal raw-socket HTTP client (_rawclient), each divided by raw TCP in the same "
+         "direction run by run (_vs_raw_tcp), median of 21 runs; upload_httplib_defaults is the old method (cpp-httplib "
+         "defaults: no TCP_NODELAY, so each POST's 100 Continue waits for a delayed ACK).",
          "GB/s", "", "GB/s", true, "(\"serialize\" 0, \"checksum\" 1, \"verify\" 2, \"loopback POST\" 3, \"memcpy\" 4)", false, true},
         {4, "Baton node vs llama-server",
          "bench/serve_bench.cpp (written by the `baton serve` engineer; bench/run only drives it). Same GGUF (512x8 llama), "
@@ -88,6 +92,35 @@ const std::vector<figure_doc> & figures() {
          "chunks. Goodput = requests per second meeting their objective (streams: TPOT <= 30 ms; long prompts: TTFT <= "
          "4 s). Configurations alternate run by run on the same trace; ratio of P99 TPOT pair by pair; 5 runs.",
          "ms", "", "ms", true, "(\"TPOT p50\" 0, \"TPOT p99\" 1, \"ITL p99\" 2)", false, false},
+        {8, "HTTP edge: a 16 MiB blob through real nodes vs raw TCP",
+         "bench/edge_bench.cpp. A real blob: a prefill node's /v1/prefill answer for a 1024-token prompt of a 128x64 llama "
+         "(16 KiB of K/V per token). Per run, paired with raw TCP (raw_tcp.h: n bytes one way over a loopback socket pair, "
+         "warm buffers) in the same run: upload = POST /v1/decode to a decode node (`-np 1`) of the blob with its first "
+         "byte flipped, from a raw-socket client, first byte sent -> response headers: the node reads the whole body "
+         "before the handler runs, then refuses the blob at its magic (422; that parse costs microseconds, edge/parse_reject_us; "
+         "a valid blob's full verify, edge/parse_valid_ms, is what a real decode adds); download = GET /v1/slots/0/state "
+         "from the prefill node holding that state, response headers -> last byte (the node's serialize before the headers: "
+         "edge/download_serialize_ms), and with cpp-httplib request -> last byte (serialize included); relay_router_metrics = "
+         "a PD completion through `baton route` (same prompt, so the prefill is a cache hit), the deltas of "
+         "baton_router_blob_bytes_total / _transfer_seconds_total (prefill headers -> blob's last byte in, at the router); "
+         "relay_first_in_last_out = a second router between two in-process fake nodes: the fake prefill node's first "
+         "blob byte sent -> the fake decode node's last blob byte received (both hops). Ratios against raw TCP in the same "
+         "direction (relays: up), run by run; median of 15 runs after one warm-up. Targets: upload and download >= 0.8x, "
+         "relay >= 0.6x; the headline is the one furthest below its target.",
+         "GB/s", "", "GB/s", true,
+         "(\"raw up\" 0, \"raw down\" 1, \"upload\" 2, \"download\" 3, \"dl httplib\" 4, \"relay metric\" 5, "
+         "\"relay in-out\" 6)", false, false},
+        {9, "Router overhead: streams through baton route vs straight to the node",
+         "bench/router_overhead_bench.cpp. One `baton serve` node (512x8 llama, --role both, 8 slots, -c 4096, 2 threads, "
+         "--queue-max 1024 so that every stream sent straight to it is admitted and queued rather than refused with 503) "
+         "and `baton route --decode NODE` (--node-queue 4: the node holds 12 of its requests, the rest wait at the router). "
+         "Per level N (1, 64, 1,000 concurrent streams), rounds alternate router-first / direct-first; a round opens N "
+         "connections at once and sends one streaming completion on each (distinct 16-token prompt, 16 tokens, temperature "
+         "0), all driven by one poll()ing client thread. TTFT = request written -> first token event; TPOT = (last - first "
+         "token) / (tokens - 1); P50/P99 over every stream of the level (20, 4 and 2 rounds). Router CPU per 1,000 tokens: "
+         "utime+stime of the router (/proc/PID/stat) over its rounds / tokens it streamed. RSS per open stream: (router "
+         "VmRSS peak during the 1,000-stream round - VmRSS before it) / 1,000. Client, router and node share the 2 cores.",
+         "ms", "concurrent streams", "P50 latency (ms)", false, "", true, true},
     };
     return f;
 }
@@ -180,7 +213,7 @@ void write_plot(const figure_doc & fd, const std::vector<json> & results, const 
         }
         if (k) gp << ", \\\n     ";
         if (fd.categorical) gp << "'" << dat << "' using 1:2:3:4:(" << width << ") with boxerrorbars title \"" << name << "\"";
-        else if (fd.fig == 5) gp << "'" << dat << "' using 1:2 with linespoints lw 2 pt 7 title \"" << name << "\"";  // percentiles: no min/max bars
+        else if (fd.fig == 5 || fd.fig == 9) gp << "'" << dat << "' using 1:2 with linespoints lw 2 pt 7 title \"" << name << "\"";  // percentiles: no min/max bars
         else gp << "'" << dat << "' using 1:2:3:4 with yerrorlines lw 2 pt 7 title \"" << name << "\"";
         ++k;
     }
@@ -257,6 +290,8 @@ int main(int argc, char ** argv) {
             int fig = r.value("fig", 0);
             if (!fig) {  // unplotted detail lines: assign by name prefix
                 if (name.rfind("router_load", 0) == 0) fig = 5;
+                else if (name.rfind("router_overhead", 0) == 0) fig = 9;
+                else if (name.rfind("edge", 0) == 0) fig = 8;
                 else if (name.rfind("interference", 0) == 0) fig = 7;
                 else if (name.rfind("blob_pipeline", 0) == 0) fig = 3;
                 else if (name.rfind("blob_size", 0) == 0) fig = 6;
@@ -273,7 +308,7 @@ int main(int argc, char ** argv) {
     bool other = false;
     for (const auto & r : results) {
         const std::string name = r.value("name", "");
-        if (r.contains("fig") || name.rfind("router_load", 0) == 0 || name.rfind("interference", 0) == 0 || name.rfind("blob_", 0) == 0 ||
+        if (r.contains("fig") || name.rfind("router_load", 0) == 0 || name.rfind("router_overhead", 0) == 0 || name.rfind("edge", 0) == 0 || name.rfind("interference", 0) == 0 || name.rfind("blob_", 0) == 0 ||
             name.rfind("pd_ttft", 0) == 0 || name.rfind("restore", 0) == 0 || name.rfind("prefill_ms", 0) == 0)
             continue;
         if (!other) md << "\n## Other measurements\n\n| name | median | min | max | n | unit |\n|---|---|---|---|---|---|\n";
