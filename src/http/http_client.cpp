@@ -81,7 +81,7 @@ net::awaitable<Status> http_upstream::send_head(std::string_view method, std::st
 net::awaitable<Status> http_upstream::send_body(const void * data, size_t n) {
     stream_.expires_at(deadline_);
     error_code ec;
-    co_await net::async_write(stream_, net::const_buffer(data, n), net::redirect_error(net::use_awaitable, ec));
+    co_await net::async_write(stream_, net::const_buffer(data, n), large_transfer, net::redirect_error(net::use_awaitable, ec));
     if (ec) co_return transport_error(ec, "sending the body");
     co_return Status();
 }

@@ -140,7 +140,7 @@ net::awaitable<Status> http_session::read_body(http_request_parser & p, http_exc
         if (have < len) {
             stream_.expires_after(secs(lim.body_timeout_s));
             error_code ec;
-            co_await net::async_read(stream_, net::buffer(body.data() + have, size_t(len) - have), net::redirect_error(net::use_awaitable, ec));
+            co_await net::async_read(stream_, net::buffer(body.data() + have, size_t(len) - have), large_transfer, net::redirect_error(net::use_awaitable, ec));
             if (ec) {
                 refuse_status = ec == beast::error::timeout ? 408 : 400;
                 co_return Status(ec == beast::error::timeout ? status_code::deadline_exceeded : status_code::invalid_argument,
@@ -343,7 +343,7 @@ net::awaitable<bool> http_exchange::write(const void * data, size_t n) {
     s_.stream_.expires_after(secs(limits().write_timeout_s));
     error_code ec;
     if (chunked_) co_await net::async_write(s_.stream_, http::make_chunk(net::const_buffer(data, n)), net::redirect_error(net::use_awaitable, ec));
-    else co_await net::async_write(s_.stream_, net::const_buffer(data, n), net::redirect_error(net::use_awaitable, ec));
+    else co_await net::async_write(s_.stream_, net::const_buffer(data, n), large_transfer, net::redirect_error(net::use_awaitable, ec));
     if (ec) gone_ = true;
     co_return !ec;
 }
