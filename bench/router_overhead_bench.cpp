@@ -3,7 +3,7 @@
 //
 // One `baton serve` node (--role both, 512x8 llama (quick: 128x2), 8 slots, --queue-max 1024 so that N streams sent
 // straight to it are all admitted: 8 run, the rest wait in its queue instead of getting 503) and
-// `baton route --decode NODE` in front (its default --node-queue 4: the node holds 12 of the router's
+// `baton route --decode NODE` in front (its default --node-queue: as many as the node has slots, so the node holds 16 of the router's
 // requests, the rest wait at the router). Per level N, rounds alternate router-first and direct-first;
 // each round opens N connections at once and sends one streaming /v1/completions on each (distinct
 // 16-token prompt, max_tokens 16, temperature 0, ignore_eos) from ONE thread that polls every socket

@@ -66,7 +66,8 @@ void cli_add_route(CLI::App & app, cli_run_fn & run) {
     sub->add_option("--max-blob-mb", *max_blob_mb, "Largest blob relayed from a prefill node, MiB (larger: a prefill failure)")
         ->capture_default_str();
     sub->add_option("--queue-max", cfg->queue_max, "Requests that may wait at the router for node capacity; beyond: 503")->capture_default_str();
-    sub->add_option("--node-queue", cfg->node_queue, "Requests the router lets wait at a node beyond its slots (the rest wait at the router)")
+    sub->add_option("--node-queue", cfg->node_queue,
+                    "Requests the router lets wait at a node beyond its slots, the rest wait at the router (-1: as many as the node has slots)")
         ->capture_default_str();
     cli_add_http_flags(*sub, cfg->limits, cfg->http_threads);
     sub->add_option("-m,--model", cfg->model_path, "GGUF file whose vocabulary counts prompt tokens exactly (else ~4 bytes per token)");

@@ -489,8 +489,9 @@ net::awaitable<void> router_impl::health_check(node_pool & pool, const http_url 
                 if (j.is_object() && j.contains("data") && j["data"].is_array() && !j["data"].empty()) {
                     const auto & meta = j["data"][0].value("meta", nlohmann::json::object());
                     const uint32_t slots = meta.is_object() ? meta.value("n_slots", 0u) : 0u;
-                    if (slots > 0 && pool.capacity(i) != slots + cfg.node_queue) {
-                        pool.set_capacity(i, slots + cfg.node_queue);
+                    const uint32_t cap = slots + (cfg.node_queue < 0 ? slots : uint32_t(cfg.node_queue));
+                    if (slots > 0 && pool.capacity(i) != cap) {
+                        pool.set_capacity(i, cap);
                         gate.wake_all();
                     }
                 }
@@ -554,6 +555,7 @@ Result<std::unique_ptr<router>> router::create(const router_config & cfg) {
     if (cfg.port < 0 || cfg.port > 65535) return Status(status_code::invalid_argument, "--port: " + std::to_string(cfg.port) + " is not in 0..65535");
     if (cfg.timeout_s <= 0) return Status(status_code::invalid_argument, "--timeout: must be > 0");
     if (cfg.queue_max < 1) return Status(status_code::invalid_argument, "--queue-max: must be >= 1");
+    if (cfg.node_queue < -1) return Status(status_code::invalid_argument, "--node-queue: must be >= 0 (or -1: as many as the node's slots)");
     if (cfg.http_threads < 1 || cfg.http_threads > 256) return Status(status_code::invalid_argument, "--http-threads: must be in 1..256");
     if (Status st = http_limits_check(cfg.limits); !st.ok()) return st;
     auto impl = std::make_unique<router_impl>(cfg);

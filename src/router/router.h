@@ -9,8 +9,9 @@
 //   decode node unreachable before the first byte -> another decode node; after the first byte -> an
 //                                     error event in the stream and a closed response;
 //   every hop has a timeout; nodes failing health checks are ejected and re-admitted when healthy.
-// Capacity: the router lets each node hold its slots plus --node-queue requests (slots learned from the
-// node's /v1/models); a request that finds every node full waits at the router (at most --queue-max of
+// Capacity: the router lets each node hold its slots plus --node-queue requests (by default as many again
+// as it has slots, so a freed slot's next request is already waiting there; slots learned from the node's
+// /v1/models); a request that finds every node full waits at the router (at most --queue-max of
 // them, each until its deadline) and is admitted in arrival order as capacity frees up.
 // Threads: the router runs on the HTTP edge's event loop (http_server): client requests, upstream calls,
 // the blob relay and the health checker are coroutines; no request holds a thread.
@@ -46,7 +47,7 @@ struct router_config {
     size_t max_body_bytes = 8u << 20;    // client request bodies
     uint64_t max_blob_bytes = uint64_t(1024) << 20;  // a prefill node's blob (--max-blob-mb); larger: prefill failure
     uint32_t queue_max = 4096;           // requests that may wait at the router for node capacity; beyond: 503
-    uint32_t node_queue = 4;             // requests the router lets wait at a node beyond its slots
+    int32_t node_queue = -1;             // requests the router lets wait at a node beyond its slots; -1: as many as it has slots
     http_limits limits;                  // the HTTP edge's limits and deadlines (http/http_server.h)
     uint32_t http_threads = 2;           // event-loop threads
 };

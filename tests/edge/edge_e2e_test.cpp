@@ -817,7 +817,7 @@ std::string metric_lines(const std::string & text, const std::vector<std::string
 }
 
 // The acceptance: 2000 clients at once against a router whose nodes hold 2 (prefill) and 8
-// (decode) slots plus --node-queue 4 each. The router keeps what the nodes cannot take yet in its bounded
+// (decode) slots plus as many again each (the default --node-queue). The router keeps what the nodes cannot take yet in its bounded
 // queue (--queue-max 4096) and admits it as capacity frees up, so every request completes with 200 and
 // nothing is bounced; meanwhile /health answers within 100 ms and the router's RSS stays bounded.
 TEST(EdgeE2E, RouterHolds2000ConnectionsAllCompleteNoErrors) {
