@@ -257,8 +257,8 @@ int bench_size(bool quick, std::vector<std::pair<size_t, size_t>> & blob_sizes) 
         auto h = e.value()->submit(task_prefill{req});
         if (!h.ok()) return std::fprintf(stderr, "blob_bench: %s\n", h.status().to_string().c_str()), 1;
         engine_result pre = engine_run_to_end(h.value(), std::chrono::minutes(10));
-        if (pre.done.type != engine_event::kind::done) return std::fprintf(stderr, "blob_bench: %s\n", pre.done.error.to_string().c_str()), 1;
-        const std::vector<uint8_t> & b = pre.done.blob;
+        if (!pre.done.ok()) return std::fprintf(stderr, "blob_bench: %s\n", pre.done.status().to_string().c_str()), 1;
+        const std::vector<uint8_t> & b = pre.done->blob;
         auto v = blob_parse(b);
         if (!v.ok()) return std::fprintf(stderr, "blob_bench: %s\n", v.status().to_string().c_str()), 1;
         const double per_token = double(b.size()) / double(n);

@@ -47,8 +47,9 @@ int main(int argc, char ** argv) {
             double prompt_ms = 0, gen_ms = 0;
             for (auto & h : hs) {
                 engine_result res = engine_run_to_end(h, std::chrono::minutes(10));
-                prompt_ms = std::max(prompt_ms, res.done.ms_prompt);
-                gen_ms = std::max(gen_ms, res.done.ms_prompt + res.done.ms_generate);
+                if (!res.done.ok()) return std::fprintf(stderr, "bench: %s\n", res.done.status().to_string().c_str()), 1;
+                prompt_ms = std::max(prompt_ms, res.done->ms_prompt);
+                gen_ms = std::max(gen_ms, res.done->ms_prompt + res.done->ms_generate);
             }
             const double wall = now_ms() - t0;
             (void)wall;

@@ -59,19 +59,19 @@ int main(int argc, char ** argv) {
                 req.prompt = prompt_of(n, int32_t(m->identity().n_vocab));
                 req.n_predict = 0;
                 engine_result pre = run(*src.value(), task_prefill{req});
-                if (pre.done.type != engine_event::kind::done) return std::fprintf(stderr, "bench: %s\n", pre.done.error.to_string().c_str()), 1;
-                blob_bytes = pre.done.blob.size();
+                if (!pre.done.ok()) return std::fprintf(stderr, "bench: %s\n", pre.done.status().to_string().c_str()), 1;
+                blob_bytes = pre.done->blob.size();
                 const double t0 = now_ms();
-                auto blob = validated_blob::parse(std::move(pre.done.blob), cfg.limits);
+                auto blob = validated_blob::parse(std::move(pre.done->blob), cfg.limits);
                 const double t1 = now_ms();
                 if (!blob.ok()) return std::fprintf(stderr, "bench: %s\n", blob.status().to_string().c_str()), 1;
                 engine_result put = run(*dst.value(), task_slot_restore{0, blob.value()});
                 const double t2 = now_ms();
-                if (put.done.type != engine_event::kind::done) return std::fprintf(stderr, "bench: %s\n", put.done.error.to_string().c_str()), 1;
-                prefill_ms.push_back(pre.done.ms_prompt);
+                if (!put.done.ok()) return std::fprintf(stderr, "bench: %s\n", put.done.status().to_string().c_str()), 1;
+                prefill_ms.push_back(pre.done->ms_prompt);
                 verify_ms.push_back(t1 - t0);
                 apply_ms.push_back(t2 - t1);
-                ratio.push_back(100.0 * (t2 - t0) / pre.done.ms_prompt);
+                ratio.push_back(100.0 * (t2 - t0) / pre.done->ms_prompt);
                 restore_ms.push_back(t2 - t0);
             }
             const stats sp = summarize(prefill_ms), sv = summarize(verify_ms), sa = summarize(apply_ms), sr = summarize(ratio);

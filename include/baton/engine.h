@@ -75,21 +75,39 @@ struct usage_counts {
     uint32_t generated_tokens = 0;
 };
 
-// One event of a task, in order: zero or more tokens, then exactly one terminal event (done or error).
-struct engine_event {
-    enum class kind : uint8_t { token, done, error } type = kind::token;
+// The events of a task, in order: zero or more event_token, then exactly one terminal event (event_done
+// or event_error). Only generate and decode tasks emit tokens.
+
+// event_token: one generated token.
+struct event_token {
     token_id token = -1;
-    std::string text;                 // token: bytes that complete UTF-8 (and are not part of a stop string)
-    std::vector<float> logits;        // token: [n_vocab] when the request asked for record_logits
-    finish_reason finish = finish_reason::none;
-    usage_counts usage;
-    Status error;
-    std::vector<uint8_t> blob;        // done of prefill and slot-save tasks
-    // done: text is the held-back tail of the output (bytes that waited for a UTF-8 or stop-string
-    // decision); append it after the token events' text.
-    int32_t slot = -1;                // slot that served the task
-    double ms_prompt = 0, ms_generate = 0;  // done: time spent processing the prompt / generating
+    std::string text;            // bytes that complete UTF-8 and are not part of a stop string; may be empty
+                                 // while bytes are held back (they come in a later token's text or the tail)
+    std::vector<float> logits;   // [n_vocab] f32 the token was sampled from; empty unless record_logits
 };
+
+// event_done: the task ended as asked (finish says why it stopped generating).
+struct event_done {
+    finish_reason finish = finish_reason::none;  // none for slot operations
+    usage_counts usage;          // slot restore: cached_tokens = tokens the slot now holds
+    std::string tail;            // the held-back tail of the output (bytes that waited for a UTF-8 or
+                                 // stop-string decision): append it after the token events' text
+    std::vector<uint8_t> blob;   // prefill and slot-save: the state blob; empty otherwise
+    int32_t slot = -1;           // slot that served the task
+    double ms_prompt = 0;        // ms spent processing the prompt (generate, prefill, decode)
+    double ms_generate = 0;      // ms spent generating after the prompt
+};
+
+// event_error: the task failed or was cancelled (code cancelled); no further events follow.
+struct event_error {
+    Status error;                // never ok
+};
+
+using engine_event = std::variant<event_token, event_done, event_error>;
+
+// engine_event_text returns the bytes an event adds to the output: a token's text, the done event's tail,
+// nothing for an error. The concatenation over all events of a task is the task's output text.
+const std::string & engine_event_text(const engine_event & ev);
 
 // The consumer side of a task. next() blocks until an event or the deadline.
 class request_handle {
@@ -202,12 +220,14 @@ class engine {
     std::unique_ptr<engine_impl> impl_;
 };
 
-// engine_run_to_end is a convenience for CLIs and tests: waits for all events of a task.
+// engine_run_to_end is a convenience for CLIs and tests: waits for all events of a task. On timeout it
+// cancels the task and ends with deadline_exceeded.
 struct engine_result {
     std::vector<token_id> tokens;
-    std::string text;
+    std::string text;                        // engine_event_text of every event, concatenated
     std::vector<std::vector<float>> logits;  // per token, when the request asked for record_logits
-    engine_event done;  // the terminal event (type done or error)
+    // done: the terminal event_done, or the Status of the event_error (or of the timeout).
+    Result<event_done> done{Status(status_code::internal, "the task has not ended")};
 };
 engine_result engine_run_to_end(const request_ptr & h, std::chrono::milliseconds timeout = std::chrono::minutes(10));
 

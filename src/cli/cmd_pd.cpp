@@ -87,11 +87,11 @@ int run_prefill(pd_options & o) {
     auto h = eng.value()->submit(task_prefill{std::move(gen.value())});
     if (!h.ok()) return cli_fail(k_exit_failure, h.status().message());
     engine_result r = engine_run_to_end(h.value());
-    if (r.done.type != engine_event::kind::done) return cli_fail(k_exit_failure, r.done.error.message());
-    st = write_file_atomic(o.out_path, r.done.blob);
+    if (!r.done.ok()) return cli_fail(k_exit_failure, r.done.status().message());
+    st = write_file_atomic(o.out_path, r.done->blob);
     if (!st.ok()) return cli_fail(k_exit_failure, st.message());
-    std::fprintf(stderr, "baton: wrote %zu-byte blob for %u prompt tokens to %s\n", r.done.blob.size(),
-                 r.done.usage.prompt_tokens, o.out_path.c_str());
+    std::fprintf(stderr, "baton: wrote %zu-byte blob for %u prompt tokens to %s\n", r.done->blob.size(),
+                 r.done->usage.prompt_tokens, o.out_path.c_str());
     return k_exit_ok;
 }
 
@@ -121,13 +121,14 @@ int run_decode(pd_options & o) {
     for (;;) {
         engine_event ev;
         if (!h.value()->next(ev, std::chrono::minutes(10))) return cli_fail(k_exit_failure, "decode timed out");
-        std::fwrite(ev.text.data(), 1, ev.text.size(), stdout);
+        const std::string & text = engine_event_text(ev);
+        std::fwrite(text.data(), 1, text.size(), stdout);
         std::fflush(stdout);
-        if (ev.type == engine_event::kind::token) continue;
-        if (ev.type == engine_event::kind::error) {
+        if (std::holds_alternative<event_token>(ev)) continue;
+        if (const auto * e = std::get_if<event_error>(&ev)) {
             std::fputc('\n', stdout);
-            return cli_fail(k_exit_failure, (ev.error.code() == status_code::incompatible ? "incompatible blob: " : "restore failed: ") +
-                                                ev.error.message());
+            return cli_fail(k_exit_failure, (e->error.code() == status_code::incompatible ? "incompatible blob: " : "restore failed: ") +
+                                                e->error.message());
         }
         std::fputc('\n', stdout);
         return k_exit_ok;

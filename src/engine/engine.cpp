@@ -183,6 +183,13 @@ const engine_config & engine::config() const { return impl_->cfg; }
 blob_identity engine::identity() const { return impl_->env.identity; }
 blob_context engine::context_info() const { return impl_->env.context; }
 
+const std::string & engine_event_text(const engine_event & ev) {
+    static const std::string none;
+    if (const auto * t = std::get_if<event_token>(&ev)) return t->text;
+    if (const auto * d = std::get_if<event_done>(&ev)) return d->tail;
+    return none;
+}
+
 engine_result engine_run_to_end(const request_ptr & h, std::chrono::milliseconds timeout) {
     engine_result r;
     const auto deadline = steady::now() + timeout;
@@ -191,18 +198,17 @@ engine_result engine_run_to_end(const request_ptr & h, std::chrono::milliseconds
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now());
         if (left.count() <= 0 || !h->next(ev, left)) {
             h->cancel();
-            r.done.type = engine_event::kind::error;
-            r.done.error = Status(status_code::deadline_exceeded, "request timed out");
+            r.done = Status(status_code::deadline_exceeded, "request timed out");
             return r;
         }
-        if (ev.type == engine_event::kind::token) {
-            r.tokens.push_back(ev.token);
-            r.text += ev.text;
-            if (!ev.logits.empty()) r.logits.push_back(std::move(ev.logits));
+        r.text += engine_event_text(ev);
+        if (auto * t = std::get_if<event_token>(&ev)) {
+            r.tokens.push_back(t->token);
+            if (!t->logits.empty()) r.logits.push_back(std::move(t->logits));
             continue;
         }
-        r.text += ev.text;
-        r.done = std::move(ev);
+        if (auto * e = std::get_if<event_error>(&ev)) r.done = std::move(e->error);
+        else r.done = std::move(std::get<event_done>(ev));
         return r;
     }
 }

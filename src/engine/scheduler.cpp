@@ -13,14 +13,6 @@ namespace baton {
 namespace {
 double seconds_since(steady::time_point t) { return std::chrono::duration<double>(steady::now() - t).count(); }
 double ms_between(steady::time_point a, steady::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
-
-engine_event error_event(Status st) {
-    engine_event ev;
-    ev.type = engine_event::kind::error;
-    ev.finish = st.code() == status_code::cancelled ? finish_reason::cancelled : finish_reason::error;
-    ev.error = std::move(st);
-    return ev;
-}
 }  // namespace
 
 token_id sample_from_logits(llama_sampler * chain, const std::vector<float> & logits) {
@@ -57,7 +49,7 @@ void engine_impl::run() {
     for (auto & s : slots)
         if (s.task) finish(s, finish_reason::cancelled, Status(status_code::cancelled, "engine stopped"));
     std::lock_guard<std::mutex> lk(mu);
-    for (auto & [task, h] : queue) h->push(error_event(Status(status_code::cancelled, "engine stopped")));
+    for (auto & [task, h] : queue) h->push(event_error{Status(status_code::cancelled, "engine stopped")});
     queue.clear();
 }
 
@@ -89,7 +81,7 @@ void engine_impl::phase_admit() {
     std::deque<std::pair<engine_task, request_ptr>> keep;
     for (auto & [task, h] : waiting) {
         if (h->cancelled()) {
-            deliver(h, error_event(Status(status_code::cancelled, "request cancelled before it started")));
+            deliver(h, event_error{Status(status_code::cancelled, "request cancelled before it started")});
             continue;
         }
         if (!admit_one(task, h)) keep.emplace_back(std::move(task), h);
@@ -155,7 +147,7 @@ void engine_impl::bind_task(slot & s, std::unique_ptr<active_task> t, engine_tas
         if (!blob.view().has_logits) {
             Status st(status_code::incompatible, "logits: the blob carries no trailing logits; /v1/decode needs a blob from prefill");
             count_restore(st, 0, blob.size());
-            deliver(t->h, error_event(st));
+            deliver(t->h, event_error{st});
             return;
         }
         s.owner = t->h->id();
@@ -164,7 +156,7 @@ void engine_impl::bind_task(slot & s, std::unique_ptr<active_task> t, engine_tas
         count_restore(st, seconds_since(t0), blob.size());
         if (!st.ok()) {
             s.owner = 0;
-            deliver(t->h, error_event(st));
+            deliver(t->h, event_error{st});
             return;
         }
         t->seq = s.tokens;
@@ -219,11 +211,10 @@ void engine_impl::run_slot_op(engine_task & task, const request_ptr & h) {
     if (auto * r = std::get_if<task_slot_restore>(&task)) id = r->slot;
     if (auto * e = std::get_if<task_slot_erase>(&task)) id = e->slot;
     slot & s = slots[size_t(id)];
-    engine_event done;
-    done.type = engine_event::kind::done;
+    event_done done;
     done.slot = id;
     if (s.task || s.owner != 0) {
-        deliver(h, error_event(Status(status_code::busy, "slot " + std::to_string(id) + " is busy")));
+        deliver(h, event_error{Status(status_code::busy, "slot " + std::to_string(id) + " is busy")});
         return;
     }
     if (std::holds_alternative<task_slot_erase>(task)) {
@@ -237,13 +228,13 @@ void engine_impl::run_slot_op(engine_task & task, const request_ptr & h) {
         const auto t0 = steady::now();
         Status st = slot_restore(env, s, *r->blob, 0);
         count_restore(st, seconds_since(t0), r->blob->size());
-        if (!st.ok()) return deliver(h, error_event(st));
+        if (!st.ok()) return deliver(h, event_error{st});
         done.usage.cached_tokens = uint32_t(s.tokens.size());
     } else {
         const auto t0 = steady::now();
         blob_buffer_sink sink;
         Status st = slot_export(ctx.get(), s, env.identity, env.context, true, "", sink, state_scratch);
-        if (!st.ok()) return deliver(h, error_event(st));
+        if (!st.ok()) return deliver(h, event_error{st});
         done.blob = std::move(sink.bytes());
         bump([&](engine_metrics & m) {
             m.blob_bytes_out += done.blob.size();
@@ -425,7 +416,7 @@ void engine_impl::sample_one(slot & s) {
     if (t.req.n_predict == 0) return finish(s, finish_reason::length);
     const token_id tok = sample_from_logits(t.chain.get(), s.logits);
     if (!t.req.ignore_eos && llama_vocab_is_eog(model->vocab(), tok)) return finish(s, finish_reason::stop);
-    engine_event ev;
+    event_token ev;
     ev.token = tok;
     ev.text = t.text.push(text_token_piece(model->vocab(), tok));
     if (t.req.record_logits) ev.logits = s.logits;
@@ -449,12 +440,11 @@ void engine_impl::finish(slot & s, finish_reason why, Status error, std::vector<
     std::unique_ptr<active_task> t = std::move(s.task);
     s.owner = 0;
     s.last_used = step_no;
-    if (!error.ok()) return deliver(t->h, error_event(std::move(error)));
-    engine_event done;
-    done.type = engine_event::kind::done;
+    if (!error.ok()) return deliver(t->h, event_error{std::move(error)});
+    event_done done;
     done.finish = why;
     done.blob = std::move(blob);
-    done.text = t->text.flush();
+    done.tail = t->text.flush();
     done.slot = s.id;
     done.usage = t->usage;
     done.usage.generated_tokens = t->n_generated;

@@ -78,7 +78,7 @@ event_wait_limits server_impl::wait_limits(steady_clock::time_point deadline) co
     return lim;
 }
 
-net::awaitable<Result<engine_event>> server_impl::run_to_done(http_exchange & ex, engine_task task) {
+net::awaitable<Result<event_done>> server_impl::run_to_done(http_exchange & ex, engine_task task) {
     const auto lim = wait_limits(deadline_from_now());
     auto h = eng->submit(std::move(task));
     if (!h.ok()) co_return h.status();
@@ -87,8 +87,8 @@ net::awaitable<Result<engine_event>> server_impl::run_to_done(http_exchange & ex
         engine_event ev;
         Status st = co_await event_wait(w, ev, lim, &ex);
         if (!st.ok()) co_return st;
-        if (ev.type == engine_event::kind::error) co_return ev.error;
-        if (ev.type == engine_event::kind::done) co_return ev;
+        if (auto * e = std::get_if<event_error>(&ev)) co_return std::move(e->error);
+        if (auto * d = std::get_if<event_done>(&ev)) co_return std::move(*d);
     }
 }
 

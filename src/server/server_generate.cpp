@@ -24,7 +24,7 @@ struct latency_probe {
     bool saw_token = false;
 
     void observe(const engine_event & ev) {
-        if (ev.type != engine_event::kind::token) return;
+        if (!std::holds_alternative<event_token>(ev)) return;
         const auto now = steady_clock::now();
         const double s = std::chrono::duration<double>(now - (saw_token ? t_last : t_start)).count();
         if (saw_token) m.observe_itl(s);
@@ -49,15 +49,15 @@ net::awaitable<void> server_impl::respond_generation(http_exchange & ex, engine_
     Status st = co_await event_wait(w, ev, lim, &ex);
     if (!st.ok()) co_return (void) co_await ex.respond_error(st);
     probe.observe(ev);
-    if (ev.type == engine_event::kind::error) co_return (void) co_await ex.respond_error(ev.error);
+    if (auto * e = std::get_if<event_error>(&ev)) co_return (void) co_await ex.respond_error(e->error);
 
     if (!oreq.stream) {
         std::string text;
         for (;;) {
-            if (ev.type == engine_event::kind::error) co_return (void) co_await ex.respond_error(ev.error);
-            text += ev.text;
-            if (ev.type == engine_event::kind::done)
-                co_return (void) co_await ex.respond(http_response::json(openai_response_json(meta, text, ev.finish, ev.usage)));
+            if (auto * e = std::get_if<event_error>(&ev)) co_return (void) co_await ex.respond_error(e->error);
+            text += engine_event_text(ev);
+            if (auto * d = std::get_if<event_done>(&ev))
+                co_return (void) co_await ex.respond(http_response::json(openai_response_json(meta, text, d->finish, d->usage)));
             st = co_await event_wait(w, ev, lim, &ex);
             if (!st.ok()) co_return (void) co_await ex.respond_error(st);
             probe.observe(ev);
@@ -76,16 +76,17 @@ net::awaitable<void> server_impl::respond_generation(http_exchange & ex, engine_
         if (!co_await put(sse_event(openai_chunk_role_json(meta)))) co_return;
     }
     for (;;) {
-        if (ev.type == engine_event::kind::error) {
-            if (co_await put(sse_error_and_done(ev.error))) co_await ex.end();
+        if (auto * e = std::get_if<event_error>(&ev)) {
+            if (co_await put(sse_error_and_done(e->error))) co_await ex.end();
             co_return;
         }
-        if (!ev.text.empty()) {
-            if (!co_await put(sse_event(openai_chunk_text_json(meta, ev.text)))) co_return;
+        const std::string & piece = engine_event_text(ev);  // the token's text, or the done event's tail
+        if (!piece.empty()) {
+            if (!co_await put(sse_event(openai_chunk_text_json(meta, piece)))) co_return;
         }
-        if (ev.type == engine_event::kind::done) {
-            std::string tail = sse_event(openai_chunk_finish_json(meta, ev.finish));
-            if (oreq.include_usage) tail += sse_event(openai_chunk_usage_json(meta, ev.usage));
+        if (auto * d = std::get_if<event_done>(&ev)) {
+            std::string tail = sse_event(openai_chunk_finish_json(meta, d->finish));
+            if (oreq.include_usage) tail += sse_event(openai_chunk_usage_json(meta, d->usage));
             tail += sse_done();
             if (co_await put(tail)) co_await ex.end();
             co_return;

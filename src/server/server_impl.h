@@ -64,7 +64,7 @@ class server_impl {
     steady_clock::time_point deadline_from_now() const;
     event_wait_limits wait_limits(steady_clock::time_point deadline) const;
     // run_to_done waits for the terminal event of a task without tokens (prefill, slot operations).
-    net::awaitable<Result<engine_event>> run_to_done(http_exchange & ex, engine_task task);
+    net::awaitable<Result<event_done>> run_to_done(http_exchange & ex, engine_task task);
     // blob_parse_edge verifies a blob body (on the bridge pool); failures are counted by reason.
     net::awaitable<Result<blob_ptr>> blob_parse_edge(std::vector<uint8_t> bytes);
     // send_blob answers with blob bytes (after the --test-corrupt-state and --test-truncate-blob hooks).

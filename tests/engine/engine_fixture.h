@@ -52,8 +52,7 @@ inline engine_result run_task(engine & e, engine_task t) {
     auto h = e.submit(std::move(t));
     if (!h.ok()) {
         engine_result r;
-        r.done.type = engine_event::kind::error;
-        r.done.error = h.status();
+        r.done = h.status();
         return r;
     }
     return engine_run_to_end(h.value(), std::chrono::seconds(300));

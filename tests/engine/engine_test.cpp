@@ -41,22 +41,22 @@ TEST_P(EngineArch, PrefillBlobDecodeEqualsMonolithicBitForBit) {
 
             auto mono_engine = make_engine(m(), cfg);
             engine_result mono = run_task(*mono_engine, task_generate{req});
-            ASSERT_EQ(mono.done.type, engine_event::kind::done) << mono.done.error.to_string();
+            ASSERT_TRUE(mono.done.ok()) << mono.done.status().to_string();
             expect_same_run(want.tokens, std::vector<std::vector<float>>(want.logits.begin(), want.logits.begin() + mono.logits.size()),
                             mono.tokens, mono.logits, what + " (engine vs oracle)");
             EXPECT_EQ(mono.text, want.text) << what;
 
             auto prefill_engine = make_engine(m(), cfg);
             engine_result pre = run_task(*prefill_engine, task_prefill{req});
-            ASSERT_EQ(pre.done.type, engine_event::kind::done) << pre.done.error.to_string();
-            ASSERT_FALSE(pre.done.blob.empty());
+            ASSERT_TRUE(pre.done.ok()) << pre.done.status().to_string();
+            ASSERT_FALSE(pre.done->blob.empty());
             auto decode_engine = make_engine(m(), cfg);  // fresh: shares nothing with the prefill side
-            engine_result dec = run_task(*decode_engine, task_decode{validated(pre.done.blob), req});
-            ASSERT_EQ(dec.done.type, engine_event::kind::done) << dec.done.error.to_string();
+            engine_result dec = run_task(*decode_engine, task_decode{validated(pre.done->blob), req});
+            ASSERT_TRUE(dec.done.ok()) << dec.done.status().to_string();
             expect_same_run(mono.tokens, mono.logits, dec.tokens, dec.logits, what + " (PD vs monolithic)");
             EXPECT_EQ(dec.text, mono.text) << what;
-            EXPECT_EQ(dec.done.usage.prompt_tokens, mono.done.usage.prompt_tokens);
-            EXPECT_EQ(dec.done.usage.generated_tokens, mono.done.usage.generated_tokens);
+            EXPECT_EQ(dec.done->usage.prompt_tokens, mono.done->usage.prompt_tokens);
+            EXPECT_EQ(dec.done->usage.generated_tokens, mono.done->usage.generated_tokens);
         }
     }
 }
@@ -68,14 +68,14 @@ TEST_P(EngineArch, FailedRestoreLeavesSlotEmptyRegression) {
     const gen_request req = greedy(make_prompt(60, 7, n_vocab()), 16);
     auto src = make_engine(m(), cfg);
     engine_result pre = run_task(*src, task_prefill{req});
-    ASSERT_EQ(pre.done.type, engine_event::kind::done) << pre.done.error.to_string();
+    ASSERT_TRUE(pre.done.ok()) << pre.done.status().to_string();
 
     // (a) state bytes with a valid checksum that libllama rejects: the state cut in half.
-    const auto half = blob_rewrite(pre.done.blob, [](blob_parts &, std::vector<uint8_t> & state, auto &, auto &) {
+    const auto half = blob_rewrite(pre.done->blob, [](blob_parts &, std::vector<uint8_t> & state, auto &, auto &) {
         state.resize(state.size() / 2);
     });
     // (b) a state whose cell positions disagree with the token section: tokens section one token shorter.
-    const auto short_tokens = blob_rewrite(pre.done.blob, [](blob_parts & p, auto &, std::vector<int32_t> & tokens, auto &) {
+    const auto short_tokens = blob_rewrite(pre.done->blob, [](blob_parts & p, auto &, std::vector<int32_t> & tokens, auto &) {
         tokens.pop_back();
         p.checkpoints.clear();
     });
@@ -84,7 +84,7 @@ TEST_P(EngineArch, FailedRestoreLeavesSlotEmptyRegression) {
             auto dst = make_engine(m(), cfg);
             engine_result r = entry == 0 ? run_task(*dst, task_slot_restore{0, validated(*bad)})
                                          : run_task(*dst, task_decode{validated(*bad), req});
-            ASSERT_EQ(r.done.type, engine_event::kind::error) << "restore of a bad state must fail";
+            ASSERT_FALSE(r.done.ok()) << "restore of a bad state must fail";
             const slot_info s = dst->slots()[0];
             EXPECT_EQ(s.n_tokens, 0u);
             EXPECT_EQ(s.n_checkpoints, 0u);
@@ -93,8 +93,8 @@ TEST_P(EngineArch, FailedRestoreLeavesSlotEmptyRegression) {
             EXPECT_EQ(dst->metrics().restore_failures.size(), 1u);
             // A request sharing the blob's prefix: must equal the monolithic output.
             engine_result after = run_task(*dst, task_generate{req});
-            ASSERT_EQ(after.done.type, engine_event::kind::done) << after.done.error.to_string();
-            EXPECT_EQ(after.done.usage.cached_tokens, 0u);
+            ASSERT_TRUE(after.done.ok()) << after.done.status().to_string();
+            EXPECT_EQ(after.done->usage.cached_tokens, 0u);
             const generate_output want = oracle(*m(), req, cfg);
             EXPECT_EQ(after.tokens, want.tokens);
         }
@@ -111,17 +111,17 @@ TEST(EngineRestore, ForgedFingerprintFromOtherArchLeavesSlotEmptyRegression) {
         const gen_request req = greedy(make_prompt(40, 3, int32_t(mt->identity().n_vocab)), 8);
         auto src = make_engine(mf, cfg);
         engine_result pre = run_task(*src, task_prefill{req});
-        ASSERT_EQ(pre.done.type, engine_event::kind::done);
+        ASSERT_TRUE(pre.done.ok());
         auto dst = make_engine(mt, cfg);
         const blob_identity target = dst->identity();
-        const auto forged = blob_rewrite(pre.done.blob, [&](blob_parts & p, auto &, auto &, auto &) { p.identity = target; });
+        const auto forged = blob_rewrite(pre.done->blob, [&](blob_parts & p, auto &, auto &, auto &) { p.identity = target; });
         engine_result r = run_task(*dst, task_slot_restore{0, validated(forged)});
-        EXPECT_EQ(r.done.type, engine_event::kind::error) << from << " -> " << to;
+        EXPECT_FALSE(r.done.ok()) << from << " -> " << to;
         const slot_info s = dst->slots()[0];
         EXPECT_EQ(s.n_tokens, 0u) << from << " -> " << to;
         EXPECT_EQ(s.pos_max, -1) << from << " -> " << to;
         engine_result after = run_task(*dst, task_generate{req});
-        ASSERT_EQ(after.done.type, engine_event::kind::done);
+        ASSERT_TRUE(after.done.ok());
         EXPECT_EQ(after.tokens, oracle(*mt, req, cfg).tokens) << from << " -> " << to;
     }
 }
@@ -131,14 +131,14 @@ TEST_P(EngineArch, IncompatibleBlobIsRejectedBeforeTouchingTheSlot) {
     const gen_request req = greedy(make_prompt(30, 5, n_vocab()), 4);
     auto e = make_engine(m(), cfg);
     engine_result pre = run_task(*e, task_prefill{req});
-    ASSERT_EQ(pre.done.type, engine_event::kind::done);
+    ASSERT_TRUE(pre.done.ok());
     const slot_info before = e->slots()[0];
     ASSERT_EQ(before.n_tokens, 30u);
-    const auto other = blob_rewrite(pre.done.blob, [](blob_parts & p, auto &, auto &, auto &) { p.identity.fingerprint[0] ^= 1; });
+    const auto other = blob_rewrite(pre.done->blob, [](blob_parts & p, auto &, auto &, auto &) { p.identity.fingerprint[0] ^= 1; });
     engine_result r = run_task(*e, task_slot_restore{0, validated(other)});
-    ASSERT_EQ(r.done.type, engine_event::kind::error);
-    EXPECT_EQ(r.done.error.code(), status_code::incompatible);
-    EXPECT_NE(r.done.error.message().find("fingerprint"), std::string::npos) << r.done.error.message();
+    ASSERT_FALSE(r.done.ok());
+    EXPECT_EQ(r.done.status().code(), status_code::incompatible);
+    EXPECT_NE(r.done.status().message().find("fingerprint"), std::string::npos) << r.done.status().message();
     const slot_info after = e->slots()[0];
     EXPECT_EQ(after.n_tokens, before.n_tokens) << "an incompatible blob must not touch the slot";
     EXPECT_EQ(after.pos_max, before.pos_max);
@@ -152,7 +152,7 @@ TEST_P(EngineArch, DivergingContinuationRollsBackThroughBlobCheckpointRegression
     gen_request first = greedy(p, 0);
     auto src = make_engine(m(), cfg);
     engine_result pre = run_task(*src, task_prefill{first});
-    ASSERT_EQ(pre.done.type, engine_event::kind::done);
+    ASSERT_TRUE(pre.done.ok());
 
     std::vector<token_id> p2(p.begin(), p.begin() + 98);
     for (token_id t : make_prompt(20, 99, n_vocab())) p2.push_back(t == 1 ? 7 : t);
@@ -161,26 +161,26 @@ TEST_P(EngineArch, DivergingContinuationRollsBackThroughBlobCheckpointRegression
     const bool partial = m()->has_partial_state();
 
     for (bool with_checkpoints : {true, false}) {
-        auto bytes = with_checkpoints ? pre.done.blob
-                                      : blob_rewrite(pre.done.blob, [](blob_parts & bp, auto &, auto &, auto &) { bp.checkpoints.clear(); });
+        auto bytes = with_checkpoints ? pre.done->blob
+                                      : blob_rewrite(pre.done->blob, [](blob_parts & bp, auto &, auto &, auto &) { bp.checkpoints.clear(); });
         auto dst = make_engine(m(), cfg);
         engine_result put = run_task(*dst, task_slot_restore{0, validated(bytes)});
-        ASSERT_EQ(put.done.type, engine_event::kind::done) << put.done.error.to_string();
+        ASSERT_TRUE(put.done.ok()) << put.done.status().to_string();
         EXPECT_EQ(dst->slots()[0].n_checkpoints, with_checkpoints && partial ? 1u : 0u);
         engine_result r = run_task(*dst, task_generate{cont});
-        ASSERT_EQ(r.done.type, engine_event::kind::done);
+        ASSERT_TRUE(r.done.ok());
         EXPECT_EQ(r.tokens, want.tokens) << (with_checkpoints ? "via checkpoint" : "via re-prefill");
         const engine_metrics mt = dst->metrics();
         if (!partial) {  // attention-only memory is truncated at the divergence point, no checkpoint needed
             EXPECT_EQ(mt.checkpoint_restores, 0u);
             EXPECT_EQ(mt.reprefills, 0u);
-            EXPECT_EQ(r.done.usage.cached_tokens, 98u);
+            EXPECT_EQ(r.done->usage.cached_tokens, 98u);
         } else if (with_checkpoints) {
             EXPECT_EQ(mt.checkpoint_restores, 1u);
-            EXPECT_EQ(r.done.usage.cached_tokens, 96u);  // the tail checkpoint: 100 - 4
+            EXPECT_EQ(r.done->usage.cached_tokens, 96u);  // the tail checkpoint: 100 - 4
         } else {
             EXPECT_EQ(mt.reprefills, 1u) << "without checkpoints the engine must say it re-prefilled";
-            EXPECT_EQ(r.done.usage.cached_tokens, 0u);
+            EXPECT_EQ(r.done->usage.cached_tokens, 0u);
         }
     }
 }
@@ -191,12 +191,12 @@ TEST_P(EngineArch, SameBlobThroughEveryEntryPointGivesIdenticalSlotStateRegressi
     const gen_request req = greedy(make_prompt(70, 21, n_vocab()), 0);
     auto src = make_engine(m(), cfg);
     engine_result pre = run_task(*src, task_prefill{req});
-    ASSERT_EQ(pre.done.type, engine_event::kind::done);
+    ASSERT_TRUE(pre.done.ok());
 
     auto via_put = make_engine(m(), cfg);
-    ASSERT_EQ(run_task(*via_put, task_slot_restore{0, validated(pre.done.blob)}).done.type, engine_event::kind::done);
+    ASSERT_TRUE(run_task(*via_put, task_slot_restore{0, validated(pre.done->blob)}).done.ok());
     auto via_decode = make_engine(m(), cfg);
-    ASSERT_EQ(run_task(*via_decode, task_decode{validated(pre.done.blob), req}).done.type, engine_event::kind::done);
+    ASSERT_TRUE(run_task(*via_decode, task_decode{validated(pre.done->blob), req}).done.ok());
 
     const slot_info a = via_put->slots()[0], b = via_decode->slots()[0];
     EXPECT_EQ(a.n_tokens, b.n_tokens);
@@ -205,10 +205,10 @@ TEST_P(EngineArch, SameBlobThroughEveryEntryPointGivesIdenticalSlotStateRegressi
     EXPECT_EQ(a.pos_max, b.pos_max);
     engine_result sa = run_task(*via_put, task_slot_save{0});
     engine_result sb = run_task(*via_decode, task_slot_save{0});
-    ASSERT_EQ(sa.done.type, engine_event::kind::done);
-    ASSERT_EQ(sb.done.type, engine_event::kind::done);
-    EXPECT_EQ(sa.done.blob, sb.done.blob) << "the two entry points left different slot state";
-    EXPECT_EQ(sa.done.blob, pre.done.blob) << "save after restore must reproduce the blob";
+    ASSERT_TRUE(sa.done.ok());
+    ASSERT_TRUE(sb.done.ok());
+    EXPECT_EQ(sa.done->blob, sb.done->blob) << "the two entry points left different slot state";
+    EXPECT_EQ(sa.done->blob, pre.done->blob) << "save after restore must reproduce the blob";
 }
 
 TEST_P(EngineArch, InvariantGuardRepairsDesyncedSlot) {
@@ -218,7 +218,7 @@ TEST_P(EngineArch, InvariantGuardRepairsDesyncedSlot) {
     req.test_desync_at = 5;
     auto e = make_engine(m(), cfg);
     engine_result r = run_task(*e, task_generate{req});
-    ASSERT_EQ(r.done.type, engine_event::kind::done) << r.done.error.to_string();
+    ASSERT_TRUE(r.done.ok()) << r.done.status().to_string();
     EXPECT_EQ(e->metrics().invariant_repairs, 1u);
     EXPECT_EQ(r.tokens, want.tokens);
 }
@@ -232,7 +232,7 @@ TEST_P(EngineArch, FourSlotsConcurrentlyMatchSoloRunsAndPrefixReuseIsCounted) {
     for (const auto & r : reqs) hs.push_back(e->submit(task_generate{r}).value());
     for (size_t i = 0; i < 4; ++i) {
         engine_result r = engine_run_to_end(hs[i], std::chrono::seconds(300));
-        ASSERT_EQ(r.done.type, engine_event::kind::done) << r.done.error.to_string();
+        ASSERT_TRUE(r.done.ok()) << r.done.status().to_string();
         EXPECT_EQ(r.tokens, oracle(*m(), reqs[i], engine_cfg(1, 4096)).tokens) << "slot request " << i;
     }
     // Prefix reuse: the same conversation continued lands on the slot holding it.
@@ -241,9 +241,9 @@ TEST_P(EngineArch, FourSlotsConcurrentlyMatchSoloRunsAndPrefixReuseIsCounted) {
     for (token_id t : make_prompt(12, 555, n_vocab())) again.prompt.push_back(t == 1 ? 9 : t);
     const uint64_t hits_before = e->metrics().prefix_reuse_hits;
     engine_result r = run_task(*e, task_generate{again});
-    ASSERT_EQ(r.done.type, engine_event::kind::done);
+    ASSERT_TRUE(r.done.ok());
     EXPECT_EQ(e->metrics().prefix_reuse_hits, hits_before + 1);
-    EXPECT_GT(r.done.usage.cached_tokens, 0u);
+    EXPECT_GT(r.done->usage.cached_tokens, 0u);
     EXPECT_EQ(r.tokens, oracle(*m(), again, engine_cfg(1, 4096)).tokens) << "reused prefix must equal a cold run";
 }
 
@@ -261,7 +261,7 @@ TEST(EngineSubmit, BadRequestsAreTypedErrors) {
     EXPECT_EQ(e->submit(task_slot_save{7}).status().code(), status_code::not_found);
     EXPECT_EQ(e->submit(task_slot_erase{-1}).status().code(), status_code::not_found);
     engine_result s = run_task(*e, task_slot_save{0});
-    EXPECT_EQ(s.done.error.code(), status_code::not_found);  // empty slot holds no state
+    EXPECT_EQ(s.done.status().code(), status_code::not_found);  // empty slot holds no state
 }
 
 TEST(EngineSubmit, CancelEndsTaskWithExplicitError) {
@@ -273,8 +273,8 @@ TEST(EngineSubmit, CancelEndsTaskWithExplicitError) {
     ASSERT_TRUE(h->next(ev, std::chrono::seconds(60)));
     h->cancel();
     engine_result rest = engine_run_to_end(h, std::chrono::seconds(60));
-    EXPECT_EQ(rest.done.type, engine_event::kind::error);
-    EXPECT_EQ(rest.done.error.code(), status_code::cancelled);
+    EXPECT_FALSE(rest.done.ok());
+    EXPECT_EQ(rest.done.status().code(), status_code::cancelled);
     EXPECT_FALSE(e->slots()[0].busy);
 }
 
@@ -288,8 +288,8 @@ TEST(EngineSubmit, StopStringsEndGenerationAndAreNotEmitted) {
     r.stop = {stop};
     auto e = make_engine(m, cfg);
     engine_result res = run_task(*e, task_generate{r});
-    ASSERT_EQ(res.done.type, engine_event::kind::done);
-    EXPECT_EQ(res.done.finish, finish_reason::stop);
+    ASSERT_TRUE(res.done.ok());
+    EXPECT_EQ(res.done->finish, finish_reason::stop);
     EXPECT_EQ(res.text, full.text.substr(0, full.text.find(stop)));
 }
 
@@ -317,7 +317,7 @@ TEST(EngineQueue, MoreRequestsThanSlotsAllFinishRegression) {
     for (const auto & r : reqs) hs.push_back(e->submit(task_generate{r}).value());
     for (size_t i = 0; i < hs.size(); ++i) {
         engine_result r = engine_run_to_end(hs[i], std::chrono::seconds(30));
-        ASSERT_EQ(r.done.type, engine_event::kind::done) << "request " << i << ": " << r.done.error.to_string();
+        ASSERT_TRUE(r.done.ok()) << "request " << i << ": " << r.done.status().to_string();
         EXPECT_EQ(r.tokens, oracle(*m, reqs[i], engine_cfg(1, 2048)).tokens) << i;
     }
 }

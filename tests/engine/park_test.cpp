@@ -28,18 +28,18 @@ TEST_P(ParkArch, IdleSlotParksWhileAnotherWorksAndComesBackExactly) {
     ASSERT_TRUE(cfg.ctx.kv_unified && cfg.park_idle) << "parking is the default on a unified cache";
     auto e = make_engine(m(), cfg);
     const gen_request a = greedy(make_prompt(60, 1, n_vocab()), 8);
-    ASSERT_EQ(run_task(*e, task_generate{a}).done.type, engine_event::kind::done);
+    ASSERT_TRUE(run_task(*e, task_generate{a}).done.ok());
     const int32_t sa = holder(*e);
     ASSERT_GE(sa, 0);
     const slot_info before = e->slots()[size_t(sa)];
     EXPECT_FALSE(before.parked) << "nothing else works: A's state stays in the cache";
     engine_result saved = run_task(*e, task_slot_save{sa});
-    ASSERT_EQ(saved.done.type, engine_event::kind::done);
+    ASSERT_TRUE(saved.done.ok());
 
     const gen_request b = greedy(make_prompt(40, 2, n_vocab()), 16);
     engine_result rb = run_task(*e, task_generate{b});
-    ASSERT_EQ(rb.done.type, engine_event::kind::done);
-    EXPECT_NE(rb.done.slot, sa) << "a prompt sharing only BOS must not evict A's cache";
+    ASSERT_TRUE(rb.done.ok());
+    EXPECT_NE(rb.done->slot, sa) << "a prompt sharing only BOS must not evict A's cache";
     const bool parks = !m()->is_recurrent();
     const slot_info parked = e->slots()[size_t(sa)];
     EXPECT_EQ(parked.parked, parks);
@@ -48,17 +48,17 @@ TEST_P(ParkArch, IdleSlotParksWhileAnotherWorksAndComesBackExactly) {
     EXPECT_EQ(parked.pos_max, parks ? -1 : before.pos_max) << "a parked slot holds no cells";
     EXPECT_EQ(e->metrics().parks, parks ? 1u : 0u);
     engine_result again = run_task(*e, task_slot_save{sa});
-    ASSERT_EQ(again.done.type, engine_event::kind::done);
-    EXPECT_EQ(again.done.blob, saved.done.blob) << "parking must keep the slot's state byte for byte";
+    ASSERT_TRUE(again.done.ok());
+    EXPECT_EQ(again.done->blob, saved.done->blob) << "parking must keep the slot's state byte for byte";
 
     gen_request cont = a;
     cont.prompt.resize(58);
     for (token_id t : make_prompt(12, 77, n_vocab())) cont.prompt.push_back(t == 1 ? 7 : t);
     engine_result rc = run_task(*e, task_generate{cont});
-    ASSERT_EQ(rc.done.type, engine_event::kind::done) << rc.done.error.to_string();
-    EXPECT_EQ(rc.done.slot, sa) << "the continuation goes to the slot that holds its prefix";
+    ASSERT_TRUE(rc.done.ok()) << rc.done.status().to_string();
+    EXPECT_EQ(rc.done->slot, sa) << "the continuation goes to the slot that holds its prefix";
     EXPECT_EQ(e->metrics().unparks, parks ? 1u : 0u);
-    EXPECT_GE(rc.done.usage.cached_tokens, 16u);
+    EXPECT_GE(rc.done->usage.cached_tokens, 16u);
     EXPECT_EQ(rc.tokens, oracle(*m(), cont, engine_cfg(1, 2048)).tokens) << "an unparked prefix must equal a cold run";
     EXPECT_EQ(e->metrics().invariant_repairs, 0u);
     EXPECT_EQ(e->metrics().restores_ok, 0u) << "unparking is not a blob restore from outside";
@@ -69,9 +69,9 @@ INSTANTIATE_TEST_SUITE_P(AllArchs, ParkArch, ::testing::Values("llama", "mamba2"
 
 // Runs A, then B on the other slot; returns A's slot.
 int32_t run_a_then_b(engine & e, int32_t n_vocab) {
-    EXPECT_EQ(run_task(e, task_generate{greedy(make_prompt(40, 1, n_vocab), 4)}).done.type, engine_event::kind::done);
+    EXPECT_TRUE(run_task(e, task_generate{greedy(make_prompt(40, 1, n_vocab), 4)}).done.ok());
     const int32_t sa = holder(e);
-    EXPECT_EQ(run_task(e, task_generate{greedy(make_prompt(30, 2, n_vocab), 8)}).done.type, engine_event::kind::done);
+    EXPECT_TRUE(run_task(e, task_generate{greedy(make_prompt(30, 2, n_vocab), 8)}).done.ok());
     return sa;
 }
 
@@ -99,7 +99,7 @@ TEST(Park, EraseAndRestoreReplaceAParkedSlot) {
     auto e = make_engine(m, engine_cfg(2, 1024));
     const int32_t sa = run_a_then_b(*e, nv);
     ASSERT_TRUE(e->slots()[size_t(sa)].parked);
-    ASSERT_EQ(run_task(*e, task_slot_erase{sa}).done.type, engine_event::kind::done);
+    ASSERT_TRUE(run_task(*e, task_slot_erase{sa}).done.ok());
     EXPECT_FALSE(e->slots()[size_t(sa)].parked);
     EXPECT_EQ(e->slots()[size_t(sa)].n_tokens, 0u);
     EXPECT_EQ(e->metrics().parked_bytes, 0u);
@@ -108,8 +108,8 @@ TEST(Park, EraseAndRestoreReplaceAParkedSlot) {
     ASSERT_TRUE(e->slots()[size_t(sa2)].parked);
     auto src = make_engine(m, engine_cfg(2, 1024));
     engine_result pre = run_task(*src, task_prefill{greedy(make_prompt(25, 3, nv), 0)});
-    ASSERT_EQ(pre.done.type, engine_event::kind::done);
-    ASSERT_EQ(run_task(*e, task_slot_restore{sa2, validated(pre.done.blob)}).done.type, engine_event::kind::done);
+    ASSERT_TRUE(pre.done.ok());
+    ASSERT_TRUE(run_task(*e, task_slot_restore{sa2, validated(pre.done->blob)}).done.ok());
     const slot_info s = e->slots()[size_t(sa2)];
     EXPECT_FALSE(s.parked);
     EXPECT_EQ(s.n_tokens, 25u);

@@ -15,8 +15,7 @@ using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
 engine_event token_event() {
-    engine_event ev;
-    ev.type = engine_event::kind::token;
+    event_token ev;
     ev.text = "x";
     return ev;
 }
@@ -61,16 +60,16 @@ TEST(EventWait, ClientGoneHoldsWhileEventsKeepArriving) {
 TEST(EventWait, DeliversQueuedEventsInOrderBeforeTheDeadline) {
     auto h = std::make_shared<request_handle>(1);
     for (int i = 0; i < 3; ++i) {
-        engine_event ev = token_event();
+        event_token ev;
         ev.text = std::to_string(i);
-        h->push(ev);
+        h->push(std::move(ev));
     }
     event_wait_limits lim;
     lim.deadline = steady_clock::now() + std::chrono::seconds(60);
     for (int i = 0; i < 3; ++i) {
         engine_event ev;
         ASSERT_TRUE(wait_once(h, ev, lim).ok());
-        EXPECT_EQ(ev.text, std::to_string(i));
+        EXPECT_EQ(std::get<event_token>(ev).text, std::to_string(i));
     }
     EXPECT_FALSE(h->cancelled());
 }
@@ -99,7 +98,7 @@ TEST(EventWait, EventFromAnotherThreadWakesTheCoroutine) {
     engine_event ev;
     const auto t0 = steady_clock::now();
     EXPECT_TRUE(wait_once(h, ev, lim).ok());
-    EXPECT_EQ(ev.text, "x");
+    EXPECT_EQ(std::get<event_token>(ev).text, "x");
     EXPECT_LT(steady_clock::now() - t0, std::chrono::seconds(30));
     producer.join();
 }
