@@ -13,6 +13,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+
+#include "baton/thread_annotations.h"
 #include <vector>
 
 namespace baton {
@@ -35,9 +37,9 @@ class buffer_pool {
 
   private:
     const size_t max_bytes_, max_buffers_, min_pooled_;
-    mutable std::mutex mu_;
-    std::vector<std::vector<uint8_t>> free_;  // GUARDED_BY(mu_), ascending capacity
-    size_t bytes_ = 0;                        // GUARDED_BY(mu_), sum of capacities
+    mutable mutex mu_;
+    std::vector<std::vector<uint8_t>> free_ BATON_GUARDED_BY(mu_);  // ascending capacity
+    size_t bytes_ BATON_GUARDED_BY(mu_) = 0;  // sum of capacities
 };
 
 }  // namespace baton

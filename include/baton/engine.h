@@ -33,6 +33,7 @@
 #include "baton/context.h"
 #include "baton/sampling.h"
 #include "baton/status.h"
+#include "baton/thread_annotations.h"
 #include "baton/text.h"
 
 namespace baton {
@@ -131,10 +132,10 @@ class request_handle {
   private:
     const uint64_t id_;
     std::atomic<bool> cancelled_{false};
-    std::mutex mu_;
-    std::condition_variable cv_;
-    std::deque<engine_event> events_;  // GUARDED_BY(mu_)
-    std::function<void()> notify_;     // GUARDED_BY(mu_)
+    mutex mu_;
+    condition_variable cv_;
+    std::deque<engine_event> events_ BATON_GUARDED_BY(mu_);
+    std::function<void()> notify_ BATON_GUARDED_BY(mu_);
 };
 using request_ptr = std::shared_ptr<request_handle>;
 

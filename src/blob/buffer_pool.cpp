@@ -10,7 +10,7 @@ buffer_pool::buffer_pool(size_t max_bytes, size_t max_buffers, size_t min_pooled
 
 std::vector<uint8_t> buffer_pool::take(size_t min_capacity) {
     {
-        std::lock_guard<std::mutex> lk(mu_);
+        lock_guard lk(mu_);
         auto it = std::find_if(free_.begin(), free_.end(), [&](const auto & b) { return b.capacity() >= min_capacity; });
         if (it != free_.end()) {
             std::vector<uint8_t> out = std::move(*it);
@@ -30,7 +30,7 @@ void buffer_pool::give(std::vector<uint8_t> && buf) {
     if (cap < min_pooled_ || cap > max_bytes_) return;
     b.clear();
     std::vector<uint8_t> dropped;  // freed outside the lock
-    std::lock_guard<std::mutex> lk(mu_);
+    lock_guard lk(mu_);
     // Make room by dropping the smallest buffers, but never for a buffer smaller than what it would drop.
     while (!free_.empty() && (free_.size() >= max_buffers_ || bytes_ + cap > max_bytes_)) {
         if (free_.front().capacity() > cap) return;
@@ -45,12 +45,12 @@ void buffer_pool::give(std::vector<uint8_t> && buf) {
 }
 
 size_t buffer_pool::pooled_bytes() const {
-    std::lock_guard<std::mutex> lk(mu_);
+    lock_guard lk(mu_);
     return bytes_;
 }
 
 size_t buffer_pool::pooled_buffers() const {
-    std::lock_guard<std::mutex> lk(mu_);
+    lock_guard lk(mu_);
     return free_.size();
 }
 

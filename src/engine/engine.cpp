@@ -22,15 +22,15 @@ const char * finish_reason_name(finish_reason r) {
 // ---- request_handle ----
 
 bool request_handle::next(engine_event & ev, std::chrono::milliseconds timeout) {
-    std::unique_lock<std::mutex> lk(mu_);
-    if (!cv_.wait_for(lk, timeout, [&] { return !events_.empty(); })) return false;
+    lock_guard lk(mu_);
+    if (!cv_.wait_for(mu_, timeout, [&]() BATON_REQUIRES(mu_) { return !events_.empty(); })) return false;
     ev = std::move(events_.front());
     events_.pop_front();
     return true;
 }
 
 bool request_handle::try_next(engine_event & ev) {
-    std::lock_guard<std::mutex> lk(mu_);
+    lock_guard lk(mu_);
     if (events_.empty()) return false;
     ev = std::move(events_.front());
     events_.pop_front();
@@ -38,14 +38,14 @@ bool request_handle::try_next(engine_event & ev) {
 }
 
 void request_handle::set_notify(std::function<void()> fn) {
-    std::lock_guard<std::mutex> lk(mu_);
+    lock_guard lk(mu_);
     notify_ = std::move(fn);
 }
 
 void request_handle::push(engine_event ev) {
     std::function<void()> notify;
     {
-        std::lock_guard<std::mutex> lk(mu_);
+        lock_guard lk(mu_);
         events_.push_back(std::move(ev));
         notify = notify_;
     }
@@ -77,7 +77,7 @@ engine::~engine() { stop(); }
 
 void engine::stop() {
     {
-        std::lock_guard<std::mutex> lk(impl_->mu);
+        lock_guard lk(impl_->mu);
         impl_->stopping = true;
     }
     impl_->cv.notify_all();
@@ -112,7 +112,10 @@ Result<std::unique_ptr<engine>> engine::create(std::shared_ptr<const loaded_mode
 
     impl->slots.resize(c.n_seq_max);
     for (size_t i = 0; i < impl->slots.size(); ++i) impl->slots[i].id = int32_t(i);
-    impl->metrics.slots_total = c.n_seq_max;
+    {
+        lock_guard lk(impl->pub_mu);  // before the scheduler starts, but the analysis holds every write to it
+        impl->metrics.slots_total = c.n_seq_max;
+    }
     impl->publish();
     engine_impl * raw = impl.get();
     impl->thread = std::thread([raw] { raw->run(); });
@@ -158,7 +161,7 @@ Result<request_ptr> engine::submit(engine_task task) {
     } else if (auto * e = std::get_if<task_slot_erase>(&task)) st = check_slot(e->slot);
     if (!st.ok()) return st;
 
-    std::lock_guard<std::mutex> lk(impl_->mu);
+    lock_guard lk(impl_->mu);
     if (impl_->stopping) return Status(status_code::unavailable, "engine is shutting down");
     if (impl_->queue.size() >= impl_->cfg.queue_max)
         return Status(status_code::unavailable, "queue full: " + std::to_string(impl_->queue.size()) + " tasks waiting for a slot");
@@ -169,12 +172,12 @@ Result<request_ptr> engine::submit(engine_task task) {
 }
 
 engine_metrics engine::metrics() const {
-    std::lock_guard<std::mutex> lk(impl_->pub_mu);
+    lock_guard lk(impl_->pub_mu);
     return impl_->metrics;
 }
 
 std::vector<slot_info> engine::slots() const {
-    std::lock_guard<std::mutex> lk(impl_->pub_mu);
+    lock_guard lk(impl_->pub_mu);
     return impl_->slot_snapshot;
 }
 

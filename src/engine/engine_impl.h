@@ -61,17 +61,17 @@ class engine_impl {
     std::vector<uint8_t> state_scratch;  // raw state bytes of the export in progress (largest one kept)
 
     // queue
-    std::mutex mu;
-    std::condition_variable cv;
-    std::deque<std::pair<engine_task, request_ptr>> queue;  // GUARDED_BY(mu)
-    bool stopping = false;                                  // GUARDED_BY(mu)
-    uint64_t next_id = 1;                                   // GUARDED_BY(mu)
+    mutex mu;
+    condition_variable cv;
+    std::deque<std::pair<engine_task, request_ptr>> queue BATON_GUARDED_BY(mu);
+    bool stopping BATON_GUARDED_BY(mu) = false;
+    uint64_t next_id BATON_GUARDED_BY(mu) = 1;
     std::thread thread;
 
     // published state
-    mutable std::mutex pub_mu;
-    engine_metrics metrics;                 // GUARDED_BY(pub_mu)
-    std::vector<slot_info> slot_snapshot;   // GUARDED_BY(pub_mu)
+    mutable mutex pub_mu;
+    engine_metrics metrics BATON_GUARDED_BY(pub_mu);
+    std::vector<slot_info> slot_snapshot BATON_GUARDED_BY(pub_mu);
 
     ~engine_impl();
     void run();  // the scheduler thread's loop
@@ -104,7 +104,7 @@ class engine_impl {
     void repair(slot & s, const Status & why);
     void count_restore(const Status & st, double seconds, size_t bytes);
     template <typename F> void bump(F f) {
-        std::lock_guard<std::mutex> lk(pub_mu);
+        lock_guard lk(pub_mu);
         f(metrics);
     }
 };

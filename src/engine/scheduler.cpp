@@ -33,14 +33,14 @@ void engine_impl::deliver(const request_ptr & h, engine_event ev) {
 void engine_impl::run() {
     for (;;) {
         {
-            std::unique_lock<std::mutex> lk(mu);
-            const auto has_work = [&] {
+            lock_guard lk(mu);
+            const auto has_work = [&]() BATON_REQUIRES(mu) {
                 if (stopping || !queue.empty()) return true;
                 for (const auto & s : slots)
                     if (s.task) return true;
                 return false;
             };
-            cv.wait(lk, has_work);
+            cv.wait(mu, has_work);
             if (stopping) break;
         }
         step();
@@ -48,7 +48,7 @@ void engine_impl::run() {
     // Shutdown: every task ends with an explicit error, nothing is lost.
     for (auto & s : slots)
         if (s.task) finish(s, finish_reason::cancelled, Status(status_code::cancelled, "engine stopped"));
-    std::lock_guard<std::mutex> lk(mu);
+    lock_guard lk(mu);
     for (auto & [task, h] : queue) h->push(event_error{Status(status_code::cancelled, "engine stopped")});
     queue.clear();
 }
@@ -75,7 +75,7 @@ void engine_impl::step() {
 void engine_impl::phase_admit() {
     std::deque<std::pair<engine_task, request_ptr>> waiting;
     {
-        std::lock_guard<std::mutex> lk(mu);
+        lock_guard lk(mu);
         waiting.swap(queue);
     }
     std::deque<std::pair<engine_task, request_ptr>> keep;
@@ -87,7 +87,7 @@ void engine_impl::phase_admit() {
         if (!admit_one(task, h)) keep.emplace_back(std::move(task), h);
     }
     if (keep.empty()) return;
-    std::lock_guard<std::mutex> lk(mu);
+    lock_guard lk(mu);
     for (auto it = keep.rbegin(); it != keep.rend(); ++it) queue.push_front(std::move(*it));
 }
 
@@ -477,7 +477,7 @@ void engine_impl::publish() {
         busy += si.busy ? 1 : 0;
         snap.push_back(si);
     }
-    std::lock_guard<std::mutex> lk(pub_mu);
+    lock_guard lk(pub_mu);
     slot_snapshot = std::move(snap);
     metrics.slots_busy = busy;
     metrics.parked_bytes = parked_bytes;

@@ -487,7 +487,7 @@ net::awaitable<void> http_server::accept_loop() {
         ++n_accepted_;
         auto s = std::make_shared<http_session>(*this, std::move(sock));
         {
-            std::lock_guard<std::mutex> lk(sessions_mu_);
+            lock_guard lk(sessions_mu_);
             if (sessions_.size() > 64 && sessions_.size() > 2 * size_t(n_open_.load()))
                 std::erase_if(sessions_, [](const std::weak_ptr<http_session> & w) { return w.expired(); });
             sessions_.push_back(s);
@@ -523,7 +523,7 @@ void http_server::stop() {
         });
         std::vector<std::shared_ptr<http_session>> live;
         {
-            std::lock_guard<std::mutex> lk(sessions_mu_);
+            lock_guard lk(sessions_mu_);
             for (auto & w : sessions_)
                 if (auto s = w.lock()) live.push_back(std::move(s));
             sessions_.clear();

@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "baton/thread_annotations.h"
 #include "async_notify.h"
 #include "baton/status.h"
 #include "http_errors.h"
@@ -188,8 +189,8 @@ class http_server {
     std::atomic<bool> running_{false}, stopped_{false};
     std::atomic<uint32_t> n_open_{0};
     std::atomic<uint64_t> n_refused_{0}, n_accepted_{0};
-    std::mutex sessions_mu_;
-    std::vector<std::weak_ptr<http_session>> sessions_;  // guarded by sessions_mu_; for stop()
+    mutex sessions_mu_;
+    std::vector<std::weak_ptr<http_session>> sessions_ BATON_GUARDED_BY(sessions_mu_);  // for stop()
 };
 
 // http_key_equal compares an API key in time that does not depend on where the strings differ.

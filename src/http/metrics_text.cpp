@@ -62,13 +62,13 @@ const char * http_method_label(std::string_view m) {
 }
 
 void http_request_counter::count(std::string_view route, std::string_view method, int status) {
-    std::lock_guard<std::mutex> lk(mu_);
+    lock_guard lk(mu_);
     ++n_[{std::string(route.empty() ? "unmatched" : route), http_method_label(method), status}];
 }
 
 void http_request_counter::render(std::string & out) const {
     metric_head(out, "baton_http_requests_total", "counter", "HTTP requests by route template, method and status");
-    std::lock_guard<std::mutex> lk(mu_);
+    lock_guard lk(mu_);
     for (const auto & [k, n] : n_)
         out += "baton_http_requests_total{route=\"" + metric_label_escape(std::get<0>(k)) + "\",method=\"" +
                metric_label_escape(std::get<1>(k)) + "\",status=\"" + std::to_string(std::get<2>(k)) + "\"} " + std::to_string(n) + "\n";

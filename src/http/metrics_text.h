@@ -16,6 +16,8 @@
 #include <string_view>
 #include <tuple>
 
+#include "baton/thread_annotations.h"
+
 namespace baton {
 
 // metric_label_escape: backslash, double quote and newline escaped as the exposition format requires.
@@ -51,8 +53,9 @@ class http_request_counter {
     void render(std::string & out) const;
 
   private:
-    mutable std::mutex mu_;
-    std::map<std::tuple<std::string, std::string, int>, uint64_t> n_;  // guarded by mu_
+    mutable mutex mu_;
+    std::map<std::tuple<std::string, std::string, int>, uint64_t> n_ BATON_GUARDED_BY(mu_);
 };
 
 }  // namespace baton
+

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 
+#include "baton/thread_annotations.h"
 #include "http/async_notify.h"
 
 namespace baton {
@@ -33,8 +34,8 @@ class capacity_gate {
 
   private:
     const size_t max_waiting_;
-    mutable std::mutex mu_;
-    std::list<notify_ptr> q_;  // guarded by mu_, arrival order
+    mutable mutex mu_;
+    std::list<notify_ptr> q_ BATON_GUARDED_BY(mu_);  // arrival order
 };
 
 }  // namespace baton

@@ -25,7 +25,7 @@ std::optional<size_t> node_pool::pick_least_loaded_locked(const std::vector<size
 }
 
 std::optional<size_t> node_pool::pick_affine_locked(uint64_t key, const std::vector<size_t> & exclude, bool within_capacity) const {
-    auto usable = [&](size_t i) {
+    auto usable = [&](size_t i) BATON_REQUIRES(mu_) {
         return healthy_[i] && !excluded(exclude, i) && !(within_capacity && outstanding_[i] >= capacity_[i]);
     };
     uint32_t min_load = UINT32_MAX;
@@ -49,21 +49,21 @@ std::optional<size_t> node_pool::pick_affine_locked(uint64_t key, const std::vec
 }
 
 std::optional<node_ref> node_pool::pick_least_loaded(const std::vector<size_t> & exclude) const {
-    std::lock_guard<std::mutex> lk(mu_);
+    lock_guard lk(mu_);
     auto i = pick_least_loaded_locked(exclude, false);
     if (!i) return std::nullopt;
     return node_ref{*i, urls_[*i]};
 }
 
 std::optional<node_ref> node_pool::pick_affine(uint64_t key, const std::vector<size_t> & exclude) const {
-    std::lock_guard<std::mutex> lk(mu_);
+    lock_guard lk(mu_);
     auto i = pick_affine_locked(key, exclude, false);
     if (!i) return std::nullopt;
     return node_ref{*i, urls_[*i]};
 }
 
 std::optional<node_ref> node_pool::acquire_least_loaded(const std::vector<size_t> & exclude) {
-    std::lock_guard<std::mutex> lk(mu_);
+    lock_guard lk(mu_);
     auto i = pick_least_loaded_locked(exclude, true);
     if (!i) return std::nullopt;
     ++outstanding_[*i];
@@ -71,7 +71,7 @@ std::optional<node_ref> node_pool::acquire_least_loaded(const std::vector<size_t
 }
 
 std::optional<node_ref> node_pool::acquire_affine(uint64_t key, const std::vector<size_t> & exclude) {
-    std::lock_guard<std::mutex> lk(mu_);
+    lock_guard lk(mu_);
     auto i = pick_affine_locked(key, exclude, true);
     if (!i) return std::nullopt;
     ++outstanding_[*i];
@@ -79,54 +79,54 @@ std::optional<node_ref> node_pool::acquire_affine(uint64_t key, const std::vecto
 }
 
 bool node_pool::has_candidates(const std::vector<size_t> & exclude) const {
-    std::lock_guard<std::mutex> lk(mu_);
+    lock_guard lk(mu_);
     for (size_t i = 0; i < urls_.size(); ++i)
         if (healthy_[i] && !excluded(exclude, i)) return true;
     return false;
 }
 
 void node_pool::set_capacity(size_t i, uint32_t n) {
-    std::lock_guard<std::mutex> lk(mu_);
+    lock_guard lk(mu_);
     capacity_[i] = std::max<uint32_t>(1, n);
 }
 
 uint32_t node_pool::capacity(size_t i) const {
-    std::lock_guard<std::mutex> lk(mu_);
+    lock_guard lk(mu_);
     return capacity_[i];
 }
 
 void node_pool::acquire(size_t i) {
-    std::lock_guard<std::mutex> lk(mu_);
+    lock_guard lk(mu_);
     ++outstanding_[i];
 }
 
 void node_pool::release(size_t i) {
-    std::lock_guard<std::mutex> lk(mu_);
+    lock_guard lk(mu_);
     if (outstanding_[i] > 0) --outstanding_[i];
 }
 
 void node_pool::mark_failure(size_t i) {
-    std::lock_guard<std::mutex> lk(mu_);
+    lock_guard lk(mu_);
     healthy_[i] = false;
 }
 
 void node_pool::mark_healthy(size_t i) {
-    std::lock_guard<std::mutex> lk(mu_);
+    lock_guard lk(mu_);
     healthy_[i] = true;
 }
 
 bool node_pool::healthy(size_t i) const {
-    std::lock_guard<std::mutex> lk(mu_);
+    lock_guard lk(mu_);
     return healthy_[i];
 }
 
 size_t node_pool::n_healthy() const {
-    std::lock_guard<std::mutex> lk(mu_);
+    lock_guard lk(mu_);
     return size_t(std::count(healthy_.begin(), healthy_.end(), true));
 }
 
 uint32_t node_pool::outstanding(size_t i) const {
-    std::lock_guard<std::mutex> lk(mu_);
+    lock_guard lk(mu_);
     return outstanding_[i];
 }
 

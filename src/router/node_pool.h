@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "baton/thread_annotations.h"
+
 namespace baton {
 
 struct node_ref {
@@ -59,13 +61,14 @@ class node_pool {
   private:
     std::vector<std::string> urls_;
     uint32_t load_cap_;
-    mutable std::mutex mu_;
-    std::vector<uint32_t> outstanding_;  // GUARDED_BY(mu_)
-    std::vector<bool> healthy_;          // GUARDED_BY(mu_)
-    std::vector<uint32_t> capacity_;     // GUARDED_BY(mu_)
+    mutable mutex mu_;
+    std::vector<uint32_t> outstanding_ BATON_GUARDED_BY(mu_);
+    std::vector<bool> healthy_ BATON_GUARDED_BY(mu_);
+    std::vector<uint32_t> capacity_ BATON_GUARDED_BY(mu_);
 
-    std::optional<size_t> pick_least_loaded_locked(const std::vector<size_t> & exclude, bool within_capacity) const;
-    std::optional<size_t> pick_affine_locked(uint64_t key, const std::vector<size_t> & exclude, bool within_capacity) const;
+    std::optional<size_t> pick_least_loaded_locked(const std::vector<size_t> & exclude, bool within_capacity) const BATON_REQUIRES(mu_);
+    std::optional<size_t> pick_affine_locked(uint64_t key, const std::vector<size_t> & exclude, bool within_capacity) const
+        BATON_REQUIRES(mu_);
 };
 
 // affinity_key hashes the first `n_bytes` of a conversation's text (a stable prefix), so requests that
@@ -73,3 +76,4 @@ class node_pool {
 uint64_t affinity_key(const std::string & prefix_text, size_t n_bytes = 256);
 
 }  // namespace baton
+

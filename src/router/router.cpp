@@ -7,13 +7,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include <condition_variable>
 #include <cstdio>
 #include <future>
 #include <mutex>
 #include <thread>
 
 #include "baton/model.h"
+#include "baton/thread_annotations.h"
 #include "body_relay.h"
 #include "capacity_gate.h"
 #include "http/http_client.h"
@@ -97,9 +97,9 @@ class router_impl {
     std::unique_ptr<http_server> http;
     notify_ptr health_stop;
     std::future<void> health_done;
-    std::mutex mu;
-    std::condition_variable cv;
-    bool stopping = false;  // guarded by mu
+    mutex mu;
+    condition_variable cv;
+    bool stopping BATON_GUARDED_BY(mu) = false;
 
     explicit router_impl(const router_config & c)
         : cfg(c), prefill(c.prefill_urls, c.load_cap), decode(c.decode_urls, c.load_cap), prefill_gate(c.queue_max),
@@ -609,7 +609,7 @@ Result<int> router::start() {
 
 void router::stop() {
     {
-        std::lock_guard<std::mutex> lk(impl_->mu);
+        lock_guard lk(impl_->mu);
         if (impl_->stopping && !impl_->http->running()) return;
         impl_->stopping = true;
     }
@@ -620,8 +620,8 @@ void router::stop() {
 }
 
 void router::wait() {
-    std::unique_lock<std::mutex> lk(impl_->mu);
-    impl_->cv.wait(lk, [&] { return impl_->stopping; });
+    lock_guard lk(impl_->mu);
+    impl_->cv.wait(impl_->mu, [&]() BATON_REQUIRES(impl_->mu) { return impl_->stopping; });
 }
 
 }  // namespace baton

@@ -4,35 +4,35 @@
 namespace baton {
 
 void router_metrics::mode(const std::string & how) {
-    std::lock_guard<std::mutex> lk(mu_);
+    lock_guard lk(mu_);
     ++modes_[how];
 }
 void router_metrics::fallback(const std::string & reason) {
-    std::lock_guard<std::mutex> lk(mu_);
+    lock_guard lk(mu_);
     ++fallbacks_[reason];
 }
 void router_metrics::node_outcome(const std::string & node, const std::string & outcome) {
-    std::lock_guard<std::mutex> lk(mu_);
+    lock_guard lk(mu_);
     ++nodes_[{node, outcome}];
 }
 void router_metrics::blob(uint64_t bytes, double transfer_seconds) {
-    std::lock_guard<std::mutex> lk(mu_);
+    lock_guard lk(mu_);
     blob_bytes_ += bytes;
     ++blobs_;
     transfer_seconds_ += transfer_seconds;
 }
 void router_metrics::ttft(double seconds) {
-    std::lock_guard<std::mutex> lk(mu_);
+    lock_guard lk(mu_);
     ttft_.observe(seconds);
 }
 uint64_t router_metrics::fallbacks(const std::string & reason) const {
-    std::lock_guard<std::mutex> lk(mu_);
+    lock_guard lk(mu_);
     auto it = fallbacks_.find(reason);
     return it == fallbacks_.end() ? 0 : it->second;
 }
 
 void router_metrics::render(std::string & o, size_t waiting) const {
-    std::lock_guard<std::mutex> lk(mu_);
+    lock_guard lk(mu_);
     auto count = [](const std::map<std::string, uint64_t> & m, const char * k) {
         auto it = m.find(k);
         return it == m.end() ? uint64_t(0) : it->second;

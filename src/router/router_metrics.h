@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 
+#include "baton/thread_annotations.h"
 #include "http/metrics_text.h"
 
 namespace baton {
@@ -27,12 +28,14 @@ class router_metrics {
     uint64_t fallbacks(const std::string & reason) const;
 
   private:
-    mutable std::mutex mu_;
-    std::map<std::string, uint64_t> modes_, fallbacks_;                 // guarded by mu_
-    std::map<std::pair<std::string, std::string>, uint64_t> nodes_;     // guarded by mu_
-    uint64_t blob_bytes_ = 0, blobs_ = 0;                               // guarded by mu_
-    double transfer_seconds_ = 0;                                       // guarded by mu_
-    latency_histogram ttft_;                                            // guarded by mu_
+    mutable mutex mu_;
+    std::map<std::string, uint64_t> modes_ BATON_GUARDED_BY(mu_);
+    std::map<std::string, uint64_t> fallbacks_ BATON_GUARDED_BY(mu_);
+    std::map<std::pair<std::string, std::string>, uint64_t> nodes_ BATON_GUARDED_BY(mu_);
+    uint64_t blob_bytes_ BATON_GUARDED_BY(mu_) = 0;
+    uint64_t blobs_ BATON_GUARDED_BY(mu_) = 0;
+    double transfer_seconds_ BATON_GUARDED_BY(mu_) = 0;
+    latency_histogram ttft_ BATON_GUARDED_BY(mu_);
 };
 
 }  // namespace baton

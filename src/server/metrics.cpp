@@ -13,28 +13,28 @@ void head(std::string & out, const char * name, const char * type, const char * 
 
 
 void server_metrics::observe_ttft(double seconds) {
-    std::lock_guard<std::mutex> lk(mu_);
+    lock_guard lk(mu_);
     ttft_.observe(seconds);
 }
 
 void server_metrics::observe_itl(double seconds) {
-    std::lock_guard<std::mutex> lk(mu_);
+    lock_guard lk(mu_);
     itl_.observe(seconds);
 }
 
 void server_metrics::count_blob_reject(status_code reason) {
-    std::lock_guard<std::mutex> lk(mu_);
+    lock_guard lk(mu_);
     ++blob_rejects_[status_code_name(reason)];
 }
 
 void server_metrics::count_admission_reject() {
-    std::lock_guard<std::mutex> lk(mu_);
+    lock_guard lk(mu_);
     ++admission_rejects_;
 }
 
 std::string server_metrics::render(const std::optional<engine_metrics> & engine, uint32_t requests_in_flight) const {
     std::string out;
-    std::lock_guard<std::mutex> lk(mu_);
+    lock_guard lk(mu_);
     render_histogram(out, "baton_time_to_first_token_seconds", "Time from request arrival to the first generated token", ttft_);
     render_histogram(out, "baton_inter_token_latency_seconds", "Time between consecutive generated tokens of a request", itl_);
     scalar(out, "baton_requests_in_flight", "gauge", "Generation requests holding or waiting for a slot", requests_in_flight);

@@ -13,6 +13,7 @@
 #include <string>
 #include <utility>
 
+#include "baton/thread_annotations.h"
 #include "baton/engine.h"
 #include "http/metrics_text.h"
 
@@ -30,10 +31,11 @@ class server_metrics {
     std::string render(const std::optional<engine_metrics> & engine, uint32_t requests_in_flight) const;
 
   private:
-    mutable std::mutex mu_;
-    latency_histogram ttft_, itl_;                              // GUARDED_BY(mu_)
-    std::map<std::string, uint64_t> blob_rejects_;              // GUARDED_BY(mu_) by status_code_name
-    uint64_t admission_rejects_ = 0;                            // GUARDED_BY(mu_)
+    mutable mutex mu_;
+    latency_histogram ttft_ BATON_GUARDED_BY(mu_);
+    latency_histogram itl_ BATON_GUARDED_BY(mu_);
+    std::map<std::string, uint64_t> blob_rejects_ BATON_GUARDED_BY(mu_);  // by status_code_name
+    uint64_t admission_rejects_ BATON_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace baton

@@ -6,6 +6,21 @@
 
 namespace baton::test {
 
+// k_memory_sanitized: this build (and so the `baton` it starts) runs under ASan or TSan, whose
+// quarantine and shadow memory inflate RSS several-fold: tests that bound a process's memory skip only
+// those bounds there (every other assertion still runs).
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool k_memory_sanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+inline constexpr bool k_memory_sanitized = true;
+#else
+inline constexpr bool k_memory_sanitized = false;
+#endif
+#else
+inline constexpr bool k_memory_sanitized = false;
+#endif
+
 // test_model_path returns a test model of arch (made by mkmodel with the given seed and default size on
 // first use, then cached in the build tree). Safe when test processes race: files appear by rename.
 std::string test_model_path(const std::string & arch, unsigned seed = 1, int n_embd = 64, int n_layer = 4);
