@@ -392,7 +392,7 @@ net::awaitable<bool> http_exchange::wait(async_notify & n, std::chrono::steady_c
 
 // ---- http_server ----
 
-http_server::http_server(http_server_config cfg) : cfg_(std::move(cfg)), acceptor_(ioc_) {}
+http_server::http_server(http_server_config cfg) : cfg_(std::move(cfg)), accept_strand_(net::make_strand(ioc_)), acceptor_(accept_strand_) {}
 
 http_server::~http_server() { stop(); }
 
@@ -446,7 +446,7 @@ Result<int> http_server::bind() {
 void http_server::start() {
     running_ = true;
     work_.emplace(ioc_.get_executor());
-    net::co_spawn(net::make_strand(ioc_), accept_loop(), net::detached);
+    net::co_spawn(accept_strand_, accept_loop(), net::detached);
     for (uint32_t i = 0; i < std::max<uint32_t>(1, cfg_.threads); ++i)
         threads_.emplace_back([this] {
             for (;;) {
@@ -517,7 +517,9 @@ void http_server::render_metrics(std::string & out) const {
 void http_server::stop() {
     if (stopped_.exchange(true)) return;
     if (running_) {
-        net::post(ioc_, [this] {
+        // On the acceptor's strand: the accept loop reads it there (regression: TSan saw stop() close it
+        // from another thread while the loop checked is_open()).
+        net::post(accept_strand_, [this] {
             error_code ec;
             acceptor_.close(ec);
         });

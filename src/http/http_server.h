@@ -181,6 +181,7 @@ class http_server {
     http_server_config cfg_;
     net::io_context ioc_;
     std::optional<net::executor_work_guard<net::io_context::executor_type>> work_;
+    net::strand<net::io_context::executor_type> accept_strand_;  // the acceptor is used only on it
     tcp::acceptor acceptor_;
     net::thread_pool bridge_{2};
     std::vector<route_entry> routes_;

@@ -17,7 +17,12 @@
 
 namespace baton::test {
 
-std::string baton_bin() { return BATON_BIN; }
+std::string baton_bin() {
+    // BATON_TEST_BIN runs the end-to-end tests against another build's `baton` (scripts/check: the TSan
+    // build's nodes and routers, driven by the release build's tests).
+    if (const char * b = std::getenv("BATON_TEST_BIN"); b && *b) return b;
+    return BATON_BIN;
+}
 
 std::string test_model_path(const std::string & arch, unsigned seed, int n_embd, int n_layer) {
     const std::string dir = BATON_TEST_MODELS;

@@ -35,7 +35,7 @@ struct proc_result {
 // timeout_s seconds.
 proc_result run_process(const std::vector<std::string> & argv, double timeout_s = 120);
 
-// baton_bin is the path of the built `baton` executable.
+// baton_bin is the path of the built `baton` executable ($BATON_TEST_BIN when set).
 std::string baton_bin();
 
 // temp_dir returns a fresh directory under $TMPDIR (or /tmp) for this test process.
