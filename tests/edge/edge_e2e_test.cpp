@@ -1085,11 +1085,13 @@ TEST(EdgeE2E, RouterHolds2000ConnectionsAllCompleteNoErrors) {
     EXPECT_EQ(node_rejects, 0) << "a node refused a request the router admitted";
     EXPECT_GE(pd_n, n_clients * 3 / 4) << "most requests go prefill -> decode";
     EXPECT_GE(direct_n, n_clients / 10) << "some go straight to the decode node";
-    if (!k_memory_sanitized) {
+    if (!k_sanitized) {
         EXPECT_LT(rss_peak_kb, rss_limit_kb) << "router RSS grew to " << rss_peak_kb << " KiB with " << n_clients << " connections";
     }
     EXPECT_GE(health_probes, 3);
-    EXPECT_LT(health_max_s, health_limit_s) << "/health took " << health_max_s * 1000 << " ms under load";
+    if (!k_sanitized) {
+        EXPECT_LT(health_max_s, health_limit_s) << "/health took " << health_max_s * 1000 << " ms under load";
+    }
     for (size_t i = 0; i < health_failures.size() && i < 5; ++i) ADD_FAILURE() << "/health under load: " << health_failures[i];
 }
 

@@ -67,7 +67,7 @@ TEST(ServeLoad, ThirtyTwoClientsMixedEndpointsNoErrorsMemoryFlat) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EXPECT_TRUE(errors.empty()) << errors.size() << " errors, first: " << errors[0];
     const long rss_end = n->rss_kb();
-    if (!k_memory_sanitized) {
+    if (!k_sanitized) {
         EXPECT_LE(rss_end, rss_warm + std::max(64L * 1024, rss_warm / 4)) << "RSS grew from " << rss_warm << " kB to " << rss_end << " kB";
     }
     EXPECT_EQ(get(*n, "/health").status, 200);
