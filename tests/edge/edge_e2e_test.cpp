@@ -782,37 +782,39 @@ std::string load_body_problem(const std::string & body, bool stream) {
     return "";
 }
 
-// metric_sum: the sum of the samples of name whose label set contains label (e.g. outcome="busy").
-double metric_sum(const std::string & text, const std::string & name, const std::string & label) {
-    double sum = 0;
+// for_each_line calls fn with every line of text (without its newline).
+template <typename Fn>
+void for_each_line(const std::string & text, Fn fn) {
     size_t pos = 0;
     while (pos < text.size()) {
         size_t eol = text.find('\n', pos);
         if (eol == std::string::npos) eol = text.size();
-        const std::string line = text.substr(pos, eol - pos);
+        fn(text.substr(pos, eol - pos));
         pos = eol + 1;
-        if (line.rfind(name + "{", 0) != 0 || line.find(label) == std::string::npos) continue;
+    }
+}
+
+// metric_sum: the sum of the samples of name whose label set contains label (e.g. outcome="busy").
+double metric_sum(const std::string & text, const std::string & name, const std::string & label) {
+    double sum = 0;
+    for_each_line(text, [&](const std::string & line) {
+        if (line.rfind(name + "{", 0) != 0 || line.find(label) == std::string::npos) return;
         const size_t sp = line.rfind(' ');
         if (sp != std::string::npos) sum += std::strtod(line.c_str() + sp + 1, nullptr);
-    }
+    });
     return sum;
 }
 
 // metric_lines: the lines of text starting with one of prefixes (for failure messages).
 std::string metric_lines(const std::string & text, const std::vector<std::string> & prefixes) {
     std::string out;
-    size_t pos = 0;
-    while (pos < text.size()) {
-        size_t eol = text.find('\n', pos);
-        if (eol == std::string::npos) eol = text.size();
-        const std::string line = text.substr(pos, eol - pos);
-        pos = eol + 1;
+    for_each_line(text, [&](const std::string & line) {
         for (const auto & p : prefixes)
             if (line.rfind(p, 0) == 0) {
                 out += "  " + line + "\n";
                 break;
             }
-    }
+    });
     return out;
 }
 
