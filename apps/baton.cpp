@@ -1,4 +1,4 @@
 // baton.cpp — the `baton` executable: every job is a subcommand (see src/cli/).
-#include "cli/cli.h"
+#include "baton/cli/cli_main.h"
 
 int main(int argc, char ** argv) { return baton::cli_main(argc, argv); }

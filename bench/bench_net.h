@@ -2,7 +2,7 @@
 // processes over loopback: a child process on an ephemeral port (optionally pinned with taskset), a
 // streaming OpenAI client that timestamps every SSE chunk, prompts as exact token arrays, percentiles.
 //
-// Processes: bench_process::start runs argv with "--port 0" through child_process (src/cli/child_process.h:
+// Processes: bench_process::start runs argv with "--port 0" through child_process (include/baton/cli/child_process.h:
 // the listening line read with a deadline), polls /health until 200; the destructor SIGKILLs and reaps the
 // child, so a failing benchmark never leaks processes. All traffic stays on 127.0.0.1.
 // Thread-safety: stream_completion may run on many threads at once (one client per call).
@@ -29,7 +29,7 @@
 
 #include "baton/model.h"
 #include "bench_util.h"
-#include "cli/child_process.h"
+#include "baton/cli/child_process.h"
 
 namespace baton::bench {
 

@@ -14,8 +14,8 @@
 #include <cstdio>
 
 #include "baton/blob.h"
-#include "blob/blob_format.h"
-#include "blob/byte_cursor.h"
+#include "blob_format.h"
+#include "byte_cursor.h"
 
 namespace {
 
@@ -76,11 +76,11 @@ void check_one(std::span<const uint8_t> bytes) {
         return;
     }
     const blob_view & v = r.value();
-    blob_context own = v.context;
+    kv_layout own = v.context;
     own.n_ctx = 0;  // the per-sequence capacity check is about the node, not the blob
     Status st = blob_check_compatible(v, v.identity, own);
     if (!st.ok()) fail("incompatible with its own identity:", st);
-    blob_identity other = v.identity;
+    model_identity other = v.identity;
     other.n_embd ^= 1;
     if (blob_check_compatible(v, other, own).ok()) fail("compatible with a different n_embd");
 

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <string>
 
-#include "http/http_request_head.h"
+#include "http_request_head.h"
 
 namespace {
 

@@ -80,8 +80,8 @@ int make_seed(const std::string & arch, const std::string & out_dir, const std::
 
     const model_identity & mi = model.identity();
     blob_parts parts;
-    parts.identity = {mi.fingerprint, mi.llama_version, mi.arch, mi.n_layer, mi.n_embd, mi.n_vocab};
-    parts.context = {cfg.type_k, cfg.type_v, cfg.flash_attn, cfg.kv_unified, cfg.n_seq_max, cfg.n_ctx};
+    parts.identity = mi;
+    parts.context = cfg;  // the kv_layout part of the context config
     parts.tokens = prompt;
     parts.state = state;
     parts.checkpoints = checkpoints;

@@ -29,7 +29,7 @@
 #include <string>
 #include <string_view>
 
-#include "server/openai.h"
+#include "baton/server/openai.h"
 
 namespace {
 

@@ -19,29 +19,10 @@
 #include <string_view>
 #include <vector>
 
+#include "baton/identity.h"
 #include "baton/status.h"
 
 namespace baton {
-
-// What a blob must match to be restored into a node's model.
-struct blob_identity {
-    std::array<uint8_t, 16> fingerprint{};  // model fingerprint (see model.h)
-    std::string llama_version;              // libllama version that wrote the state, e.g. "0.7.0"
-    std::string arch;                       // general.architecture
-    uint32_t n_layer = 0;
-    uint32_t n_embd = 0;
-    uint32_t n_vocab = 0;
-};
-
-// The context configuration libllama's state reader depends on (n_ctx is informational).
-struct blob_context {
-    int32_t type_k = 1;      // ggml_type of the K cache
-    int32_t type_v = 1;      // ggml_type of the V cache
-    bool flash_attn = false; // V is stored transposed when flash attention is off
-    bool kv_unified = true;  // false: one stream per sequence, restorable only with the same n_seq_max
-    uint32_t n_seq_max = 1;
-    uint32_t n_ctx = 0;      // information only
-};
 
 // A partial (recurrent/SWA) state snapshot taken when the sequence covered tokens [0, n_tokens).
 // pos_min/pos_max are the memory's positions for the sequence at that moment.
@@ -54,8 +35,8 @@ struct blob_checkpoint_view {
 
 // Everything a writer needs; spans are borrowed for the duration of blob_write.
 struct blob_parts {
-    blob_identity identity;
-    blob_context context;
+    model_identity identity;
+    kv_layout context;
     std::span<const int32_t> tokens;                  // token ids the state covers: the one token count
     std::span<const uint8_t> state;                   // llama_state_seq_get_data bytes
     std::vector<blob_checkpoint_view> checkpoints;    // ordered by n_tokens, each within the token range
@@ -68,8 +49,8 @@ struct blob_view {
     uint16_t version_major = 0;
     uint16_t version_minor = 0;
     uint32_t flags = 0;
-    blob_identity identity;
-    blob_context context;
+    model_identity identity;
+    kv_layout context;
     std::vector<int32_t> tokens;
     std::span<const uint8_t> state;
     std::vector<blob_checkpoint_view> checkpoints;
@@ -136,6 +117,7 @@ blob_parts blob_view_parts(const blob_view & view);
 // One section frame as found by blob_walk.
 struct blob_section_info {
     uint64_t offset = 0;              // of the frame within the blob (bytes)
+    uint64_t payload_offset = 0;      // of the payload: offset + the frame head (bytes)
     uint32_t type = 0;
     uint32_t flags = 0;
     uint64_t length = 0;              // payload bytes as stated by the frame
@@ -173,7 +155,7 @@ std::string blob_kv_type_name(int32_t type);
 
 // blob_check_compatible says whether a parsed blob can be restored into a node with this identity and
 // context; the message names the first differing field and, for context fields, the flag to change.
-Status blob_check_compatible(const blob_view & blob, const blob_identity & node_identity,
-                             const blob_context & node_context);
+Status blob_check_compatible(const blob_view & blob, const model_identity & node_identity,
+                             const kv_layout & node_context);
 
 }  // namespace baton

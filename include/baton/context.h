@@ -11,6 +11,7 @@
 #include <string>
 
 #include "baton/chunk_plan.h"
+#include "baton/identity.h"
 #include "baton/status.h"
 
 struct llama_context;
@@ -19,16 +20,14 @@ namespace baton {
 
 class loaded_model;
 
-struct context_config {
-    uint32_t n_ctx = 4096;     // total KV cells (shared by all sequences when kv_unified)
+// context_config: the kv_layout (which decides whether a blob restores) plus what does not change the
+// state's bytes. n_ctx is the total of KV cells (shared by all sequences when kv_unified); n_seq_max is the
+// number of slots.
+struct context_config : kv_layout {
+    context_config() { n_ctx = 4096; }
     uint32_t n_batch = 512;    // max tokens per llama_decode; prompts are fed in chunks of this size
     uint32_t n_ubatch = 512;   // physical micro-batch
-    uint32_t n_seq_max = 1;    // number of slots
     int32_t n_threads = 2;
-    bool kv_unified = true;    // one KV buffer for all sequences: blobs restore into any slot count
-    bool flash_attn = false;   // changes the V layout in the state (V transposed when off)
-    int32_t type_k = 1;        // ggml_type of the K cache (1 = f16)
-    int32_t type_v = 1;        // ggml_type of the V cache
     // Where prompts are cut and checkpointed (models with recurrent/SWA state): part of the numerics.
     checkpoint_policy checkpoints;
 };
@@ -46,8 +45,5 @@ using context_ptr = std::unique_ptr<llama_context, context_deleter>;
 
 // context_make creates a context for model with config c. engine_error if libllama refuses.
 Result<context_ptr> context_make(const loaded_model & model, const context_config & c);
-
-// context_type_name: "f16", "q8_0", ... for a ggml_type number.
-std::string context_type_name(int32_t type);
 
 }  // namespace baton

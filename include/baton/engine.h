@@ -43,7 +43,10 @@ class loaded_model;
 struct engine_config {
     context_config ctx;           // ctx.n_seq_max is the number of slots; each holds n_ctx / slots tokens
     blob_limits limits;           // applied to every blob a slot restores
-    uint32_t queue_max = 256;     // tasks waiting for a slot; beyond this submit fails with unavailable
+    // queue_max: requests that may wait for a slot. The engine's task queue holds at most n_seq_max +
+    // queue_max tasks that have not started (beyond: submit fails with unavailable); the server admits at
+    // most n_seq_max + queue_max generation requests at once, so the engine never refuses one it admitted.
+    uint32_t queue_max = 64;
     // park_idle (unified KV only): while any slot is working, idle slots keep their state in host memory
     // instead of the KV cache, because every decode attends over all used cells of a unified cache. A
     // later prompt that reuses a parked slot's prefix restores it (through the restore routine).
@@ -62,9 +65,6 @@ struct gen_request {
     std::vector<std::string> stop;     // stop strings (not included in the output)
     bool ignore_eos = false;
     std::string request_json;          // prefill only: embedded in the blob, opaque to the engine
-    bool record_logits = false;        // token events carry the logits the token was sampled from (tests)
-    int32_t test_desync_at = -1;       // test hook: after this many generated tokens, remove the slot's memory
-                                       // behind its back (the invariant guard must detect and repair it)
 };
 
 enum class finish_reason : uint8_t { none, stop, length, cancelled, error };
@@ -84,7 +84,6 @@ struct event_token {
     token_id token = -1;
     std::string text;            // bytes that complete UTF-8 and are not part of a stop string; may be empty
                                  // while bytes are held back (they come in a later token's text or the tail)
-    std::vector<float> logits;   // [n_vocab] f32 the token was sampled from; empty unless record_logits
 };
 
 // event_done: the task ended as asked (finish says why it stopped generating).
@@ -195,6 +194,7 @@ struct engine_metrics {
 };
 
 class engine_impl;
+struct engine_test_access;
 
 class engine {
   public:
@@ -210,13 +210,14 @@ class engine {
     std::vector<slot_info> slots() const;
     const loaded_model & model() const;
     const engine_config & config() const;
-    blob_identity identity() const;
-    blob_context context_info() const;
+    const model_identity & identity() const;
+    const kv_layout & layout() const;  // with the n_ctx libllama made
 
     // stop: finish no new work; tasks in flight end with a cancelled error. Idempotent.
     void stop();
 
   private:
+    friend struct engine_test_access;  // the engine's tests (src/engine/engine_test_seam.h)
     explicit engine(std::unique_ptr<engine_impl> impl);
     std::unique_ptr<engine_impl> impl_;
 };
@@ -226,7 +227,6 @@ class engine {
 struct engine_result {
     std::vector<token_id> tokens;
     std::string text;                        // engine_event_text of every event, concatenated
-    std::vector<std::vector<float>> logits;  // per token, when the request asked for record_logits
     // done: the terminal event_done, or the Status of the event_error (or of the timeout).
     Result<event_done> done{Status(status_code::internal, "the task has not ended")};
 };

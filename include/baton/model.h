@@ -11,25 +11,13 @@
 #include <memory>
 #include <string>
 
+#include "baton/identity.h"
 #include "baton/status.h"
 
 struct llama_model;
 struct llama_vocab;
 
 namespace baton {
-
-// model_identity is what a blob must match to be restored into a context of this model.
-struct model_identity {
-    std::array<uint8_t, 16> fingerprint{};  // XXH3-128 of the GGUF file bytes, big-endian digest
-    std::string llama_version;              // llama_version(), e.g. "0.7.0"
-    std::string arch;                       // general.architecture
-    uint32_t n_layer = 0;
-    uint32_t n_embd = 0;
-    uint32_t n_vocab = 0;
-};
-
-// model_fingerprint_hex renders a fingerprint as 32 lowercase hex digits.
-std::string model_fingerprint_hex(const std::array<uint8_t, 16> & fp);
 
 // model_fingerprint_file hashes a file's bytes (streaming, bounded memory).
 Result<std::array<uint8_t, 16>> model_fingerprint_file(const std::string & path);

@@ -34,8 +34,8 @@ std::string blob_fingerprint_hex(const std::array<uint8_t, 16> & fp) {
     return s;
 }
 
-Status blob_check_compatible(const blob_view & blob, const blob_identity & node, const blob_context & node_ctx) {
-    const blob_identity & id = blob.identity;
+Status blob_check_compatible(const blob_view & blob, const model_identity & node, const kv_layout & node_ctx) {
+    const model_identity & id = blob.identity;
     const std::string bn = " (blob vs node)";
     if (id.arch != node.arch) return incompatible("arch " + id.arch + " vs " + node.arch + bn);
     if (id.n_layer != node.n_layer)
@@ -51,7 +51,7 @@ Status blob_check_compatible(const blob_view & blob, const blob_identity & node,
         return incompatible("llama_version " + id.llama_version + " vs " + node.llama_version + bn +
                             ": libllama's state layout may differ between versions");
 
-    const blob_context & c = blob.context;
+    const kv_layout & c = blob.context;
     if (c.type_k != node_ctx.type_k)
         return incompatible("type_k " + blob_kv_type_name(c.type_k) + " vs " + blob_kv_type_name(node_ctx.type_k) + bn +
                             ": the node's K cache type must be " + blob_kv_type_name(c.type_k));

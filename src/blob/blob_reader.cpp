@@ -14,8 +14,9 @@
 #include <cstring>
 
 #include "baton/blob.h"
-#include "blob/blob_format.h"
-#include "blob/byte_cursor.h"
+#include "blob_format.h"
+#include "blob_rules.h"
+#include "byte_cursor.h"
 
 namespace baton {
 namespace {
@@ -78,22 +79,18 @@ struct found_section {
 };
 using found_sections = std::array<found_section, bf::k_section_type_max_known + 1>;
 
-bool printable_ascii(std::span<const uint8_t> s) {
-    for (uint8_t c : s)
-        if (c < 0x20 || c > 0x7e) return false;
-    return true;
-}
-
 Status read_string(payload_reader & r, const char * len_field, const char * field, std::string & out) {
     const uint64_t off = r.offset();
     uint16_t n = 0;
     BATON_RETURN_IF_ERROR(r.u16(len_field, n));
+    // The length alone first: a too-long length must not be read as bytes.
     if (n == 0 || n > bf::k_identity_string_max)
-        return r.fail(std::string(len_field) + " " + num(n) + " is not in 1.." + num(bf::k_identity_string_max), off);
+        return r.fail(blob_rules::identity_string(len_field, field, std::string(n, ' ')), off);
     std::span<const uint8_t> s;
     BATON_RETURN_IF_ERROR(r.bytes(field, n, s));
-    if (!printable_ascii(s)) return r.fail(std::string(field) + " is not printable ASCII", off + 2);
-    out.assign(reinterpret_cast<const char *>(s.data()), s.size());
+    const std::string_view text(reinterpret_cast<const char *>(s.data()), s.size());
+    if (auto m = blob_rules::identity_string(len_field, field, text); !m.empty()) return r.fail(m, off + 2);
+    out.assign(text);
     return {};
 }
 
@@ -198,7 +195,7 @@ Status walk_frames(std::span<const uint8_t> bytes, uint32_t n_sections, uint16_t
     return {};
 }
 
-Status parse_identity(const found_section & s, blob_identity & id) {
+Status parse_identity(const found_section & s, model_identity & id) {
     payload_reader r("identity", s.payload, s.payload_offset);
     std::span<const uint8_t> fp;
     BATON_RETURN_IF_ERROR(r.bytes("fingerprint", 16, fp));
@@ -207,20 +204,20 @@ Status parse_identity(const found_section & s, blob_identity & id) {
     BATON_RETURN_IF_ERROR(r.u32("n_embd", id.n_embd));
     const uint64_t vocab_off = r.offset();
     BATON_RETURN_IF_ERROR(r.u32("n_vocab", id.n_vocab));
-    if (id.n_vocab == 0) return r.fail("n_vocab is 0", vocab_off);
+    if (auto m = blob_rules::n_vocab(id.n_vocab); !m.empty()) return r.fail(m, vocab_off);
     BATON_RETURN_IF_ERROR(read_string(r, "arch_len", "arch", id.arch));
     BATON_RETURN_IF_ERROR(read_string(r, "version_len", "llama_version", id.llama_version));
     return r.done();
 }
 
-Status parse_context(const found_section & s, blob_context & c) {
+Status parse_context(const found_section & s, kv_layout & c) {
     payload_reader r("context", s.payload, s.payload_offset);
     uint64_t off = r.offset();
     BATON_RETURN_IF_ERROR(r.i32("type_k", c.type_k));
-    if (c.type_k < 0) return r.fail("type_k " + std::to_string(c.type_k) + " is negative", off);
+    if (auto m = blob_rules::kv_type("type_k", c.type_k); !m.empty()) return r.fail(m, off);
     off = r.offset();
     BATON_RETURN_IF_ERROR(r.i32("type_v", c.type_v));
-    if (c.type_v < 0) return r.fail("type_v " + std::to_string(c.type_v) + " is negative", off);
+    if (auto m = blob_rules::kv_type("type_v", c.type_v); !m.empty()) return r.fail(m, off);
     uint8_t fa = 0, unified = 0;
     off = r.offset();
     BATON_RETURN_IF_ERROR(r.u8("flash_attn", fa));
@@ -236,13 +233,13 @@ Status parse_context(const found_section & s, blob_context & c) {
     BATON_RETURN_IF_ERROR(r.zero("reserved", reserved, off));
     off = r.offset();
     BATON_RETURN_IF_ERROR(r.u32("n_seq_max", c.n_seq_max));
-    if (c.n_seq_max == 0) return r.fail("n_seq_max is 0", off);
+    if (auto m = blob_rules::n_seq_max(c.n_seq_max); !m.empty()) return r.fail(m, off);
     BATON_RETURN_IF_ERROR(r.u32("n_ctx", c.n_ctx));
     return r.done();
 }
 
-Status parse_tokens(const found_section & s, const blob_limits & limits, const blob_identity & id,
-                    const blob_context & ctx, std::vector<int32_t> & tokens) {
+Status parse_tokens(const found_section & s, const blob_limits & limits, const model_identity & id,
+                    const kv_layout & ctx, std::vector<int32_t> & tokens) {
     payload_reader r("tokens", s.payload, s.payload_offset);
     const uint64_t off = r.offset();
     uint32_t n = 0;
@@ -250,8 +247,7 @@ Status parse_tokens(const found_section & s, const blob_limits & limits, const b
     if (n > limits.max_tokens)
         return Status(status_code::too_large,
                       "tokens: n_tokens " + num(n) + " > max_tokens " + num(limits.max_tokens) + at(off));
-    if (n == 0) return r.fail("n_tokens is 0 (a blob covers at least one token)", off);
-    if (ctx.n_ctx != 0 && n > ctx.n_ctx) return r.fail("n_tokens " + num(n) + " > n_ctx " + num(ctx.n_ctx), off);
+    if (auto m = blob_rules::n_tokens(n, ctx.n_ctx); !m.empty()) return r.fail(m, off);
     const uint64_t need = uint64_t(4) * n;
     if (r.remaining() != need)
         return r.fail("n_tokens " + num(n) + " needs " + num(need) + " bytes of ids but the section holds " +
@@ -262,9 +258,7 @@ Status parse_tokens(const found_section & s, const blob_limits & limits, const b
     tokens.resize(n);
     for (uint32_t i = 0; i < n; ++i) {
         const int32_t t = int32_t(byte_cursor::load_u32(ids.data() + 4 * size_t(i)));
-        if (t < 0 || uint32_t(t) >= id.n_vocab)
-            return r.fail("token[" + num(i) + "] = " + std::to_string(t) + " is not in 0..n_vocab " + num(id.n_vocab),
-                          off + 4 + 4 * uint64_t(i));
+        if (auto m = blob_rules::token(i, t, id.n_vocab); !m.empty()) return r.fail(m, off + 4 + 4 * uint64_t(i));
         tokens[i] = t;
     }
     return r.done();
@@ -311,19 +305,11 @@ Status parse_checkpoints(const found_section & s, const blob_limits & limits, ui
         BATON_RETURN_IF_ERROR(r.u32("reserved", entry_reserved));
         BATON_RETURN_IF_ERROR(r.zero("reserved", entry_reserved, entry + 12));
         BATON_RETURN_IF_ERROR(r.u64("n_bytes", n_bytes));
-        if (cp.n_tokens < 1 || cp.n_tokens > n_tokens)
-            return corrupt(name + ": n_tokens " + num(cp.n_tokens) + " is not in 1..n_tokens " + num(n_tokens) +
-                           at(entry + 8));
-        if (cp.n_tokens <= prev)
-            return corrupt(name + ": n_tokens " + num(cp.n_tokens) + " <= previous " + num(prev) +
-                           " (checkpoints must be ordered by n_tokens)" + at(entry + 8));
+        if (auto m = blob_rules::checkpoint_n_tokens(cp.n_tokens, prev, n_tokens); !m.empty())
+            return corrupt(name + ": " + m + at(entry + 8));
         prev = cp.n_tokens;
-        if (cp.pos_min < 0 || cp.pos_min > cp.pos_max)
-            return corrupt(name + ": pos_min " + std::to_string(cp.pos_min) + " is not in 0..pos_max " +
-                           std::to_string(cp.pos_max) + at(entry));
-        if (uint32_t(cp.pos_max) >= cp.n_tokens)
-            return corrupt(name + ": pos_max " + std::to_string(cp.pos_max) + " >= n_tokens " + num(cp.n_tokens) +
-                           at(entry + 4));
+        if (auto m = blob_rules::checkpoint_positions(cp.pos_min, cp.pos_max, cp.n_tokens); !m.empty())
+            return corrupt(name + ": " + m + at(cp.pos_min < 0 || cp.pos_min > cp.pos_max ? entry : entry + 4));
         if (n_bytes == 0) return corrupt(name + ": n_bytes is 0" + at(entry + 16));
         if (n_bytes > r.remaining())
             return corrupt(name + ": n_bytes " + num(n_bytes) + " exceeds the " + num(r.remaining()) +
@@ -410,6 +396,7 @@ blob_layout blob_walk(std::span<const uint8_t> bytes) {
     while (!c.empty()) {
         blob_section_info s;
         s.offset = c.offset();
+        s.payload_offset = s.offset + bf::k_frame_head_bytes;
         if (!c.read_u32(s.type) || !c.read_u32(s.flags) || !c.read_u64(s.length)) {
             l.stopped = "frame head truncated at +" + num(s.offset);
             return l;

@@ -12,8 +12,9 @@
 #include <memory>
 
 #include "baton/blob.h"
-#include "blob/blob_format.h"
-#include "blob/byte_cursor.h"
+#include "blob_format.h"
+#include "blob_rules.h"
+#include "byte_cursor.h"
 
 namespace baton {
 namespace {
@@ -22,56 +23,34 @@ namespace bf = blob_format;
 
 Status bad(const std::string & m) { return Status(status_code::invalid_argument, m); }
 
-bool printable_ascii(std::string_view s) {
-    for (unsigned char c : s)
-        if (c < 0x20 || c > 0x7e) return false;
-    return true;
+Status rule(std::string_view section, const std::string & violation) {
+    return violation.empty() ? Status() : bad(std::string(section) + ": " + violation);
 }
 
-Status check_string(const char * field, std::string_view s) {
-    if (s.empty() || s.size() > bf::k_identity_string_max)
-        return bad(std::string("identity: ") + field + " length " + std::to_string(s.size()) + " is not in 1.." +
-                   std::to_string(bf::k_identity_string_max));
-    if (!printable_ascii(s)) return bad(std::string("identity: ") + field + " is not printable ASCII");
-    return {};
-}
-
-// check_parts mirrors every rule blob_parse enforces on content, so a written blob always parses.
+// check_parts applies blob_rules (the rules blob_parse enforces on content), so a written blob always parses.
 Status check_parts(const blob_parts & p) {
-    BATON_RETURN_IF_ERROR(check_string("arch", p.identity.arch));
-    BATON_RETURN_IF_ERROR(check_string("llama_version", p.identity.llama_version));
+    BATON_RETURN_IF_ERROR(rule("identity", blob_rules::identity_string("arch length", "arch", p.identity.arch)));
+    BATON_RETURN_IF_ERROR(
+        rule("identity", blob_rules::identity_string("llama_version length", "llama_version", p.identity.llama_version)));
     const uint32_t n_vocab = p.identity.n_vocab;
-    if (n_vocab == 0) return bad("identity: n_vocab is 0");
-    if (p.context.type_k < 0) return bad("context: type_k " + std::to_string(p.context.type_k) + " is negative");
-    if (p.context.type_v < 0) return bad("context: type_v " + std::to_string(p.context.type_v) + " is negative");
-    if (p.context.n_seq_max == 0) return bad("context: n_seq_max is 0");
-    if (p.tokens.empty()) return bad("tokens: empty (a blob covers at least one token)");
+    BATON_RETURN_IF_ERROR(rule("identity", blob_rules::n_vocab(n_vocab)));
+    BATON_RETURN_IF_ERROR(rule("context", blob_rules::kv_type("type_k", p.context.type_k)));
+    BATON_RETURN_IF_ERROR(rule("context", blob_rules::kv_type("type_v", p.context.type_v)));
+    BATON_RETURN_IF_ERROR(rule("context", blob_rules::n_seq_max(p.context.n_seq_max)));
     if (p.tokens.size() > UINT32_MAX) return bad("tokens: " + std::to_string(p.tokens.size()) + " tokens > 2^32-1");
     const uint32_t n_tokens = uint32_t(p.tokens.size());
-    if (p.context.n_ctx != 0 && n_tokens > p.context.n_ctx)
-        return bad("tokens: n_tokens " + std::to_string(n_tokens) + " > n_ctx " + std::to_string(p.context.n_ctx));
-    for (size_t i = 0; i < p.tokens.size(); ++i) {
-        const int32_t t = p.tokens[i];
-        if (t < 0 || uint32_t(t) >= n_vocab)
-            return bad("tokens: token[" + std::to_string(i) + "] = " + std::to_string(t) + " is not in 0..n_vocab " +
-                       std::to_string(n_vocab));
-    }
+    BATON_RETURN_IF_ERROR(rule("tokens", blob_rules::n_tokens(n_tokens, p.context.n_ctx)));
+    for (uint32_t i = 0; i < n_tokens; ++i) BATON_RETURN_IF_ERROR(rule("tokens", blob_rules::token(i, p.tokens[i], n_vocab)));
     if (p.state.empty()) return bad("state: empty");
     if (p.checkpoints.size() > UINT32_MAX) return bad("checkpoints: too many");
     uint32_t prev = 0;
     for (size_t i = 0; i < p.checkpoints.size(); ++i) {
         const auto & c = p.checkpoints[i];
-        const std::string at = "checkpoints[" + std::to_string(i) + "]: ";
-        if (c.n_tokens < 1 || c.n_tokens > n_tokens)
-            return bad(at + "n_tokens " + std::to_string(c.n_tokens) + " is not in 1.." + std::to_string(n_tokens));
-        if (c.n_tokens <= prev)
-            return bad(at + "n_tokens " + std::to_string(c.n_tokens) + " <= previous " + std::to_string(prev) +
-                       " (must increase)");
+        const std::string at = "checkpoints[" + std::to_string(i) + "]";
+        BATON_RETURN_IF_ERROR(rule(at, blob_rules::checkpoint_n_tokens(c.n_tokens, prev, n_tokens)));
         prev = c.n_tokens;
-        if (c.pos_min < 0 || c.pos_min > c.pos_max || uint32_t(c.pos_max) >= c.n_tokens)
-            return bad(at + "positions " + std::to_string(c.pos_min) + ".." + std::to_string(c.pos_max) +
-                       " are not within 0..n_tokens-1 = " + std::to_string(c.n_tokens - 1));
-        if (c.data.empty()) return bad(at + "data is empty");
+        BATON_RETURN_IF_ERROR(rule(at, blob_rules::checkpoint_positions(c.pos_min, c.pos_max, c.n_tokens)));
+        if (c.data.empty()) return bad(at + ": data is empty");
     }
     if (!p.logits.empty() && p.logits.size() != n_vocab)
         return bad("logits: " + std::to_string(p.logits.size()) + " values, expected n_vocab " + std::to_string(n_vocab));
@@ -133,7 +112,7 @@ class section_out {
     std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> st_;
 };
 
-std::vector<uint8_t> identity_payload(const blob_identity & id) {
+std::vector<uint8_t> identity_payload(const model_identity & id) {
     std::vector<uint8_t> b(bf::k_identity_fixed_bytes + id.arch.size() + id.llama_version.size());
     uint8_t * p = b.data();
     std::memcpy(p, id.fingerprint.data(), 16);
@@ -149,7 +128,7 @@ std::vector<uint8_t> identity_payload(const blob_identity & id) {
     return b;
 }
 
-std::array<uint8_t, bf::k_context_bytes> context_payload(const blob_context & c) {
+std::array<uint8_t, bf::k_context_bytes> context_payload(const kv_layout & c) {
     std::array<uint8_t, bf::k_context_bytes> b{};
     le_store_u32(b.data(), uint32_t(c.type_k));
     le_store_u32(b.data() + 4, uint32_t(c.type_v));

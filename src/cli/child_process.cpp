@@ -1,5 +1,5 @@
 // child_process.cpp — see child_process.h.
-#include "child_process.h"
+#include "baton/cli/child_process.h"
 
 #include <fcntl.h>
 #include <poll.h>

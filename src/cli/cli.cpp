@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "baton/build_info.h"
-#include "http/http_server.h"
+#include "baton/http/http_server.h"
 
 namespace baton {
 

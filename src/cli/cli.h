@@ -10,21 +10,17 @@
 #include <functional>
 #include <string>
 
+#include "baton/cli/cli_main.h"
+
 namespace CLI {
 class App;
 }
 
 namespace baton {
 
-constexpr int k_exit_ok = 0;
-constexpr int k_exit_failure = 1;
-constexpr int k_exit_usage = 2;
 
 // A subcommand's run function returns the process exit code.
 using cli_run_fn = std::function<int()>;
-
-// cli_main parses argv and runs the chosen subcommand.
-int cli_main(int argc, char ** argv);
 
 // cli_version_string: "baton X (libllama Y, build bN)".
 std::string cli_version_string();

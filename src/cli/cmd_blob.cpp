@@ -84,10 +84,10 @@ void print_view(const blob_view & v) {
     const auto & id = v.identity;
     std::printf("identity:        arch %s, n_layer %u, n_embd %u, n_vocab %u, libllama %s\n", id.arch.c_str(), id.n_layer,
                 id.n_embd, id.n_vocab, id.llama_version.c_str());
-    std::printf("fingerprint:     %s\n", model_fingerprint_hex(id.fingerprint).c_str());
+    std::printf("fingerprint:     %s\n", blob_fingerprint_hex(id.fingerprint).c_str());
     const auto & c = v.context;
     std::printf("context:         type_k %s, type_v %s, flash_attn %s, kv_unified %s, n_seq_max %u, n_ctx %u\n",
-                context_type_name(c.type_k).c_str(), context_type_name(c.type_v).c_str(), c.flash_attn ? "on" : "off",
+                blob_kv_type_name(c.type_k).c_str(), blob_kv_type_name(c.type_v).c_str(), c.flash_attn ? "on" : "off",
                 c.kv_unified ? "on" : "off", c.n_seq_max, c.n_ctx);
     std::printf("tokens:          %zu [", v.tokens.size());
     const size_t shown = std::min<size_t>(v.tokens.size(), 16);
@@ -134,10 +134,8 @@ int run_verify(const std::string & path, const std::string & model_path, const c
     if (!model_path.empty()) {
         auto model = loaded_model::load(model_path);
         if (!model.ok()) return cli_fail(k_exit_failure, model.status().message());
-        const model_identity & mi = model.value()->identity();
-        const blob_identity node{mi.fingerprint, mi.llama_version, mi.arch, mi.n_layer, mi.n_embd, mi.n_vocab};
-        const blob_context node_ctx{cc.type_k, cc.type_v, cc.flash_attn, cc.kv_unified, cc.n_seq_max, cc.n_ctx};
-        Status st = blob_check_compatible(v.value(), node, node_ctx);
+        const kv_layout & node_layout = cc;  // the config's layout part
+        Status st = blob_check_compatible(v.value(), model.value()->identity(), node_layout);
         if (!st.ok()) return cli_fail(k_exit_failure, path + ": not compatible with " + model_path + ": " + st.message());
     }
     std::printf("%s: ok (%zu tokens, %zu state bytes%s)\n", path.c_str(), v->tokens.size(), v->state.size(),

@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "baton/mkmodel.h"
-#include "child_process.h"
+#include "baton/cli/child_process.h"
 #include "cli.h"
 
 namespace baton {

@@ -17,7 +17,7 @@
 #include "baton/engine.h"
 #include "baton/model.h"
 #include "cli.h"
-#include "server/openai.h"
+#include "baton/server/openai.h"
 
 namespace baton {
 

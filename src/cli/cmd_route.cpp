@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "cli.h"
-#include "router/router.h"
+#include "baton/router/router.h"
 
 namespace baton {
 

@@ -1,4 +1,4 @@
-// cmd_serve.cpp — `baton serve`: run a node (see src/server/server.h and docs/api.md).
+// cmd_serve.cpp — `baton serve`: run a node (see include/baton/server/server.h and docs/api.md).
 //
 // Signals: SIGTERM and SIGINT are blocked in every thread and taken by sigwait on the main thread, which
 // then stops accepting, ends in-flight work (after --drain seconds) and exits 0.
@@ -11,9 +11,12 @@
 #include <cstdlib>
 
 #include "cli.h"
-#include "server/server.h"
+#include "cli_test_seam.h"
+#include "baton/server/server.h"
 
 namespace baton {
+
+std::function<void(server &)> cli_test_on_server;
 
 namespace {
 
@@ -50,6 +53,7 @@ int run_serve(serve_options & o) {
     const sigset_t sigs = cli_block_stop_signals();
 
     server node(o.cfg);
+    if (cli_test_on_server) cli_test_on_server(node);
     auto port = node.bind();
     if (!port.ok()) return cli_fail(k_exit_failure, port.status().message());
     node.start();  // /health answers 503 while the model loads
@@ -98,13 +102,9 @@ void cli_add_serve(CLI::App & app, cli_run_fn & run) {
     sub->add_option("--max-blob-mb", o->max_blob_mb, "Body cap of /v1/decode and PUT /v1/slots/{id}/state, MiB")->capture_default_str();
     sub->add_option("--max-json-mb", o->max_json_mb, "Body cap of the JSON endpoints, MiB")->capture_default_str();
     sub->add_option("--timeout", c.timeout_s, "Per-request timeout in seconds (0: none); a late request is cancelled")->capture_default_str();
-    sub->add_option("--queue-max", c.queue_max, "Requests that may wait for a slot; beyond this: 503 with Retry-After")->capture_default_str();
+    sub->add_option("--queue-max", c.engine.queue_max, "Requests that may wait for a slot; beyond this: 503 with Retry-After")->capture_default_str();
     cli_add_http_flags(*sub, c.limits, c.http_threads);
     sub->add_option("--drain", c.drain_s, "On SIGTERM, let in-flight requests finish for up to this many seconds, then cancel")->capture_default_str();
-    sub->add_flag("--test-truncate-blob", c.test_truncate_blob,
-                  "TEST ONLY: send half of every blob, then drop the connection (router tests)");
-    sub->add_flag("--test-corrupt-state", c.test_corrupt_state,
-                  "TEST ONLY: flip one byte in the state section of every blob this node returns (router tests)");
     sub->callback([&run, o] { run = [o] { return run_serve(*o); }; });
 }
 

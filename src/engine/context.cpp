@@ -11,8 +11,6 @@ namespace baton {
 
 void context_deleter::operator()(llama_context * c) const { llama_free(c); }
 
-std::string context_type_name(int32_t type) { return blob_kv_type_name(type); }
-
 context_config context_normalized(const context_config & in) {
     context_config c = in;
     if (c.n_batch > c.n_ctx) c.n_batch = c.n_ctx;

@@ -89,9 +89,18 @@ engine_impl::~engine_impl() {
 }
 
 Result<std::unique_ptr<engine>> engine::create(std::shared_ptr<const loaded_model> model, const engine_config & cfg) {
+    auto impl = engine_impl::create(std::move(model), cfg, nullptr);
+    if (!impl.ok()) return impl.status();
+    return std::unique_ptr<engine>(new engine(std::move(impl.value())));
+}
+
+Result<std::unique_ptr<engine_impl>> engine_impl::create(std::shared_ptr<const loaded_model> model,
+                                                         const engine_config & cfg,
+                                                         std::shared_ptr<const engine_test_seam> seam) {
     if (!model) return Status(status_code::invalid_argument, "engine: no model");
     auto impl = std::make_unique<engine_impl>();
     impl->model = model;
+    impl->seam = std::move(seam);
     impl->cfg = cfg;
     impl->cfg.ctx = context_normalized(cfg.ctx);
     auto ctx = context_make(*model, impl->cfg.ctx);
@@ -103,9 +112,10 @@ Result<std::unique_ptr<engine>> engine::create(std::shared_ptr<const loaded_mode
 
     const model_identity & mi = model->identity();
     impl->env.ctx = impl->ctx.get();
-    impl->env.identity = {mi.fingerprint, mi.llama_version, mi.arch, mi.n_layer, mi.n_embd, mi.n_vocab};
+    impl->env.identity = mi;
     const context_config & c = impl->cfg.ctx;
-    impl->env.context = {c.type_k, c.type_v, c.flash_attn, c.kv_unified, c.n_seq_max, llama_n_ctx(impl->ctx.get())};
+    impl->env.context = c;  // the kv_layout part of the config, with the cells libllama really made
+    impl->env.context.n_ctx = llama_n_ctx(impl->ctx.get());
     // Each slot owns an equal share of the KV cells (like llama-server's -np), so the slots together can
     // never need more cells than exist and one slot can never starve another, whatever the KV layout.
     impl->env.n_ctx_slot = llama_n_ctx(impl->ctx.get()) / c.n_seq_max;
@@ -119,7 +129,7 @@ Result<std::unique_ptr<engine>> engine::create(std::shared_ptr<const loaded_mode
     impl->publish();
     engine_impl * raw = impl.get();
     impl->thread = std::thread([raw] { raw->run(); });
-    return std::unique_ptr<engine>(new engine(std::move(impl)));
+    return impl;
 }
 
 namespace {
@@ -163,7 +173,7 @@ Result<request_ptr> engine::submit(engine_task task) {
 
     lock_guard lk(impl_->mu);
     if (impl_->stopping) return Status(status_code::unavailable, "engine is shutting down");
-    if (impl_->queue.size() >= impl_->cfg.queue_max)
+    if (impl_->queue.size() >= size_t(impl_->cfg.ctx.n_seq_max) + impl_->cfg.queue_max)
         return Status(status_code::unavailable, "queue full: " + std::to_string(impl_->queue.size()) + " tasks waiting for a slot");
     auto h = std::make_shared<request_handle>(impl_->next_id++);
     impl_->queue.emplace_back(std::move(task), h);
@@ -183,8 +193,8 @@ std::vector<slot_info> engine::slots() const {
 
 const loaded_model & engine::model() const { return *impl_->model; }
 const engine_config & engine::config() const { return impl_->cfg; }
-blob_identity engine::identity() const { return impl_->env.identity; }
-blob_context engine::context_info() const { return impl_->env.context; }
+const model_identity & engine::identity() const { return impl_->env.identity; }
+const kv_layout & engine::layout() const { return impl_->env.context; }
 
 const std::string & engine_event_text(const engine_event & ev) {
     static const std::string none;
@@ -207,7 +217,6 @@ engine_result engine_run_to_end(const request_ptr & h, std::chrono::milliseconds
         r.text += engine_event_text(ev);
         if (auto * t = std::get_if<event_token>(&ev)) {
             r.tokens.push_back(t->token);
-            if (!t->logits.empty()) r.logits.push_back(std::move(t->logits));
             continue;
         }
         if (auto * e = std::get_if<event_error>(&ev)) r.done = std::move(e->error);

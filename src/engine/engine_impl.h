@@ -45,8 +45,15 @@ struct batch_part {
     uint32_t n_begin = 0, n_end = 0;    // token counts: memory grows from n_begin to n_end
 };
 
+struct engine_test_seam;
+
 class engine_impl {
   public:
+    // create builds the context and the slots and starts the scheduler thread. seam is null except in the
+    // engine's tests (engine_test_seam.h).
+    static Result<std::unique_ptr<engine_impl>> create(std::shared_ptr<const loaded_model> model,
+                                                       const engine_config & cfg,
+                                                       std::shared_ptr<const engine_test_seam> seam);
     std::shared_ptr<const loaded_model> model;
     engine_config cfg;
     context_ptr ctx;
@@ -54,6 +61,7 @@ class engine_impl {
     bool partial_state = false;
     int32_t n_vocab = 0;
     llama_batch batch{};
+    std::shared_ptr<const engine_test_seam> seam;  // immutable after create; null in production
 
     // scheduler
     std::vector<slot> slots;

@@ -15,8 +15,6 @@
 
 namespace baton {
 
-std::string model_fingerprint_hex(const std::array<uint8_t, 16> & fp) { return blob_fingerprint_hex(fp); }
-
 Result<std::array<uint8_t, 16>> model_fingerprint_file(const std::string & path) {
     struct file_closer {
         void operator()(FILE * f) const { std::fclose(f); }

@@ -7,6 +7,7 @@
 
 #include "baton/buffer_pool.h"
 #include "engine_impl.h"
+#include "engine_test_seam.h"
 
 namespace baton {
 
@@ -419,7 +420,7 @@ void engine_impl::sample_one(slot & s) {
     event_token ev;
     ev.token = tok;
     ev.text = t.text.push(text_token_piece(model->vocab(), tok));
-    if (t.req.record_logits) ev.logits = s.logits;
+    if (seam && seam->on_sample) seam->on_sample(t.h->id(), s.logits);
     t.h->push(std::move(ev));
     ++t.n_generated;
     bump([](engine_metrics & m) { ++m.generated_tokens; });
@@ -428,10 +429,8 @@ void engine_impl::sample_one(slot & s) {
     if (t.seq.size() + 1 > env.n_ctx_slot) return finish(s, finish_reason::length);
     t.seq.push_back(tok);
     t.plan = {uint32_t(t.seq.size())};
-    if (t.req.test_desync_at >= 0 && t.n_generated == uint32_t(t.req.test_desync_at)) {
+    if (seam && seam->desync_after && seam->desync_after(t.h->id(), t.n_generated))
         llama_memory_seq_rm(llama_get_memory(ctx.get()), s.id, -1, -1);  // behind the slot's back
-        t.req.test_desync_at = -1;
-    }
 }
 
 // ---- finishing ----

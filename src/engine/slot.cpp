@@ -170,7 +170,7 @@ prepare_outcome slot_prepare_prompt(llama_context * ctx, slot & s, const std::ve
     return out;
 }
 
-Status slot_export(llama_context * ctx, const slot & s, const blob_identity & id, const blob_context & bc,
+Status slot_export(llama_context * ctx, const slot & s, const model_identity & id, const kv_layout & bc,
                    bool with_logits, const std::string & request_json, blob_sink & sink,
                    std::vector<uint8_t> & state_scratch) {
     if (s.tokens.empty()) return {status_code::not_found, "slot " + std::to_string(s.id) + " holds no state"};

@@ -52,8 +52,8 @@ const std::vector<token_id> & slot_held_tokens(const slot & s);
 // What the restore routine needs to know about the node.
 struct restore_env {
     llama_context * ctx = nullptr;
-    blob_identity identity;
-    blob_context context;
+    model_identity identity;
+    kv_layout context;
     uint32_t n_ctx_slot = 0;  // max tokens one sequence can hold
 };
 
@@ -100,7 +100,7 @@ prepare_outcome slot_prepare_prompt(llama_context * ctx, slot & s, const std::ve
 // with_logits and known) and request_json.
 // state_scratch holds the raw state bytes on the way (the scheduler reuses one buffer: no fresh pages
 // and no zero-filling per export).
-Status slot_export(llama_context * ctx, const slot & s, const blob_identity & id, const blob_context & bc,
+Status slot_export(llama_context * ctx, const slot & s, const model_identity & id, const kv_layout & bc,
                    bool with_logits, const std::string & request_json, blob_sink & sink,
                    std::vector<uint8_t> & state_scratch);
 

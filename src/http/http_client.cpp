@@ -1,5 +1,5 @@
 // http_client.cpp — see http_client.h.
-#include "http_client.h"
+#include "baton/http/http_client.h"
 
 #include <charconv>
 

@@ -1,5 +1,5 @@
 // http_errors.cpp — Status -> HTTP status and JSON error body (see http_errors.h for the table).
-#include "http_errors.h"
+#include "baton/http/http_errors.h"
 
 #include <nlohmann/json.hpp>
 

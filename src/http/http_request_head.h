@@ -12,9 +12,9 @@
 #include <cstdint>
 
 #include "baton/status.h"
-#include "http_message.h"
-#include "http_server.h"
-#include "net.h"
+#include "baton/http/http_message.h"
+#include "baton/http/http_server.h"
+#include "baton/http/net.h"
 
 namespace baton {
 

@@ -1,5 +1,5 @@
 // http_server.cpp — the event-driven HTTP edge (see http_server.h for the phases and their limits).
-#include "http_server.h"
+#include "baton/http/http_server.h"
 
 #include <strings.h>
 #include <sys/socket.h>

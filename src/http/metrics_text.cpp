@@ -1,5 +1,5 @@
 // metrics_text.cpp — see metrics_text.h.
-#include "metrics_text.h"
+#include "baton/http/metrics_text.h"
 
 #include <charconv>
 

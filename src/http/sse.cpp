@@ -1,7 +1,7 @@
 // sse.cpp — see sse.h.
-#include "sse.h"
+#include "baton/http/sse.h"
 
-#include "http_errors.h"
+#include "baton/http/http_errors.h"
 
 namespace baton {
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "baton/status.h"
-#include "http/async_notify.h"
+#include "baton/http/async_notify.h"
 
 namespace baton {
 

@@ -13,7 +13,7 @@
 #include <mutex>
 
 #include "baton/thread_annotations.h"
-#include "http/async_notify.h"
+#include "baton/http/async_notify.h"
 
 namespace baton {
 

@@ -3,7 +3,7 @@
 // Every client request is a coroutine on its connection's strand; its upstream calls (http_upstream), the
 // prefill blob's producer and the decode upload run on the same strand, so the relay needs no locks and a
 // slow client slows only its own stream (the next upstream read waits for the client write).
-#include "router.h"
+#include "baton/router/router.h"
 
 #include <nlohmann/json.hpp>
 
@@ -16,11 +16,11 @@
 #include "baton/thread_annotations.h"
 #include "body_relay.h"
 #include "capacity_gate.h"
-#include "http/http_client.h"
-#include "http/sse.h"
+#include "baton/http/http_client.h"
+#include "baton/http/sse.h"
 #include "node_pool.h"
 #include "router_metrics.h"
-#include "server/openai.h"
+#include "baton/server/openai.h"
 
 namespace baton {
 

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "baton/thread_annotations.h"
-#include "http/metrics_text.h"
+#include "baton/http/metrics_text.h"
 
 namespace baton {
 

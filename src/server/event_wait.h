@@ -14,8 +14,8 @@
 
 #include "baton/engine.h"
 #include "baton/status.h"
-#include "http/async_notify.h"
-#include "http/http_server.h"
+#include "baton/http/async_notify.h"
+#include "baton/http/http_server.h"
 
 namespace baton {
 

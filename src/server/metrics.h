@@ -15,7 +15,7 @@
 
 #include "baton/thread_annotations.h"
 #include "baton/engine.h"
-#include "http/metrics_text.h"
+#include "baton/http/metrics_text.h"
 
 namespace baton {
 

@@ -1,5 +1,5 @@
 // openai.cpp — OpenAI request bodies <-> typed requests.
-#include "openai.h"
+#include "baton/server/openai.h"
 
 #include <nlohmann/json.hpp>
 

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "baton/engine.h"
-#include "openai.h"
+#include "baton/server/openai.h"
 
 namespace baton {
 

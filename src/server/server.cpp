@@ -1,13 +1,13 @@
 // server.cpp — the node's lifecycle, routes and shared request helpers (auth and body caps are the edge's).
-#include "server.h"
+#include "baton/server/server.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <thread>
 
 #include "baton/buffer_pool.h"
-#include "blob/blob_format.h"
 #include "server_impl.h"
+#include "server_test_seam.h"
 
 namespace baton {
 
@@ -25,16 +25,6 @@ Result<node_role> node_role_parse(std::string_view s) {
     if (s == "prefill") return node_role::prefill;
     if (s == "decode") return node_role::decode;
     return Status(status_code::invalid_argument, "role: \"" + std::string(s) + "\" is not both, prefill or decode");
-}
-
-void server_corrupt_state_for_test(std::vector<uint8_t> & blob) {
-    const blob_layout l = blob_walk(blob);
-    for (const auto & s : l.sections) {
-        if (s.name != "state" || !s.complete || s.length == 0) continue;
-        const uint64_t at = s.offset + blob_format::k_frame_head_bytes + s.length / 2;
-        if (at < blob.size()) blob[size_t(at)] ^= 0x5a;
-        return;
-    }
 }
 
 // ---- request helpers ----
@@ -56,12 +46,12 @@ Status server_impl::check_role(bool allowed, const char * endpoint) const {
 }
 
 Result<admission_ptr> server_impl::admit() {
-    const uint32_t cap = cfg.engine.ctx.n_seq_max + cfg.queue_max;
+    const uint32_t cap = cfg.engine.ctx.n_seq_max + cfg.engine.queue_max;
     if (n_admitted.fetch_add(1) >= cap) {
         n_admitted.fetch_sub(1);
         metrics.count_admission_reject();
         return Status(status_code::unavailable, "no free slot: " + std::to_string(cfg.engine.ctx.n_seq_max) + " slots busy and " +
-                                                    std::to_string(cfg.queue_max) + " requests queued");
+                                                    std::to_string(cfg.engine.queue_max) + " requests queued");
     }
     return std::make_unique<admission_ticket>(n_admitted);
 }
@@ -100,11 +90,11 @@ net::awaitable<Result<blob_ptr>> server_impl::blob_parse_edge(std::vector<uint8_
 }
 
 net::awaitable<void> server_impl::send_blob(http_exchange & ex, std::vector<uint8_t> blob, http_headers headers) {
-    if (cfg.test_corrupt_state) server_corrupt_state_for_test(blob);
-    const size_t cut = cfg.test_truncate_blob ? blob.size() / 2 : blob.size();
+    size_t cut = blob.size();
+    if (seam && seam->on_blob_out) cut = std::min(cut, seam->on_blob_out(blob));
     bool ok = co_await ex.begin(200, "application/octet-stream", std::move(headers), uint64_t(blob.size()));
     if (ok) ok = co_await ex.write(blob.data(), cut);
-    if (ok && cut < blob.size()) ex.abort();  // --test-truncate-blob: the connection drops mid-body
+    if (ok && cut < blob.size()) ex.abort();  // the test seam cut the blob: the connection drops mid-body
     else if (ok) co_await ex.end();
     buffer_pool::shared().give(std::move(blob));
 }
@@ -154,8 +144,6 @@ void server_impl::install_routes() {
 
 server::server(server_config cfg) : impl_(std::make_unique<server_impl>(std::move(cfg))) {
     server_impl & s = *impl_;
-    // The engine queue never refuses a task the admission gate let through (slot operations have room too).
-    s.cfg.engine.queue_max = std::max<uint32_t>(256, s.cfg.engine.ctx.n_seq_max + s.cfg.queue_max + 64);
     s.cfg.engine.limits.max_bytes = s.cfg.max_blob_bytes;
     s.install_routes();
 }

@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "event_wait.h"
-#include "http/sse.h"
+#include "baton/http/sse.h"
 #include "openai_response.h"
 #include "server_impl.h"
 

@@ -16,10 +16,10 @@
 #include "baton/engine.h"
 #include "baton/model.h"
 #include "event_wait.h"
-#include "http/http_server.h"
+#include "baton/http/http_server.h"
 #include "metrics.h"
-#include "openai.h"
-#include "server.h"
+#include "baton/server/openai.h"
+#include "baton/server/server.h"
 
 namespace baton {
 
@@ -38,8 +38,11 @@ class admission_ticket {
 };
 using admission_ptr = std::unique_ptr<admission_ticket>;
 
+struct server_test_seam;
+
 class server_impl {
   public:
+    std::shared_ptr<const server_test_seam> seam;  // set before bind() by the test node only; null in production
     explicit server_impl(server_config c);
 
     server_config cfg;

@@ -42,9 +42,9 @@ net::awaitable<void> server_impl::on_health(http_exchange & ex) {
 
 net::awaitable<void> server_impl::on_models(http_exchange & ex) {
     const model_identity & id = model->identity();
-    const blob_context c = eng->context_info();
+    const kv_layout c = eng->layout();
     json meta = {{"arch", id.arch},
-                 {"fingerprint", model_fingerprint_hex(id.fingerprint)},
+                 {"fingerprint", blob_fingerprint_hex(id.fingerprint)},
                  {"llama_version", id.llama_version},
                  {"n_vocab", id.n_vocab},
                  {"n_ctx", c.n_ctx},

@@ -28,8 +28,8 @@ class BlobCompat : public ::testing::Test {
     synthetic s;
     std::vector<uint8_t> bytes;
     blob_view view;
-    blob_identity node;
-    blob_context ctx;
+    model_identity node;
+    kv_layout ctx;
 };
 
 TEST_F(BlobCompat, SameIdentityAndContextIsCompatible) { EXPECT_TRUE(blob_check_compatible(view, node, ctx).ok()); }

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "baton/blob.h"
-#include "blob/blob_format.h"
-#include "blob/byte_cursor.h"
+#include "blob_format.h"
+#include "byte_cursor.h"
 
 // EXPECT_CONTAINS(haystack, needle): a non-fatal check that needle occurs in haystack, printing both.
 #define EXPECT_CONTAINS(haystack, needle)                                              \

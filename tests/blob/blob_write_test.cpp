@@ -37,7 +37,7 @@ TEST(BlobWrite, RejectsBadParts) {
     {
         synthetic s;
         s.parts.tokens = {};
-        expect_rejected(s.parts, "tokens: empty");
+        expect_rejected(s.parts, "tokens: n_tokens is 0");
     }
     {
         synthetic s;
@@ -57,12 +57,12 @@ TEST(BlobWrite, RejectsBadParts) {
     {
         synthetic s;
         s.parts.checkpoints[1].n_tokens = 11;
-        expect_rejected(s.parts, "checkpoints[1]: n_tokens 11 is not in 1..10");
+        expect_rejected(s.parts, "checkpoints[1]: n_tokens 11 is not in 1..n_tokens 10");
     }
     {
         synthetic s;
         s.parts.checkpoints[0].pos_max = 4;
-        expect_rejected(s.parts, "checkpoints[0]: positions 0..4");
+        expect_rejected(s.parts, "checkpoints[0]: pos_max 4 >= n_tokens");
     }
     {
         synthetic s;

@@ -3,7 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
+#include <mutex>
+#include <span>
 #include <memory>
 #include <random>
 
@@ -11,6 +14,7 @@
 #include "baton/engine.h"
 #include "baton/generate.h"
 #include "baton/model.h"
+#include "engine_test_seam.h"
 #include "support/test_support.h"
 
 namespace baton::test {
@@ -34,11 +38,48 @@ inline engine_config engine_cfg(uint32_t slots = 1, uint32_t n_ctx = 2048) {
     return c;
 }
 
-inline std::unique_ptr<engine> make_engine(const std::shared_ptr<const loaded_model> & m, const engine_config & c) {
-    auto e = engine::create(m, c);
+// logit_recorder keeps, per request id, the logits every generated token was sampled from (through the
+// engine's test seam). One per engine made by make_engine.
+class logit_recorder {
+  public:
+    void record(uint64_t id, std::span<const float> logits) {
+        std::lock_guard lk(mu_);
+        by_request_[id].emplace_back(logits.begin(), logits.end());
+    }
+    std::vector<std::vector<float>> take(uint64_t id) {
+        std::lock_guard lk(mu_);
+        auto node = by_request_.extract(id);
+        return node ? std::move(node.mapped()) : std::vector<std::vector<float>>{};
+    }
+
+  private:
+    std::mutex mu_;
+    std::map<uint64_t, std::vector<std::vector<float>>> by_request_;
+};
+
+inline std::map<const engine *, std::shared_ptr<logit_recorder>> & recorders() {
+    static std::map<const engine *, std::shared_ptr<logit_recorder>> r;
+    return r;
+}
+
+// make_engine creates an engine whose sampled logits are recorded (see run_task). desync_after, when set,
+// becomes the seam's desync hook.
+inline std::unique_ptr<engine> make_engine(const std::shared_ptr<const loaded_model> & m, const engine_config & c,
+                                           std::function<bool(uint64_t, uint32_t)> desync_after = {}) {
+    auto rec = std::make_shared<logit_recorder>();
+    auto seam = std::make_shared<engine_test_seam>();
+    seam->on_sample = [rec](uint64_t id, std::span<const float> logits) { rec->record(id, logits); };
+    seam->desync_after = std::move(desync_after);
+    auto e = engine_test_access::create(m, c, seam);
     if (!e.ok()) throw std::runtime_error(e.status().to_string());
+    recorders()[e.value().get()] = rec;
     return std::move(e.value());
 }
+
+// run_result: engine_run_to_end's result plus the logits each token was sampled from.
+struct run_result : engine_result {
+    std::vector<std::vector<float>> logits;  // [n_tokens][n_vocab]
+};
 
 // A deterministic prompt of n tokens: BOS then ids drawn from the non-control part of the vocabulary.
 inline std::vector<token_id> make_prompt(size_t n, unsigned seed, int32_t n_vocab) {
@@ -48,14 +89,16 @@ inline std::vector<token_id> make_prompt(size_t n, unsigned seed, int32_t n_voca
     return p;
 }
 
-inline engine_result run_task(engine & e, engine_task t) {
+inline run_result run_task(engine & e, engine_task t) {
+    run_result r;
     auto h = e.submit(std::move(t));
     if (!h.ok()) {
-        engine_result r;
         r.done = h.status();
         return r;
     }
-    return engine_run_to_end(h.value(), std::chrono::seconds(300));
+    static_cast<engine_result &>(r) = engine_run_to_end(h.value(), std::chrono::seconds(300));
+    if (auto it = recorders().find(&e); it != recorders().end()) r.logits = it->second->take(h.value()->id());
+    return r;
 }
 
 inline gen_request greedy(std::vector<token_id> prompt, int n = 32) {
@@ -63,7 +106,6 @@ inline gen_request greedy(std::vector<token_id> prompt, int n = 32) {
     r.prompt = std::move(prompt);
     r.n_predict = n;
     r.sampling.temperature = 0;
-    r.record_logits = true;
     return r;
 }
 

@@ -40,7 +40,7 @@ TEST_P(EngineArch, PrefillBlobDecodeEqualsMonolithicBitForBit) {
             ASSERT_FALSE(want.tokens.empty()) << what;
 
             auto mono_engine = make_engine(m(), cfg);
-            engine_result mono = run_task(*mono_engine, task_generate{req});
+            run_result mono = run_task(*mono_engine, task_generate{req});
             ASSERT_TRUE(mono.done.ok()) << mono.done.status().to_string();
             expect_same_run(want.tokens, std::vector<std::vector<float>>(want.logits.begin(), want.logits.begin() + mono.logits.size()),
                             mono.tokens, mono.logits, what + " (engine vs oracle)");
@@ -51,7 +51,7 @@ TEST_P(EngineArch, PrefillBlobDecodeEqualsMonolithicBitForBit) {
             ASSERT_TRUE(pre.done.ok()) << pre.done.status().to_string();
             ASSERT_FALSE(pre.done->blob.empty());
             auto decode_engine = make_engine(m(), cfg);  // fresh: shares nothing with the prefill side
-            engine_result dec = run_task(*decode_engine, task_decode{validated(pre.done->blob), req});
+            run_result dec = run_task(*decode_engine, task_decode{validated(pre.done->blob), req});
             ASSERT_TRUE(dec.done.ok()) << dec.done.status().to_string();
             expect_same_run(mono.tokens, mono.logits, dec.tokens, dec.logits, what + " (PD vs monolithic)");
             EXPECT_EQ(dec.text, mono.text) << what;
@@ -113,7 +113,7 @@ TEST(EngineRestore, ForgedFingerprintFromOtherArchLeavesSlotEmptyRegression) {
         engine_result pre = run_task(*src, task_prefill{req});
         ASSERT_TRUE(pre.done.ok());
         auto dst = make_engine(mt, cfg);
-        const blob_identity target = dst->identity();
+        const model_identity target = dst->identity();
         const auto forged = blob_rewrite(pre.done->blob, [&](blob_parts & p, auto &, auto &, auto &) { p.identity = target; });
         engine_result r = run_task(*dst, task_slot_restore{0, validated(forged)});
         EXPECT_FALSE(r.done.ok()) << from << " -> " << to;
@@ -215,8 +215,7 @@ TEST_P(EngineArch, InvariantGuardRepairsDesyncedSlot) {
     const engine_config cfg = engine_cfg(1, 1024);
     gen_request req = greedy(make_prompt(50, 31, n_vocab()), 24);
     const generate_output want = oracle(*m(), req, cfg);
-    req.test_desync_at = 5;
-    auto e = make_engine(m(), cfg);
+    auto e = make_engine(m(), cfg, [](uint64_t, uint32_t n_generated) { return n_generated == 5; });
     engine_result r = run_task(*e, task_generate{req});
     ASSERT_TRUE(r.done.ok()) << r.done.status().to_string();
     EXPECT_EQ(e->metrics().invariant_repairs, 1u);
@@ -267,7 +266,6 @@ TEST(EngineSubmit, BadRequestsAreTypedErrors) {
 TEST(EngineSubmit, CancelEndsTaskWithExplicitError) {
     auto e = make_engine(model_for("llama"), engine_cfg(1, 2048));
     gen_request r = greedy(make_prompt(10, 1, 300), 1500);
-    r.record_logits = false;
     auto h = e->submit(task_generate{r}).value();
     engine_event ev;
     ASSERT_TRUE(h->next(ev, std::chrono::seconds(60)));
@@ -310,8 +308,7 @@ TEST(EngineQueue, MoreRequestsThanSlotsAllFinishRegression) {
     for (unsigned i = 0; i < 16; ++i) {
         gen_request r = greedy(make_prompt(40, 7, 300), 8);
         for (token_id t : make_prompt(6, 100 + i, 300)) r.prompt.push_back(t == 1 ? 11 : t);
-        r.record_logits = false;
-        reqs.push_back(r);
+            reqs.push_back(r);
     }
     std::vector<request_ptr> hs;
     for (const auto & r : reqs) hs.push_back(e->submit(task_generate{r}).value());

@@ -4,10 +4,10 @@
 
 #include <thread>
 
-#include "http/async_notify.h"
-#include "http/http_client.h"
-#include "http/http_request_head.h"
-#include "http/metrics_text.h"
+#include "baton/http/async_notify.h"
+#include "baton/http/http_client.h"
+#include "http_request_head.h"
+#include "baton/http/metrics_text.h"
 
 namespace baton {
 namespace {

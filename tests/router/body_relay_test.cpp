@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "router/body_relay.h"
+#include "body_relay.h"
 
 namespace baton {
 namespace {

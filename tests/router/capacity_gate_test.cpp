@@ -1,7 +1,7 @@
 // capacity_gate_test.cpp — the router's queue: bounded, woken in arrival order, wake-ups never lost.
 #include <gtest/gtest.h>
 
-#include "router/capacity_gate.h"
+#include "capacity_gate.h"
 
 namespace baton {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <map>
 
-#include "router/node_pool.h"
+#include "node_pool.h"
 
 namespace baton {
 namespace {

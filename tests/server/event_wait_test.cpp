@@ -6,7 +6,7 @@
 #include <chrono>
 #include <thread>
 
-#include "server/event_wait.h"
+#include "event_wait.h"
 
 namespace baton::test {
 namespace {

@@ -1,7 +1,7 @@
 // node_process.h — end-to-end test helper: a real `baton serve` (or `baton route`) child process on an
 // ephemeral port, and HTTP clients with timeouts.
 //
-// node_process::start runs the binary with --port 0 through child_process (src/cli/child_process.h, which
+// node_process::start runs the binary with --port 0 through child_process (include/baton/cli/child_process.h, which
 // reads "listening on http://HOST:PORT" from its stdout with a deadline), then polls /health until 200. The
 // destructor SIGKILLs and reaps a child that is still running, so a failing test never leaks processes.
 #pragma once
@@ -20,17 +20,23 @@
 #include <thread>
 #include <vector>
 
-#include "cli/child_process.h"
+#include "baton/cli/child_process.h"
 #include "support/test_support.h"
 
 namespace baton::test {
 
 class node_process {
   public:
-    // start runs argv0 (default: baton) with args plus "--port 0" (through child_process, the project's
-    // one process helper) and waits until /health answers 200.
+    // start runs argv0 with args plus "--port 0" (through child_process, the project's one process helper)
+    // and waits until /health answers 200. argv0 defaults to baton, or to baton-test-node when an argument
+    // asks for one of its faults (--test-...).
     static std::unique_ptr<node_process> start(const std::vector<std::string> & args, double timeout_s = 90,
-                                               const std::string & argv0 = baton_bin()) {
+                                               std::string argv0 = {}) {
+        if (argv0.empty()) {
+            argv0 = baton_bin();
+            for (const auto & a : args)
+                if (a.rfind("--test-", 0) == 0) argv0 = baton_test_node_bin();
+        }
         std::unique_ptr<node_process> n(new node_process());
         n->err_path_ = temp_dir() + "/stderr.txt";
         child_options o;

@@ -24,6 +24,11 @@ std::string baton_bin() {
     return BATON_BIN;
 }
 
+std::string baton_test_node_bin() {
+    if (const char * b = std::getenv("BATON_TEST_NODE_BIN"); b && *b) return b;
+    return BATON_TEST_NODE_BIN;
+}
+
 std::string test_model_path(const std::string & arch, unsigned seed, int n_embd, int n_layer) {
     const std::string dir = BATON_TEST_MODELS;
     ::mkdir(dir.c_str(), 0755);

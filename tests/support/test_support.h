@@ -37,6 +37,9 @@ proc_result run_process(const std::vector<std::string> & argv, double timeout_s 
 
 // baton_bin is the path of the built `baton` executable ($BATON_TEST_BIN when set).
 std::string baton_bin();
+// baton_test_node_bin is the path of `baton-test-node` ($BATON_TEST_NODE_BIN when set): the CLI plus the
+// --test-corrupt-state / --test-truncate-blob faults (tests/support/test_node_main.cpp).
+std::string baton_test_node_bin();
 
 // temp_dir returns a fresh directory under $TMPDIR (or /tmp) for this test process.
 std::string temp_dir();

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "baton/status.h"
-#include "http/http_server.h"
+#include "baton/http/http_server.h"
 
 namespace baton {
 

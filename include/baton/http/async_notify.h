@@ -11,7 +11,7 @@
 #include <chrono>
 #include <memory>
 
-#include "net.h"
+#include "baton/http/net.h"
 
 namespace baton {
 

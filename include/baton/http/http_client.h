@@ -17,8 +17,8 @@
 #include <string_view>
 
 #include "baton/status.h"
-#include "http_message.h"
-#include "net.h"
+#include "baton/http/http_message.h"
+#include "baton/http/net.h"
 
 namespace baton {
 

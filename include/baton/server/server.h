@@ -3,7 +3,7 @@
 // The node speaks the OpenAI API (/v1/completions, /v1/chat/completions), the PD endpoints (/v1/prefill
 // returns a state blob, /v1/decode continues one) and the slot state endpoints, plus /health, /v1/models,
 // /v1/slots and /metrics; docs/api.md is the reference. Handlers are coroutines on the HTTP edge's event
-// loop (src/http/http_server.h): they parse requests, submit typed tasks to the engine and wait for their
+// loop (include/baton/http/http_server.h): they parse requests, submit typed tasks to the engine and wait for their
 // events without holding a thread; only the engine's scheduler thread touches the llama context. Every
 // error becomes an HTTP response in http/http_errors.cpp.
 //
@@ -19,7 +19,7 @@
 
 #include "baton/engine.h"
 #include "baton/status.h"
-#include "http/http_server.h"
+#include "baton/http/http_server.h"
 
 namespace baton {
 
@@ -33,7 +33,6 @@ struct server_config {
     int port = 8080;                       // 0: any free port
     node_role role = node_role::both;
     engine_config engine;                  // context (slots = ctx.n_seq_max), blob limits
-    uint32_t queue_max = 64;               // generation requests that may wait for a slot; beyond: 503
     std::string api_key;                   // empty: no authentication
     uint64_t max_blob_bytes = uint64_t(1) << 30;  // body cap of /v1/decode and PUT state (bytes)
     uint64_t max_json_bytes = uint64_t(8) << 20;  // body cap of JSON endpoints (bytes)
@@ -41,11 +40,10 @@ struct server_config {
     http_limits limits;                    // the HTTP edge's limits and per-phase deadlines (http_server.h)
     uint32_t http_threads = 2;             // event-loop threads of the HTTP edge
     double drain_s = 0;                    // shutdown: wait this long for in-flight requests before cancelling
-    bool test_corrupt_state = false;       // TEST ONLY: flip a byte in the state section of every blob returned
-    bool test_truncate_blob = false;       // TEST ONLY: send half of every blob, then drop the connection
 };
 
 class server_impl;
+struct server_test_access;
 
 class server {
   public:
@@ -64,11 +62,8 @@ class server {
     void shutdown();
 
   private:
+    friend struct server_test_access;  // the test node (src/server/server_test_seam.h)
     std::unique_ptr<server_impl> impl_;
 };
-
-// server_corrupt_state_for_test flips one byte in the middle of the state section payload (test hook of
-// --test-corrupt-state): the blob stays well-framed but its state checksum no longer matches.
-void server_corrupt_state_for_test(std::vector<uint8_t> & blob);
 
 }  // namespace baton

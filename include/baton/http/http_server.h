@@ -32,12 +32,12 @@
 #include <vector>
 
 #include "baton/thread_annotations.h"
-#include "async_notify.h"
+#include "baton/http/async_notify.h"
 #include "baton/status.h"
-#include "http_errors.h"
-#include "http_message.h"
-#include "metrics_text.h"
-#include "net.h"
+#include "baton/http/http_errors.h"
+#include "baton/http/http_message.h"
+#include "baton/http/metrics_text.h"
+#include "baton/http/net.h"
 
 namespace baton {
 

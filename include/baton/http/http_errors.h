@@ -14,7 +14,7 @@
 #include <string>
 
 #include "baton/status.h"
-#include "http_message.h"
+#include "baton/http/http_message.h"
 
 namespace baton {
 

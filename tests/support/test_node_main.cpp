@@ -1,0 +1,52 @@
+// test_node_main.cpp — `baton-test-node`: the `baton` CLI plus faults a prefill node can be told to make, for
+// the end-to-end tests of the router and the decode side. Production builds never contain these flags: the
+// hooks they set (cli_test_seam.h, server_test_seam.h) are private to their modules and only this test
+// executable reaches them.
+//
+//   --test-corrupt-state   flip one byte in the middle of the state section of every blob the node sends
+//                          (after it was written, so the section checksum no longer matches)
+//   --test-truncate-blob   send the first half of every blob (with the full Content-Length), then drop the
+//                          connection: a prefill node dying mid-transfer
+//
+// Every other argument goes to the CLI unchanged.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "baton/blob.h"
+#include "baton/cli/cli_main.h"
+#include "cli_test_seam.h"
+#include "server_test_seam.h"
+
+namespace {
+
+void corrupt_state(std::vector<uint8_t> & blob) {
+    for (const auto & s : baton::blob_walk(blob).sections) {
+        if (s.name != "state" || !s.complete || s.length == 0) continue;
+        const uint64_t at = s.payload_offset + s.length / 2;
+        if (at < blob.size()) blob[size_t(at)] ^= 0x5a;
+        return;
+    }
+}
+
+}  // namespace
+
+int main(int argc, char ** argv) {
+    bool corrupt = false, truncate = false;
+    std::vector<char *> args;
+    for (int i = 0; i < argc; ++i) {
+        if (i > 0 && std::strcmp(argv[i], "--test-corrupt-state") == 0) corrupt = true;
+        else if (i > 0 && std::strcmp(argv[i], "--test-truncate-blob") == 0) truncate = true;
+        else args.push_back(argv[i]);
+    }
+    if (corrupt || truncate) {
+        auto seam = std::make_shared<baton::server_test_seam>();
+        seam->on_blob_out = [corrupt, truncate](std::vector<uint8_t> & blob) -> size_t {
+            if (corrupt) corrupt_state(blob);
+            return truncate ? blob.size() / 2 : blob.size();
+        };
+        baton::cli_test_on_server = [seam](baton::server & s) { baton::server_test_access::install(s, seam); };
+    }
+    args.push_back(nullptr);
+    return baton::cli_main(int(args.size()) - 1, args.data());
+}
