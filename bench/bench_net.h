@@ -27,9 +27,9 @@
 #include <thread>
 #include <vector>
 
+#include "baton/cli/child_process.h"
 #include "baton/model.h"
 #include "bench_util.h"
-#include "baton/cli/child_process.h"
 
 namespace baton::bench {
 

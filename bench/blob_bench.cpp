@@ -264,7 +264,8 @@ int bench_size(bool quick, std::vector<std::pair<size_t, size_t>> & blob_sizes) 
         const double per_token = double(b.size()) / double(n);
         const double overhead = 100.0 * (per_token / kv_per_token - 1.0);
         // Framing: everything that is not state, tokens, logits, checkpoints or the embedded request.
-        size_t content = v->state.size() + v->tokens.size() * 4 + v->logits.size() * 4 + v->request.size();
+        size_t content = v->state.size() + v->tokens.size() * 4 + (v->logits ? v->logits->size() * 4 : 0) +
+                         (v->request ? v->request->size() : 0);
         for (const auto & c : v->checkpoints) content += c.data.size();
         const double framing_pct = 100.0 * double(b.size() - std::min(b.size(), content)) / double(v->state.size());
         std::printf("%8zu %14zu %16.1f %12.3f %14.3f\n", n, b.size(), per_token, overhead, framing_pct);

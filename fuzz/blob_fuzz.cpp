@@ -31,16 +31,7 @@ bool same_bytes(std::span<const uint8_t> a, std::span<const uint8_t> b) {
 }
 
 bool same_view(const blob_view & a, const blob_view & b) {
-    const auto & x = a.identity;
-    const auto & y = b.identity;
-    if (x.fingerprint != y.fingerprint || x.llama_version != y.llama_version || x.arch != y.arch ||
-        x.n_layer != y.n_layer || x.n_embd != y.n_embd || x.n_vocab != y.n_vocab)
-        return false;
-    const auto & c = a.context;
-    const auto & d = b.context;
-    if (c.type_k != d.type_k || c.type_v != d.type_v || c.flash_attn != d.flash_attn || c.kv_unified != d.kv_unified ||
-        c.n_seq_max != d.n_seq_max || c.n_ctx != d.n_ctx)
-        return false;
+    if (a.identity != b.identity || a.context != b.context) return false;
     if (a.tokens != b.tokens || !same_bytes(a.state, b.state) || a.checkpoints.size() != b.checkpoints.size())
         return false;
     for (size_t i = 0; i < a.checkpoints.size(); ++i) {
@@ -49,10 +40,12 @@ bool same_view(const blob_view & a, const blob_view & b) {
         if (p.pos_min != q.pos_min || p.pos_max != q.pos_max || p.n_tokens != q.n_tokens || !same_bytes(p.data, q.data))
             return false;
     }
-    if (a.has_logits != b.has_logits || a.logits.size() != b.logits.size() ||
-        (!a.logits.empty() && std::memcmp(a.logits.data(), b.logits.data(), a.logits.size() * 4) != 0))
+    if (a.logits.has_value() != b.logits.has_value()) return false;
+    if (a.logits &&
+        (a.logits->size() != b.logits->size() ||
+         (!a.logits->empty() && std::memcmp(a.logits->data(), b.logits->data(), a.logits->size() * 4) != 0)))
         return false;
-    return a.has_request == b.has_request && a.request == b.request;
+    return a.request == b.request;
 }
 
 // reseal rewrites the header checksum and the checksum of every frame that can be delimited.

@@ -53,11 +53,7 @@ bool same_sampling(const sampling_params & a, const sampling_params & b) {
 }
 
 bool same_request(const openai_request & a, const openai_request & b) {
-    if (a.endpoint != b.endpoint || a.model != b.model || a.prompt != b.prompt || a.prompt_tokens != b.prompt_tokens)
-        return false;
-    if (a.messages.size() != b.messages.size()) return false;
-    for (size_t i = 0; i < a.messages.size(); ++i)
-        if (a.messages[i].role != b.messages[i].role || a.messages[i].content != b.messages[i].content) return false;
+    if (a.input != b.input || a.model != b.model) return false;
     return a.max_tokens == b.max_tokens && same_sampling(a.sampling, b.sampling) && a.stop == b.stop &&
            a.stream == b.stream && a.include_usage == b.include_usage && a.ignore_eos == b.ignore_eos;
 }

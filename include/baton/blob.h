@@ -14,6 +14,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -54,10 +55,8 @@ struct blob_view {
     std::vector<int32_t> tokens;
     std::span<const uint8_t> state;
     std::vector<blob_checkpoint_view> checkpoints;
-    bool has_logits = false;
-    std::vector<float> logits;  // n_vocab values when has_logits
-    bool has_request = false;
-    std::string request;
+    std::optional<std::vector<float>> logits;  // [n_vocab] f32 of the last position, when the blob has them
+    std::optional<std::string> request;        // the embedded request (JSON, non-empty), when the blob has one
     size_t total_bytes = 0;
 };
 

@@ -64,7 +64,7 @@ struct gen_request {
     sampling_params sampling;
     std::vector<std::string> stop;     // stop strings (not included in the output)
     bool ignore_eos = false;
-    std::string request_json;          // prefill only: embedded in the blob, opaque to the engine
+    std::string request_json;  // prefill only: embedded in the blob, opaque to the engine
 };
 
 enum class finish_reason : uint8_t { none, stop, length, cancelled, error };
@@ -226,7 +226,7 @@ class engine {
 // cancels the task and ends with deadline_exceeded.
 struct engine_result {
     std::vector<token_id> tokens;
-    std::string text;                        // engine_event_text of every event, concatenated
+    std::string text;  // engine_event_text of every event, concatenated
     // done: the terminal event_done, or the Status of the event_error (or of the timeout).
     Result<event_done> done{Status(status_code::internal, "the task has not ended")};
 };

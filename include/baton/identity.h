@@ -20,19 +20,23 @@ struct model_identity {
     uint32_t n_layer = 0;
     uint32_t n_embd = 0;
     uint32_t n_vocab = 0;
+
+    bool operator==(const model_identity &) const = default;
 };
 
 // kv_layout: the context settings libllama's state reader depends on, plus the cell count that bounds how
 // many tokens a sequence can hold.
 struct kv_layout {
-    uint32_t n_ctx = 0;      // KV cells in the context (0 in a kv_layout: not known); not a compatibility
-                             // rule by itself, but a blob's tokens must fit a node's cells per sequence
-    int32_t type_k = 1;      // ggml_type of the K cache (1 = f16)
-    int32_t type_v = 1;      // ggml_type of the V cache
-    bool flash_attn = false; // V is stored transposed when flash attention is off
-    bool kv_unified = true;  // one KV buffer for all sequences; false: one stream per sequence, restorable
-                             // only with the same n_seq_max
-    uint32_t n_seq_max = 1;  // sequences (slots) in the context
+    uint32_t n_ctx = 0;       // KV cells in the context (0 in a kv_layout: not known); not a compatibility
+                              // rule by itself, but a blob's tokens must fit a node's cells per sequence
+    int32_t type_k = 1;       // ggml_type of the K cache (1 = f16)
+    int32_t type_v = 1;       // ggml_type of the V cache
+    bool flash_attn = false;  // V is stored transposed when flash attention is off
+    bool kv_unified = true;   // one KV buffer for all sequences; false: one stream per sequence, restorable
+                              // only with the same n_seq_max
+    uint32_t n_seq_max = 1;   // sequences (slots) in the context
+
+    bool operator==(const kv_layout &) const = default;
 };
 
 }  // namespace baton

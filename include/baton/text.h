@@ -33,6 +33,8 @@ std::string text_detokenize(const llama_vocab * vocab, const std::vector<token_i
 struct chat_message {
     std::string role;     // system | user | assistant | tool
     std::string content;
+
+    bool operator==(const chat_message &) const = default;
 };
 
 // text_apply_chat_template renders messages with the model's chat template (tokenizer.chat_template, one of

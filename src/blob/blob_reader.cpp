@@ -351,13 +351,13 @@ Result<blob_view> blob_parse(std::span<const uint8_t> bytes, const blob_limits &
         if (!found[t].present) return corrupt(std::string("missing mandatory section ") + bf::section_type_name(t));
     const found_section & logits = found[bf::section_type_logits];
     const found_section & request = found[bf::section_type_request];
-    v.has_logits = (v.flags & bf::k_flag_has_logits) != 0;
-    v.has_request = (v.flags & bf::k_flag_has_request) != 0;
-    if (v.has_logits != logits.present)
-        return corrupt(std::string("flags: has_logits is ") + (v.has_logits ? "set" : "clear") + " but the logits section is " +
-                       (logits.present ? "present" : "absent") + at(bf::k_off_flags));
-    if (v.has_request != request.present)
-        return corrupt(std::string("flags: has_request is ") + (v.has_request ? "set" : "clear") +
+    const bool has_logits = (v.flags & bf::k_flag_has_logits) != 0;
+    const bool has_request = (v.flags & bf::k_flag_has_request) != 0;
+    if (has_logits != logits.present)
+        return corrupt(std::string("flags: has_logits is ") + (has_logits ? "set" : "clear") +
+                       " but the logits section is " + (logits.present ? "present" : "absent") + at(bf::k_off_flags));
+    if (has_request != request.present)
+        return corrupt(std::string("flags: has_request is ") + (has_request ? "set" : "clear") +
                        " but the request section is " + (request.present ? "present" : "absent") + at(bf::k_off_flags));
 
     BATON_RETURN_IF_ERROR(parse_identity(found[bf::section_type_identity], v.identity));
@@ -366,10 +366,10 @@ Result<blob_view> blob_parse(std::span<const uint8_t> bytes, const blob_limits &
     const uint32_t n_tokens = uint32_t(v.tokens.size());
     BATON_RETURN_IF_ERROR(parse_state(found[bf::section_type_state], n_tokens, v.state));
     BATON_RETURN_IF_ERROR(parse_checkpoints(found[bf::section_type_checkpoints], limits, n_tokens, v.checkpoints));
-    if (logits.present) BATON_RETURN_IF_ERROR(parse_logits(logits, v.identity.n_vocab, v.logits));
+    if (logits.present) BATON_RETURN_IF_ERROR(parse_logits(logits, v.identity.n_vocab, v.logits.emplace()));
     if (request.present) {
         if (request.payload.empty()) return corrupt("request: empty section" + at(request.frame_offset + 8));
-        v.request.assign(reinterpret_cast<const char *>(request.payload.data()), request.payload.size());
+        v.request.emplace(reinterpret_cast<const char *>(request.payload.data()), request.payload.size());
     }
     return v;
 }

@@ -12,7 +12,8 @@ std::string num(uint64_t v) { return std::to_string(v); }
 
 std::string identity_string(std::string_view len_field, std::string_view field, std::string_view s) {
     if (s.empty() || s.size() > blob_format::k_identity_string_max)
-        return std::string(len_field) + " " + num(s.size()) + " is not in 1.." + num(blob_format::k_identity_string_max);
+        return std::string(len_field) + " " + num(s.size()) + " is not in 1.." +
+               num(blob_format::k_identity_string_max);
     for (unsigned char c : s)
         if (c < 0x20 || c > 0x7e) return std::string(field) + " is not printable ASCII";
     return {};
@@ -40,14 +41,16 @@ std::string token(uint32_t i, int32_t t, uint32_t n_vocab) {
 
 std::string checkpoint_n_tokens(uint32_t cp, uint32_t prev, uint32_t n_tokens) {
     if (cp < 1 || cp > n_tokens) return "n_tokens " + num(cp) + " is not in 1..n_tokens " + num(n_tokens);
-    if (cp <= prev) return "n_tokens " + num(cp) + " <= previous " + num(prev) + " (checkpoints must be ordered by n_tokens)";
+    if (cp <= prev)
+        return "n_tokens " + num(cp) + " <= previous " + num(prev) + " (checkpoints must be ordered by n_tokens)";
     return {};
 }
 
 std::string checkpoint_positions(int32_t pos_min, int32_t pos_max, uint32_t cp_n_tokens) {
     if (pos_min < 0 || pos_min > pos_max)
         return "pos_min " + std::to_string(pos_min) + " is not in 0..pos_max " + std::to_string(pos_max);
-    if (uint32_t(pos_max) >= cp_n_tokens) return "pos_max " + std::to_string(pos_max) + " >= n_tokens " + num(cp_n_tokens);
+    if (uint32_t(pos_max) >= cp_n_tokens)
+        return "pos_max " + std::to_string(pos_max) + " >= n_tokens " + num(cp_n_tokens);
     return {};
 }
 

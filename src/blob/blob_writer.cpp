@@ -30,8 +30,8 @@ Status rule(std::string_view section, const std::string & violation) {
 // check_parts applies blob_rules (the rules blob_parse enforces on content), so a written blob always parses.
 Status check_parts(const blob_parts & p) {
     BATON_RETURN_IF_ERROR(rule("identity", blob_rules::identity_string("arch length", "arch", p.identity.arch)));
-    BATON_RETURN_IF_ERROR(
-        rule("identity", blob_rules::identity_string("llama_version length", "llama_version", p.identity.llama_version)));
+    BATON_RETURN_IF_ERROR(rule(
+        "identity", blob_rules::identity_string("llama_version length", "llama_version", p.identity.llama_version)));
     const uint32_t n_vocab = p.identity.n_vocab;
     BATON_RETURN_IF_ERROR(rule("identity", blob_rules::n_vocab(n_vocab)));
     BATON_RETURN_IF_ERROR(rule("context", blob_rules::kv_type("type_k", p.context.type_k)));
@@ -40,7 +40,8 @@ Status check_parts(const blob_parts & p) {
     if (p.tokens.size() > UINT32_MAX) return bad("tokens: " + std::to_string(p.tokens.size()) + " tokens > 2^32-1");
     const uint32_t n_tokens = uint32_t(p.tokens.size());
     BATON_RETURN_IF_ERROR(rule("tokens", blob_rules::n_tokens(n_tokens, p.context.n_ctx)));
-    for (uint32_t i = 0; i < n_tokens; ++i) BATON_RETURN_IF_ERROR(rule("tokens", blob_rules::token(i, p.tokens[i], n_vocab)));
+    for (uint32_t i = 0; i < n_tokens; ++i)
+        BATON_RETURN_IF_ERROR(rule("tokens", blob_rules::token(i, p.tokens[i], n_vocab)));
     if (p.state.empty()) return bad("state: empty");
     if (p.checkpoints.size() > UINT32_MAX) return bad("checkpoints: too many");
     uint32_t prev = 0;
@@ -228,8 +229,8 @@ blob_parts blob_view_parts(const blob_view & v) {
     p.tokens = v.tokens;
     p.state = v.state;
     p.checkpoints = v.checkpoints;
-    if (v.has_logits) p.logits = v.logits;
-    if (v.has_request) p.request = v.request;
+    if (v.logits) p.logits = *v.logits;
+    if (v.request) p.request = *v.request;
     return p;
 }
 

@@ -18,7 +18,6 @@ class App;
 
 namespace baton {
 
-
 // A subcommand's run function returns the process exit code.
 using cli_run_fn = std::function<int()>;
 

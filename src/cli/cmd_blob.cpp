@@ -100,12 +100,10 @@ void print_view(const blob_view & v) {
         std::printf("  [%zu] n_tokens %u, positions %d..%d, %zu bytes\n", i, cp.n_tokens, cp.pos_min, cp.pos_max,
                     cp.data.size());
     }
-    if (v.has_logits)
-        std::printf("logits:          present (%zu f32)\n", v.logits.size());
+    if (v.logits) std::printf("logits:          present (%zu f32)\n", v.logits->size());
     else
         std::printf("logits:          absent\n");
-    if (v.has_request)
-        std::printf("request:         %s\n", v.request.c_str());
+    if (v.request) std::printf("request:         %s\n", v.request->c_str());
     else
         std::printf("request:         absent\n");
 }

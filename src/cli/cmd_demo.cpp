@@ -11,8 +11,8 @@
 #include <cstdio>
 #include <thread>
 
-#include "baton/mkmodel.h"
 #include "baton/cli/child_process.h"
+#include "baton/mkmodel.h"
 #include "cli.h"
 
 namespace baton {

@@ -16,8 +16,8 @@
 
 #include "baton/engine.h"
 #include "baton/model.h"
-#include "cli.h"
 #include "baton/server/openai.h"
+#include "cli.h"
 
 namespace baton {
 
@@ -74,7 +74,7 @@ int run_prefill(pd_options & o) {
     if (!model.ok()) return cli_fail(k_exit_failure, model.status().message());
     std::shared_ptr<const loaded_model> m(std::move(model.value()));
     openai_request req;
-    req.prompt = o.prompt;
+    req.input = openai_prompt_text{o.prompt};
     req.max_tokens = o.n_predict;
     req.sampling = o.sampling;
     auto gen = openai_to_gen(req, *m);
@@ -105,8 +105,8 @@ int run_decode(pd_options & o) {
     if (!bytes.ok()) return cli_fail(k_exit_failure, bytes.status().message());
     auto blob = validated_blob::parse(std::move(bytes.value()), cfg.limits);
     if (!blob.ok()) return cli_fail(k_exit_failure, "invalid blob: " + blob.status().message());
-    if (!blob.value()->view().has_request) return cli_fail(k_exit_failure, "invalid blob: request: no embedded request");
-    auto req = openai_parse(blob.value()->view().request, openai_endpoint::completions, true);
+    if (!blob.value()->view().request) return cli_fail(k_exit_failure, "invalid blob: request: no embedded request");
+    auto req = openai_parse(*blob.value()->view().request, openai_endpoint::completions, true);
     if (!req.ok()) return cli_fail(k_exit_failure, "invalid blob: request: " + req.status().message());
     if (o.n_given) req->max_tokens = o.n_predict;
     auto model = loaded_model::load(o.model_path);

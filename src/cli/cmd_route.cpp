@@ -7,8 +7,8 @@
 #include <sstream>
 #include <thread>
 
-#include "cli.h"
 #include "baton/router/router.h"
+#include "cli.h"
 
 namespace baton {
 

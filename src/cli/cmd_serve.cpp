@@ -10,9 +10,9 @@
 #include <csignal>
 #include <cstdlib>
 
+#include "baton/server/server.h"
 #include "cli.h"
 #include "cli_test_seam.h"
-#include "baton/server/server.h"
 
 namespace baton {
 
@@ -102,9 +102,13 @@ void cli_add_serve(CLI::App & app, cli_run_fn & run) {
     sub->add_option("--max-blob-mb", o->max_blob_mb, "Body cap of /v1/decode and PUT /v1/slots/{id}/state, MiB")->capture_default_str();
     sub->add_option("--max-json-mb", o->max_json_mb, "Body cap of the JSON endpoints, MiB")->capture_default_str();
     sub->add_option("--timeout", c.timeout_s, "Per-request timeout in seconds (0: none); a late request is cancelled")->capture_default_str();
-    sub->add_option("--queue-max", c.engine.queue_max, "Requests that may wait for a slot; beyond this: 503 with Retry-After")->capture_default_str();
+    sub->add_option("--queue-max", c.engine.queue_max,
+                    "Requests that may wait for a slot; beyond this: 503 with Retry-After")
+        ->capture_default_str();
     cli_add_http_flags(*sub, c.limits, c.http_threads);
-    sub->add_option("--drain", c.drain_s, "On SIGTERM, let in-flight requests finish for up to this many seconds, then cancel")->capture_default_str();
+    sub->add_option("--drain", c.drain_s,
+                    "On SIGTERM, let in-flight requests finish for up to this many seconds, then cancel")
+        ->capture_default_str();
     sub->callback([&run, o] { run = [o] { return run_serve(*o); }; });
 }
 

@@ -145,7 +145,7 @@ void engine_impl::bind_task(slot & s, std::unique_ptr<active_task> t, engine_tas
     if (t->kind == task_kind::decode) {
         // Decode-apply: the one restore routine, then sample the first token from the shipped logits.
         const validated_blob & blob = *std::get<task_decode>(task).blob;
-        if (!blob.view().has_logits) {
+        if (!blob.view().logits) {
             Status st(status_code::incompatible, "logits: the blob carries no trailing logits; /v1/decode needs a blob from prefill");
             count_restore(st, 0, blob.size());
             deliver(t->h, event_error{st});

@@ -72,7 +72,7 @@ Status slot_restore(const restore_env & env, slot & s, const validated_blob & bl
     if (st.ok()) {
         for (const auto & c : b.checkpoints)
             s.checkpoints.push_back({c.pos_min, c.pos_max, c.n_tokens, std::vector<uint8_t>(c.data.begin(), c.data.end())});
-        if (b.has_logits) s.logits = b.logits;
+        if (b.logits) s.logits = *b.logits;
         return {};
     }
     // 4. Any failure: empty and consistent.

@@ -11,10 +11,10 @@
 
 #include <cstdint>
 
-#include "baton/status.h"
 #include "baton/http/http_message.h"
 #include "baton/http/http_server.h"
 #include "baton/http/net.h"
+#include "baton/status.h"
 
 namespace baton {
 

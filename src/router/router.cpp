@@ -12,15 +12,15 @@
 #include <mutex>
 #include <thread>
 
+#include "baton/http/http_client.h"
+#include "baton/http/sse.h"
 #include "baton/model.h"
+#include "baton/server/openai.h"
 #include "baton/thread_annotations.h"
 #include "body_relay.h"
 #include "capacity_gate.h"
-#include "baton/http/http_client.h"
-#include "baton/http/sse.h"
 #include "node_pool.h"
 #include "router_metrics.h"
-#include "baton/server/openai.h"
 
 namespace baton {
 
@@ -127,14 +127,16 @@ class router_impl {
 // ---- admission ----
 
 uint32_t router_impl::count_tokens(const openai_request & r) const {
-    if (!r.prompt_tokens.empty()) return uint32_t(r.prompt_tokens.size());
+    if (const auto * ids = std::get_if<openai_prompt_tokens>(&r.input)) return uint32_t(ids->tokens.size());
     if (vocab) {
         auto g = openai_to_gen(r, *vocab);
         if (g.ok()) return uint32_t(g->prompt.size());
     }
     // Without a vocabulary: about 4 bytes per token (documented; pass -m for exact counts).
-    size_t bytes = r.prompt.size();
-    for (const auto & m : r.messages) bytes += m.content.size() + m.role.size() + 8;
+    size_t bytes = 0;
+    if (const auto * text = std::get_if<openai_prompt_text>(&r.input)) bytes = text->text.size();
+    if (const auto * chat = std::get_if<openai_chat>(&r.input))
+        for (const auto & m : chat->messages) bytes += m.content.size() + m.role.size() + 8;
     return uint32_t(bytes / 4);
 }
 
@@ -199,8 +201,10 @@ net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpo
     auto parsed = openai_parse(body, ep);
     if (!parsed.ok()) co_return (void) co_await ex.respond_error(parsed.status());
     ctx.req = std::move(parsed.value());
-    std::string prefix = ctx.req.prompt;
-    for (const auto & m : ctx.req.messages) prefix += m.role + ":" + m.content + "\n";
+    std::string prefix;
+    if (const auto * text = std::get_if<openai_prompt_text>(&ctx.req.input)) prefix = text->text;
+    if (const auto * chat = std::get_if<openai_chat>(&ctx.req.input))
+        for (const auto & m : chat->messages) prefix += m.role + ":" + m.content + "\n";
     ctx.affinity = affinity_key(prefix);
 
     // Counting tokens may run the tokenizer and chat template: on the bridge pool, not the event loop.

@@ -13,9 +13,9 @@
 #include <functional>
 
 #include "baton/engine.h"
-#include "baton/status.h"
 #include "baton/http/async_notify.h"
 #include "baton/http/http_server.h"
+#include "baton/status.h"
 
 namespace baton {
 

@@ -70,20 +70,22 @@ Status parse_prompt(const json & j, openai_request & r) {
     auto it = j.find("prompt");
     if (it == j.end() || it->is_null()) return bad("prompt: is required");
     if (it->is_string()) {
-        r.prompt = it->get<std::string>();
+        r.input = openai_prompt_text{it->get<std::string>()};
         return {};
     }
     if (it->is_array() && it->size() == 1 && (*it)[0].is_string()) {
-        r.prompt = (*it)[0].get<std::string>();
+        r.input = openai_prompt_text{(*it)[0].get<std::string>()};
         return {};
     }
     if (it->is_array() && !it->empty() && (*it)[0].is_number_integer()) {
+        openai_prompt_tokens p;
         for (const auto & t : *it) {
             if (!t.is_number_integer()) return bad("prompt: a token array must hold only integers");
             const int64_t v = t.get<int64_t>();
             if (v < 0 || v > INT32_MAX) return bad("prompt: token " + t.dump() + " is out of range");
-            r.prompt_tokens.push_back(token_id(v));
+            p.tokens.push_back(token_id(v));
         }
+        r.input = std::move(p);
         return {};
     }
     return bad("prompt: must be a string or an array of token ids");
@@ -92,6 +94,7 @@ Status parse_prompt(const json & j, openai_request & r) {
 Status parse_messages(const json & j, openai_request & r) {
     auto it = j.find("messages");
     if (it == j.end() || !it->is_array() || it->empty()) return bad("messages: must be a non-empty array");
+    openai_chat chat;
     for (size_t i = 0; i < it->size(); ++i) {
         const json & m = (*it)[i];
         const std::string where = "messages[" + std::to_string(i) + "]";
@@ -114,14 +117,15 @@ Status parse_messages(const json & j, openai_request & r) {
         } else {
             return bad(where + ".content: must be a string or an array of text parts");
         }
-        r.messages.push_back(std::move(cm));
+        chat.messages.push_back(std::move(cm));
     }
+    r.input = std::move(chat);
     return {};
 }
 
-Status parse_fields(const json & j, openai_request & r) {
+Status parse_fields(const json & j, openai_endpoint endpoint, openai_request & r) {
     if (auto it = j.find("model"); it != j.end() && it->is_string()) r.model = it->get<std::string>();
-    if (r.endpoint == openai_endpoint::chat) BATON_RETURN_IF_ERROR(parse_messages(j, r));
+    if (endpoint == openai_endpoint::chat) BATON_RETURN_IF_ERROR(parse_messages(j, r));
     else BATON_RETURN_IF_ERROR(parse_prompt(j, r));
     BATON_RETURN_IF_ERROR(get_int(j, "max_tokens", r.max_tokens, -1, INT32_MAX));
     BATON_RETURN_IF_ERROR(get_int(j, "max_completion_tokens", r.max_tokens, -1, INT32_MAX));
@@ -151,21 +155,24 @@ Status parse_fields(const json & j, openai_request & r) {
 
 }  // namespace
 
+openai_endpoint openai_request_endpoint(const openai_request & r) {
+    return std::holds_alternative<openai_chat>(r.input) ? openai_endpoint::chat : openai_endpoint::completions;
+}
+
 Result<openai_request> openai_parse(std::string_view body, openai_endpoint endpoint, bool allow_endpoint_field) {
     json j = json::parse(body.begin(), body.end(), nullptr, false);
     if (j.is_discarded()) return bad("body: malformed JSON");
     if (!j.is_object()) return bad("body: must be a JSON object");
     openai_request r;
-    r.endpoint = endpoint;
     if (auto it = j.find("endpoint"); it != j.end() && allow_endpoint_field) {
         if (!it->is_string()) return bad("endpoint: must be \"completions\" or \"chat\"");
         const std::string e = it->get<std::string>();
-        if (e == "chat") r.endpoint = openai_endpoint::chat;
-        else if (e == "completions") r.endpoint = openai_endpoint::completions;
+        if (e == "chat") endpoint = openai_endpoint::chat;
+        else if (e == "completions") endpoint = openai_endpoint::completions;
         else return bad("endpoint: \"" + e + "\" is not \"completions\" or \"chat\"");
     }
     try {
-        BATON_RETURN_IF_ERROR(parse_fields(j, r));
+        BATON_RETURN_IF_ERROR(parse_fields(j, endpoint, r));
     } catch (const std::exception & e) {  // nlohmann throws on invalid UTF-8 in some accessors
         return bad(std::string("body: ") + e.what());
     }
@@ -174,16 +181,16 @@ Result<openai_request> openai_parse(std::string_view body, openai_endpoint endpo
 
 std::string openai_request_json(const openai_request & r) {
     json j;
-    j["endpoint"] = openai_endpoint_name(r.endpoint);
+    j["endpoint"] = openai_endpoint_name(openai_request_endpoint(r));
     j["model"] = r.model;
-    if (r.endpoint == openai_endpoint::chat) {
+    if (const auto * chat = std::get_if<openai_chat>(&r.input)) {
         json msgs = json::array();
-        for (const auto & m : r.messages) msgs.push_back({{"role", m.role}, {"content", m.content}});
+        for (const auto & m : chat->messages) msgs.push_back({{"role", m.role}, {"content", m.content}});
         j["messages"] = msgs;
-    } else if (!r.prompt_tokens.empty()) {
-        j["prompt"] = r.prompt_tokens;
+    } else if (const auto * toks = std::get_if<openai_prompt_tokens>(&r.input)) {
+        j["prompt"] = toks->tokens;
     } else {
-        j["prompt"] = r.prompt;
+        j["prompt"] = std::get<openai_prompt_text>(r.input).text;
     }
     j["max_tokens"] = r.max_tokens;
     const sampling_params & s = r.sampling;
@@ -209,16 +216,16 @@ Result<gen_request> openai_to_gen(const openai_request & r, const loaded_model &
     g.sampling = r.sampling;
     g.stop = r.stop;
     g.ignore_eos = r.ignore_eos;
-    if (r.endpoint == openai_endpoint::chat) {
-        auto text = text_apply_chat_template(model.get(), r.messages);
+    if (const auto * chat = std::get_if<openai_chat>(&r.input)) {
+        auto text = text_apply_chat_template(model.get(), chat->messages);
         if (!text.ok()) return text.status();
         auto toks = text_tokenize(model.vocab(), text.value(), true, true);
         if (!toks.ok()) return toks.status();
         g.prompt = std::move(toks.value());
-    } else if (!r.prompt_tokens.empty()) {
-        g.prompt = r.prompt_tokens;
+    } else if (const auto * ids = std::get_if<openai_prompt_tokens>(&r.input)) {
+        g.prompt = ids->tokens;
     } else {
-        auto toks = text_tokenize(model.vocab(), r.prompt, true, false);
+        auto toks = text_tokenize(model.vocab(), std::get<openai_prompt_text>(r.input).text, true, false);
         if (!toks.ok()) return toks.status();
         g.prompt = std::move(toks.value());
     }

@@ -50,8 +50,9 @@ Result<admission_ptr> server_impl::admit() {
     if (n_admitted.fetch_add(1) >= cap) {
         n_admitted.fetch_sub(1);
         metrics.count_admission_reject();
-        return Status(status_code::unavailable, "no free slot: " + std::to_string(cfg.engine.ctx.n_seq_max) + " slots busy and " +
-                                                    std::to_string(cfg.engine.queue_max) + " requests queued");
+        return Status(status_code::unavailable, "no free slot: " + std::to_string(cfg.engine.ctx.n_seq_max) +
+                                                    " slots busy and " + std::to_string(cfg.engine.queue_max) +
+                                                    " requests queued");
     }
     return std::make_unique<admission_ticket>(n_admitted);
 }

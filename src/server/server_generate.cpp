@@ -8,8 +8,8 @@
 // slot frees at the next scheduler step. No thread waits for a stream.
 #include <memory>
 
-#include "event_wait.h"
 #include "baton/http/sse.h"
+#include "event_wait.h"
 #include "openai_response.h"
 #include "server_impl.h"
 
@@ -44,7 +44,8 @@ net::awaitable<void> server_impl::respond_generation(http_exchange & ex, engine_
     auto h = eng->submit(std::move(task));
     if (!h.ok()) co_return (void) co_await ex.respond_error(h.status());
     event_watch w(h.value(), ex.executor());
-    const openai_response_meta meta = openai_response_meta_make(oreq.endpoint, oreq.model.empty() ? model_name : oreq.model);
+    const openai_response_meta meta =
+        openai_response_meta_make(openai_request_endpoint(oreq), oreq.model.empty() ? model_name : oreq.model);
     engine_event ev;
     Status st = co_await event_wait(w, ev, lim, &ex);
     if (!st.ok()) co_return (void) co_await ex.respond_error(st);
@@ -133,12 +134,12 @@ net::awaitable<void> server_impl::on_decode(http_exchange & ex) {
     auto blob = co_await blob_parse_edge(std::move(ex.request().body));
     if (!blob.ok()) co_return (void) co_await ex.respond_error(blob.status());
     const blob_view & v = blob.value()->view();
-    if (!v.has_request) {
+    if (!v.request) {
         metrics.count_blob_reject(status_code::incompatible);
         co_return (void) co_await ex.respond_error(
             Status(status_code::incompatible, "request: the blob embeds no request; /v1/decode takes blobs made by /v1/prefill"));
     }
-    auto oreq = openai_parse(v.request, openai_endpoint::completions, true);
+    auto oreq = openai_parse(*v.request, openai_endpoint::completions, true);
     if (!oreq.ok()) {
         metrics.count_blob_reject(status_code::corrupt);
         co_return (void) co_await ex.respond_error(Status(status_code::corrupt, "request: the embedded request is invalid: " + oreq.status().message()));

@@ -14,12 +14,12 @@
 #include <vector>
 
 #include "baton/engine.h"
-#include "baton/model.h"
-#include "event_wait.h"
 #include "baton/http/http_server.h"
-#include "metrics.h"
+#include "baton/model.h"
 #include "baton/server/openai.h"
 #include "baton/server/server.h"
+#include "event_wait.h"
+#include "metrics.h"
 
 namespace baton {
 

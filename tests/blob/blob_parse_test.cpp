@@ -50,10 +50,10 @@ TEST(BlobParse, RoundTripSynthetic) {
     EXPECT_EQ(v.checkpoints[1].pos_min, 7);
     EXPECT_EQ(v.checkpoints[1].n_tokens, 8u);
     EXPECT_TRUE(std::equal(v.checkpoints[1].data.begin(), v.checkpoints[1].data.end(), s.cp1.begin(), s.cp1.end()));
-    ASSERT_TRUE(v.has_logits);
-    EXPECT_EQ(0, std::memcmp(v.logits.data(), s.logits.data(), s.logits.size() * 4));
-    ASSERT_TRUE(v.has_request);
-    EXPECT_EQ(v.request, s.request);
+    ASSERT_TRUE(v.logits.has_value());
+    EXPECT_EQ(0, std::memcmp(v.logits->data(), s.logits.data(), s.logits.size() * 4));
+    ASSERT_TRUE(v.request.has_value());
+    EXPECT_EQ(*v.request, s.request);
 }
 
 TEST(BlobParse, RoundTripWithoutOptionalParts) {
@@ -61,8 +61,8 @@ TEST(BlobParse, RoundTripWithoutOptionalParts) {
     s.parts.checkpoints.clear();
     auto r = blob_parse(write_blob(s.parts));
     ASSERT_TRUE(r.ok()) << r.status().to_string();
-    EXPECT_FALSE(r->has_logits);
-    EXPECT_FALSE(r->has_request);
+    EXPECT_FALSE(r->logits.has_value());
+    EXPECT_FALSE(r->request.has_value());
     EXPECT_TRUE(r->checkpoints.empty());
     EXPECT_EQ(r->flags, 0u);
 }

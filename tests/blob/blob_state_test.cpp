@@ -101,8 +101,8 @@ TEST_P(BlobState, RealStateRoundTripsAndRestoresBitForBit) {
         EXPECT_EQ(v.checkpoints[0].pos_max, n - 1);
         EXPECT_EQ(0, std::memcmp(v.checkpoints[0].data.data(), partial.data(), partial.size()));
     }
-    ASSERT_TRUE(v.has_logits);
-    EXPECT_EQ(0, std::memcmp(v.logits.data(), last_logits.data(), last_logits.size() * sizeof(float)));
+    ASSERT_TRUE(v.logits.has_value());
+    EXPECT_EQ(0, std::memcmp(v.logits->data(), last_logits.data(), last_logits.size() * sizeof(float)));
 
     auto c2 = context_make(model, cfg);
     ASSERT_TRUE(c2.ok());

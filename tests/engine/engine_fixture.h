@@ -5,10 +5,10 @@
 
 #include <functional>
 #include <map>
-#include <mutex>
-#include <span>
 #include <memory>
+#include <mutex>
 #include <random>
+#include <span>
 
 #include "baton/blob.h"
 #include "baton/engine.h"
@@ -130,12 +130,12 @@ std::vector<uint8_t> blob_rewrite(const std::vector<uint8_t> & bytes, F f) {
     const blob_view & b = v.value();
     std::vector<uint8_t> state(b.state.begin(), b.state.end());
     std::vector<int32_t> tokens = b.tokens;
-    std::vector<float> logits = b.logits;
+    std::vector<float> logits = b.logits.value_or(std::vector<float>{});
     blob_parts parts;
     parts.identity = b.identity;
     parts.context = b.context;
     parts.checkpoints = b.checkpoints;
-    parts.request = b.request;
+    if (b.request) parts.request = *b.request;  // borrows b, which outlives parts
     f(parts, state, tokens, logits);
     parts.state = state;
     parts.tokens = tokens;

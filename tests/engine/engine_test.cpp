@@ -308,7 +308,7 @@ TEST(EngineQueue, MoreRequestsThanSlotsAllFinishRegression) {
     for (unsigned i = 0; i < 16; ++i) {
         gen_request r = greedy(make_prompt(40, 7, 300), 8);
         for (token_id t : make_prompt(6, 100 + i, 300)) r.prompt.push_back(t == 1 ? 11 : t);
-            reqs.push_back(r);
+        reqs.push_back(r);
     }
     std::vector<request_ptr> hs;
     for (const auto & r : reqs) hs.push_back(e->submit(task_generate{r}).value());

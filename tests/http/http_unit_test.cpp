@@ -6,8 +6,8 @@
 
 #include "baton/http/async_notify.h"
 #include "baton/http/http_client.h"
-#include "http_request_head.h"
 #include "baton/http/metrics_text.h"
+#include "http_request_head.h"
 
 namespace baton {
 namespace {

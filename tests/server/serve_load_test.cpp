@@ -71,7 +71,16 @@ TEST(ServeLoad, ThirtyTwoClientsMixedEndpointsNoErrorsMemoryFlat) {
         EXPECT_LE(rss_end, rss_warm + std::max(64L * 1024, rss_warm / 4)) << "RSS grew from " << rss_warm << " kB to " << rss_end << " kB";
     }
     EXPECT_EQ(get(*n, "/health").status, 200);
-    const std::string m = get(*n, "/metrics").body;
+    // A handler releases its slot and its admission a moment after its response's last byte went out, so
+    // the client may read /metrics first: wait (bounded) for the node to settle, then require zero.
+    std::string m;
+    const auto settle_until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    do {
+        m = get(*n, "/metrics").body;
+        if (metric_value(m, "baton_slots{state=\"busy\"}") == 0 && metric_value(m, "baton_requests_in_flight") == 0)
+            break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    } while (std::chrono::steady_clock::now() < settle_until);
     EXPECT_EQ(metric_value(m, "baton_slots{state=\"busy\"}"), 0) << m;
     EXPECT_EQ(metric_value(m, "baton_requests_in_flight"), 0) << m;
     std::printf("32 clients x 12 mixed requests: %.1f s, RSS %ld -> %ld kB\n", seconds, rss_warm, rss_end);

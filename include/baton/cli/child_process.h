@@ -33,8 +33,8 @@ class child_process {
     // spawn runs opts.argv and waits for the listening line.
     static Result<std::unique_ptr<child_process>> spawn(const child_options & opts);
     // start runs `self_exe args... --port 0` (a subcommand of this executable).
-    static Result<std::unique_ptr<child_process>> start(const std::vector<std::string> & args, const std::string & stderr_path,
-                                                        double timeout_s = 120);
+    static Result<std::unique_ptr<child_process>> start(const std::vector<std::string> & args,
+                                                        const std::string & stderr_path, double timeout_s = 120);
     ~child_process();
     child_process(const child_process &) = delete;
     child_process & operator=(const child_process &) = delete;

@@ -16,9 +16,9 @@
 #include <string>
 #include <string_view>
 
-#include "baton/status.h"
 #include "baton/http/http_message.h"
 #include "baton/http/net.h"
+#include "baton/status.h"
 
 namespace baton {
 
@@ -41,7 +41,8 @@ struct http_response_head {
 class http_upstream {
   public:
     // connect opens a connection to url on the calling coroutine's executor.
-    static net::awaitable<Result<std::unique_ptr<http_upstream>>> connect(const http_url & url, std::chrono::steady_clock::time_point deadline);
+    static net::awaitable<Result<std::unique_ptr<http_upstream>>>
+    connect(const http_url & url, std::chrono::steady_clock::time_point deadline);
     ~http_upstream();
 
     // send writes a whole request (Content-Length from body; no body when body is empty and method is GET).

@@ -22,14 +22,14 @@ using http_headers = std::vector<std::pair<std::string, std::string>>;
 std::string_view http_header_find(const http_headers & h, std::string_view name);
 
 struct http_request {
-    std::string method;                          // "GET", "POST", ... as sent
-    std::string target;                          // the request target as sent
-    std::string path;                            // target without the query (not percent-decoded)
-    std::string query;                           // after '?', or ""
+    std::string method;  // "GET", "POST", ... as sent
+    std::string target;  // the request target as sent
+    std::string path;    // target without the query (not percent-decoded)
+    std::string query;   // after '?', or ""
     http_headers headers;
-    std::vector<uint8_t> body;                   // the whole body (capped per route); pooled when large
-    std::map<std::string, std::string> params;   // path parameters of the route template ({id})
-    std::string route;                           // the matched template ("/v1/slots/{id}/state") or ""
+    std::vector<uint8_t> body;                  // the whole body (capped per route); pooled when large
+    std::map<std::string, std::string> params;  // path parameters of the route template ({id})
+    std::string route;                          // the matched template ("/v1/slots/{id}/state") or ""
 
     std::string_view header(std::string_view name) const { return http_header_find(headers, name); }
     std::string_view body_text() const { return {reinterpret_cast<const char *>(body.data()), body.size()}; }

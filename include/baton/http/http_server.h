@@ -24,31 +24,31 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "baton/thread_annotations.h"
 #include "baton/http/async_notify.h"
-#include "baton/status.h"
 #include "baton/http/http_errors.h"
 #include "baton/http/http_message.h"
 #include "baton/http/metrics_text.h"
 #include "baton/http/net.h"
+#include "baton/status.h"
+#include "baton/thread_annotations.h"
 
 namespace baton {
 
 struct http_limits {
-    size_t max_header_bytes = 16384;   // request line + headers
-    uint32_t max_headers = 100;        // header fields
-    double header_timeout_s = 10;      // total time for a request's headers (and a new connection's first byte)
-    double idle_timeout_s = 5;         // keep-alive: idle time allowed between requests
-    double body_timeout_s = 60;        // total time for a request's body
-    double write_timeout_s = 30;       // each write of a response; a client that stops reading is dropped
-    uint32_t max_connections = 4096;   // open connections; beyond: 503 and close
+    size_t max_header_bytes = 16384;  // request line + headers
+    uint32_t max_headers = 100;       // header fields
+    double header_timeout_s = 10;     // total time for a request's headers (and a new connection's first byte)
+    double idle_timeout_s = 5;        // keep-alive: idle time allowed between requests
+    double body_timeout_s = 60;       // total time for a request's body
+    double write_timeout_s = 30;      // each write of a response; a client that stops reading is dropped
+    uint32_t max_connections = 4096;  // open connections; beyond: 503 and close
 };
 
 // http_limits_check: invalid_argument naming the flag when a limit is out of range.
@@ -56,17 +56,17 @@ Status http_limits_check(const http_limits & l);
 
 struct http_server_config {
     std::string host = "127.0.0.1";
-    int port = 0;                      // 0: any free port
+    int port = 0;  // 0: any free port
     http_limits limits;
-    uint32_t threads = 2;              // event-loop threads
-    std::string api_key;               // empty: no authentication
-    std::string log_name = "http";     // prefix of log lines ("serve", "route")
+    uint32_t threads = 2;           // event-loop threads
+    std::string api_key;            // empty: no authentication
+    std::string log_name = "http";  // prefix of log lines ("serve", "route")
 };
 
 struct http_route_options {
-    uint64_t max_body_bytes = 0;       // 0: the route takes no body
-    bool open = false;                 // served without the API key (/health)
-    bool pooled_body = false;          // body buffer from buffer_pool (blob routes)
+    uint64_t max_body_bytes = 0;  // 0: the route takes no body
+    bool open = false;            // served without the API key (/health)
+    bool pooled_body = false;     // body buffer from buffer_pool (blob routes)
 };
 
 class http_session;
@@ -84,7 +84,8 @@ class http_exchange {
     net::awaitable<bool> respond_error(const Status & st) { co_return co_await respond(http_error_response(st)); }
 
     // begin starts a streamed response: chunked when length is empty, else exactly *length body bytes.
-    net::awaitable<bool> begin(int status, std::string content_type, http_headers headers, std::optional<uint64_t> length);
+    net::awaitable<bool> begin(int status, std::string content_type, http_headers headers,
+                               std::optional<uint64_t> length);
     // write sends body bytes (one chunk when chunked); false when the client is gone or stopped reading
     // for --write-timeout.
     net::awaitable<bool> write(const void * data, size_t n);
@@ -109,7 +110,7 @@ class http_exchange {
     explicit http_exchange(http_session & s) : s_(s) {}
     http_session & s_;
     http_request req_;
-    bool head_ = false;        // HEAD: headers only
+    bool head_ = false;  // HEAD: headers only
     bool keep_alive_ = true;
     bool chunked_ = false;
     bool begun_ = false, finished_ = false, gone_ = false;
@@ -152,13 +153,13 @@ class http_server {
             std::optional<R> out;
             notify_ptr done;
         };
-        auto j = std::make_shared<job>(job{std::move(fn), std::nullopt, async_notify::make(co_await net::this_coro::executor)});
+        auto j = std::make_shared<job>(
+            job{std::move(fn), std::nullopt, async_notify::make(co_await net::this_coro::executor)});
         net::post(bridge_, [j] {  // shared: the job outlives a connection torn down at shutdown
             j->out.emplace(j->fn());
             j->done->notify();
         });
-        while (!co_await j->done->wait_until(std::chrono::steady_clock::time_point::max())) {
-        }
+        while (!co_await j->done->wait_until(std::chrono::steady_clock::time_point::max())) {}
         co_return std::move(*j->out);
     }
 
@@ -173,8 +174,8 @@ class http_server {
         http_handler handler;
     };
     // match finds the route for method+path; *path_known tells 405 from 404 when none matches.
-    const route_entry * match(std::string_view method, std::string_view path, std::map<std::string, std::string> & params,
-                              bool & path_known) const;
+    const route_entry * match(std::string_view method, std::string_view path,
+                              std::map<std::string, std::string> & params, bool & path_known) const;
     net::awaitable<void> accept_loop();
     void connection_closed();
 

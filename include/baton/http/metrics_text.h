@@ -58,4 +58,3 @@ class http_request_counter {
 };
 
 }  // namespace baton
-

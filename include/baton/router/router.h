@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "baton/status.h"
 #include "baton/http/http_server.h"
+#include "baton/status.h"
 
 namespace baton {
 
@@ -36,20 +36,20 @@ struct router_config {
     std::vector<std::string> decode_urls;
     std::string host = "127.0.0.1";
     int port = 8080;
-    std::string api_key;                 // clients must send it (Authorization: Bearer) when set
-    std::string node_key;                // sent to nodes when set
-    uint32_t pd_min_tokens = 64;         // prompts shorter than this skip the prefill hop
+    std::string api_key;          // clients must send it (Authorization: Bearer) when set
+    std::string node_key;         // sent to nodes when set
+    uint32_t pd_min_tokens = 64;  // prompts shorter than this skip the prefill hop
     fallback_policy fallback = fallback_policy::local;
-    double timeout_s = 300;              // whole-request deadline; every hop gets what is left
-    double health_interval_s = 1.0;      // health checks of every node
-    uint32_t load_cap = 4;               // decode affinity yields when a node is this far above the least loaded
-    std::string model_path;              // optional: count prompt tokens exactly with this model's vocabulary
-    size_t max_body_bytes = 8u << 20;    // client request bodies
+    double timeout_s = 300;            // whole-request deadline; every hop gets what is left
+    double health_interval_s = 1.0;    // health checks of every node
+    uint32_t load_cap = 4;             // decode affinity yields when a node is this far above the least loaded
+    std::string model_path;            // optional: count prompt tokens exactly with this model's vocabulary
+    size_t max_body_bytes = 8u << 20;  // client request bodies
     uint64_t max_blob_bytes = uint64_t(1024) << 20;  // a prefill node's blob (--max-blob-mb); larger: prefill failure
-    uint32_t queue_max = 4096;           // requests that may wait at the router for node capacity; beyond: 503
-    int32_t node_queue = -1;             // requests the router lets wait at a node beyond its slots; -1: as many as it has slots
-    http_limits limits;                  // the HTTP edge's limits and deadlines (http/http_server.h)
-    uint32_t http_threads = 2;           // event-loop threads
+    uint32_t queue_max = 4096;  // requests that may wait at the router for node capacity; beyond: 503
+    int32_t node_queue = -1;    // requests the router lets wait at a node beyond its slots; -1: as many as it has slots
+    http_limits limits;         // the HTTP edge's limits and deadlines (http/http_server.h)
+    uint32_t http_threads = 2;  // event-loop threads
 };
 
 class router_impl;

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "baton/engine.h"
@@ -24,23 +25,38 @@ class loaded_model;
 enum class openai_endpoint : uint8_t { completions, chat };
 const char * openai_endpoint_name(openai_endpoint e);  // "completions" | "chat"
 
+// What the model is asked to continue: one of three shapes, decided by the endpoint and the body.
+struct openai_prompt_text {  // completions: "prompt" as a string (or a one-string array)
+    std::string text;
+    bool operator==(const openai_prompt_text &) const = default;
+};
+struct openai_prompt_tokens {  // completions: "prompt" as token ids (non-empty)
+    std::vector<token_id> tokens;
+    bool operator==(const openai_prompt_tokens &) const = default;
+};
+struct openai_chat {  // chat: "messages" (non-empty), rendered by the chat template
+    std::vector<chat_message> messages;
+    bool operator==(const openai_chat &) const = default;
+};
+using openai_input = std::variant<openai_prompt_text, openai_prompt_tokens, openai_chat>;
+
 struct openai_request {
-    openai_endpoint endpoint = openai_endpoint::completions;
-    std::string model;                     // echoed back; not used to pick a model
-    std::string prompt;                    // completions: prompt text (when prompt_tokens is empty)
-    std::vector<token_id> prompt_tokens;   // completions: prompt given as token ids
-    std::vector<chat_message> messages;    // chat
-    int32_t max_tokens = -1;               // -1: until end-of-generation or the context is full
+    openai_input input;
+    std::string model;        // echoed back; not used to pick a model
+    int32_t max_tokens = -1;  // -1: until end-of-generation or the context is full
     sampling_params sampling;
     std::vector<std::string> stop;
     bool stream = false;
-    bool include_usage = false;            // stream_options.include_usage
+    bool include_usage = false;  // stream_options.include_usage
     bool ignore_eos = false;
 };
 
 // openai_parse parses a request body. endpoint decides which shape is expected. For /v1/prefill the body
 // may carry "endpoint": "completions"|"chat", which overrides it (allow_endpoint_field). Errors are
 // invalid_argument naming the field ("temperature: must be a number").
+// openai_request_endpoint: chat for chat input, else completions.
+openai_endpoint openai_request_endpoint(const openai_request & r);
+
 Result<openai_request> openai_parse(std::string_view body, openai_endpoint endpoint, bool allow_endpoint_field = false);
 
 // openai_request_json renders the canonical JSON of a request (every field explicit, "endpoint" included).

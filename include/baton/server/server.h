@@ -18,8 +18,8 @@
 #include <string_view>
 
 #include "baton/engine.h"
-#include "baton/status.h"
 #include "baton/http/http_server.h"
+#include "baton/status.h"
 
 namespace baton {
 
@@ -30,16 +30,16 @@ Result<node_role> node_role_parse(std::string_view s);
 struct server_config {
     std::string model_path;
     std::string host = "127.0.0.1";
-    int port = 8080;                       // 0: any free port
+    int port = 8080;  // 0: any free port
     node_role role = node_role::both;
-    engine_config engine;                  // context (slots = ctx.n_seq_max), blob limits
-    std::string api_key;                   // empty: no authentication
+    engine_config engine;                         // context (slots = ctx.n_seq_max), blob limits
+    std::string api_key;                          // empty: no authentication
     uint64_t max_blob_bytes = uint64_t(1) << 30;  // body cap of /v1/decode and PUT state (bytes)
     uint64_t max_json_bytes = uint64_t(8) << 20;  // body cap of JSON endpoints (bytes)
-    double timeout_s = 600;                // per request, from arrival to the last byte; 0: none
-    http_limits limits;                    // the HTTP edge's limits and per-phase deadlines (http_server.h)
-    uint32_t http_threads = 2;             // event-loop threads of the HTTP edge
-    double drain_s = 0;                    // shutdown: wait this long for in-flight requests before cancelling
+    double timeout_s = 600;                       // per request, from arrival to the last byte; 0: none
+    http_limits limits;                           // the HTTP edge's limits and per-phase deadlines (http_server.h)
+    uint32_t http_threads = 2;                    // event-loop threads of the HTTP edge
+    double drain_s = 0;                           // shutdown: wait this long for in-flight requests before cancelling
 };
 
 class server_impl;
