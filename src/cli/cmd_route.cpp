@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <thread>
 
@@ -23,10 +24,22 @@ std::vector<std::string> split_urls(const std::string & s) {
     return out;
 }
 
-int run_route(const router_config & base, const std::string & prefill, const std::string & decode, const std::string & fallback) {
+struct route_cluster_options {
+    std::string etcd, user, password;
+};
+
+int run_route(const router_config & base, const std::string & prefill, const std::string & decode,
+              const std::string & fallback, route_cluster_options etcd) {
     router_config cfg = base;
     cfg.prefill_urls = split_urls(prefill);
     cfg.decode_urls = split_urls(decode);
+    if (etcd.password.empty())
+        if (const char * p = std::getenv("BATON_ETCD_PASSWORD"); p && *p) etcd.password = p;
+    if (!etcd.etcd.empty()) {
+        auto c = etcd_config_parse(etcd.etcd, etcd.user, etcd.password);
+        if (!c.ok()) return cli_fail(k_exit_usage, c.status().message());
+        cfg.etcd = c.value();
+    }
     if (fallback == "local") cfg.fallback = fallback_policy::local;
     else if (fallback == "fail") cfg.fallback = fallback_policy::fail;
     else return cli_fail(k_exit_usage, "--fallback: '" + fallback + "' is not local or fail");
@@ -53,7 +66,14 @@ void cli_add_route(CLI::App & app, cli_run_fn & run) {
     auto max_blob_mb = std::make_shared<double>(1024);
     CLI::App * sub = app.add_subcommand("route", "OpenAI front that drives prefill -> decode across node pools");
     sub->add_option("--prefill", *prefill, "Prefill node URLs, comma-separated (http://HOST:PORT,...)");
-    sub->add_option("--decode", *decode, "Decode node URLs, comma-separated")->required();
+    sub->add_option("--decode", *decode, "Decode node URLs, comma-separated (required without --etcd)");
+    auto etcd = std::make_shared<route_cluster_options>();
+    sub->add_option("--etcd", etcd->etcd,
+                    "Follow the nodes registered in etcd: URL[,URL...] of etcd's client endpoints (docs/cluster.md)");
+    sub->add_option("--cluster", cfg->cluster, "With --etcd: the cluster's name (keys under /baton/NAME/)")
+        ->capture_default_str();
+    sub->add_option("--etcd-user", etcd->user, "With --etcd: authenticate to etcd as this user");
+    sub->add_option("--etcd-password", etcd->password, "With --etcd-user: its password (or set BATON_ETCD_PASSWORD)");
     sub->add_option("--host", cfg->host, "Address to bind")->capture_default_str();
     sub->add_option("--port", cfg->port, "Port (0 picks a free one)")->capture_default_str();
     sub->add_option("--api-key", cfg->api_key, "Key clients must send as Authorization: Bearer KEY");
@@ -71,11 +91,12 @@ void cli_add_route(CLI::App & app, cli_run_fn & run) {
         ->capture_default_str();
     cli_add_http_flags(*sub, cfg->limits, cfg->http_threads);
     sub->add_option("-m,--model", cfg->model_path, "GGUF file whose vocabulary counts prompt tokens exactly (else ~4 bytes per token)");
-    sub->callback([&run, cfg, prefill, decode, fallback, max_blob_mb] {
-        run = [cfg, prefill, decode, fallback, max_blob_mb] {
-            if (!(*max_blob_mb > 0) || *max_blob_mb > 1 << 20) return cli_fail(k_exit_usage, "--max-blob-mb: must be in (0, 1048576]");
+    sub->callback([&run, cfg, prefill, decode, fallback, max_blob_mb, etcd] {
+        run = [cfg, prefill, decode, fallback, max_blob_mb, etcd] {
+            if (!(*max_blob_mb > 0) || *max_blob_mb > 1 << 20)
+                return cli_fail(k_exit_usage, "--max-blob-mb: must be in (0, 1048576]");
             cfg->max_blob_bytes = uint64_t(*max_blob_mb * 1024 * 1024);
-            return run_route(*cfg, *prefill, *decode, *fallback);
+            return run_route(*cfg, *prefill, *decode, *fallback, *etcd);
         };
     });
 }

@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstdlib>
 
+#include "baton/cluster/node_record.h"
 #include "baton/server/server.h"
 #include "cli.h"
 #include "cli_test_seam.h"
@@ -26,7 +27,35 @@ struct serve_options {
     uint32_t n_slots = 1;
     double max_blob_mb = 1024;
     double max_json_mb = 8;
+    // --etcd and friends (docs/cluster.md): folded into cfg.cluster by serve_check.
+    std::string etcd;
+    std::string etcd_user, etcd_password;
+    node_cluster_config cluster;
 };
+
+Status serve_check_cluster(serve_options & o) {
+    if (o.etcd_password.empty())
+        if (const char * p = std::getenv("BATON_ETCD_PASSWORD"); p && *p) o.etcd_password = p;
+    if (o.etcd.empty()) {
+        if (!o.cluster.advertise.empty()) return {status_code::invalid_argument, "--advertise: needs --etcd"};
+        return {};
+    }
+    auto etcd = etcd_config_parse(o.etcd, o.etcd_user, o.etcd_password);
+    if (!etcd.ok()) return etcd.status();
+    o.cluster.etcd = std::move(etcd.value());
+    if (o.cluster.advertise.empty())
+        return {status_code::invalid_argument,
+                "--advertise: required with --etcd (the URL routers reach this node at)"};
+    if (auto u = http_url_parse(o.cluster.advertise); !u.ok())
+        return {status_code::invalid_argument, "--advertise: " + u.status().message()};
+    BATON_RETURN_IF_ERROR(cluster_name_check(o.cluster.cluster));
+    if (!(o.cluster.lease_ttl_s >= 2 && o.cluster.lease_ttl_s <= 3600))
+        return {status_code::invalid_argument, "--lease-ttl: must be in 2..3600 seconds"};
+    if (!(o.cluster.load_interval_s >= 0.2 && o.cluster.load_interval_s <= 60))
+        return {status_code::invalid_argument, "--load-interval: must be in 0.2..60 seconds"};
+    o.cfg.cluster = o.cluster;
+    return {};
+}
 
 Status serve_check(serve_options & o) {
     auto role = node_role_parse(o.role);
@@ -41,6 +70,7 @@ Status serve_check(serve_options & o) {
     if (o.cfg.timeout_s < 0 || o.cfg.drain_s < 0) return {status_code::invalid_argument, "timeout/drain: must be >= 0"};
     if (o.cfg.http_threads < 1 || o.cfg.http_threads > 256) return {status_code::invalid_argument, "http-threads: must be in 1..256"};
     BATON_RETURN_IF_ERROR(http_limits_check(o.cfg.limits));
+    BATON_RETURN_IF_ERROR(serve_check_cluster(o));
     if (o.cfg.api_key.empty())
         if (const char * k = std::getenv("BATON_API_KEY"); k && *k) o.cfg.api_key = k;
     return context_check(o.cfg.engine.ctx);
@@ -67,7 +97,7 @@ int run_serve(serve_options & o) {
     for (;;) {
         timespec tick = {0, 200 * 1000 * 1000};
         const int sig = sigtimedwait(&sigs, nullptr, &tick);
-        if (sig == SIGTERM || sig == SIGINT) break;
+        if (sig == SIGTERM || sig == SIGINT || node.drain_requested()) break;
         if (!node.running()) {
             node.shutdown();
             return cli_fail(k_exit_failure, "the HTTP listener stopped unexpectedly");
@@ -106,6 +136,21 @@ void cli_add_serve(CLI::App & app, cli_run_fn & run) {
                     "Requests that may wait for a slot; beyond this: 503 with Retry-After")
         ->capture_default_str();
     cli_add_http_flags(*sub, c.limits, c.http_threads);
+    sub->add_option("--etcd", o->etcd,
+                    "Register this node in etcd: URL[,URL...] of etcd's client endpoints (docs/cluster.md)");
+    sub->add_option("--advertise", o->cluster.advertise,
+                    "With --etcd: the URL routers reach this node at, http://HOST:PORT");
+    sub->add_option("--cluster", o->cluster.cluster, "With --etcd: the cluster's name (keys under /baton/NAME/)")
+        ->capture_default_str();
+    sub->add_option("--lease-ttl", o->cluster.lease_ttl_s,
+                    "With --etcd: TTL of the node's lease, seconds (kept alive every TTL/3)")
+        ->capture_default_str();
+    sub->add_option("--load-interval", o->cluster.load_interval_s,
+                    "With --etcd: how often the node's load in etcd is refreshed, seconds")
+        ->capture_default_str();
+    sub->add_option("--etcd-user", o->etcd_user, "With --etcd: authenticate to etcd as this user");
+    sub->add_option("--etcd-password", o->etcd_password, "With --etcd-user: its password (or set BATON_ETCD_PASSWORD)");
+    sub->add_option("--alias", c.alias, "A second name the model answers to (requests' \"model\", cluster records)");
     sub->add_option("--drain", c.drain_s,
                     "On SIGTERM, let in-flight requests finish for up to this many seconds, then cancel")
         ->capture_default_str();

@@ -1,4 +1,4 @@
-// node_pool.cpp — node health, load and selection.
+// node_pool.cpp — node membership, health, load and selection.
 #include "node_pool.h"
 
 #include <xxhash.h>
@@ -7,38 +7,104 @@
 
 namespace baton {
 
-node_pool::node_pool(std::vector<std::string> urls, uint32_t load_cap)
-    : urls_(std::move(urls)), load_cap_(load_cap), outstanding_(urls_.size(), 0), healthy_(urls_.size(), true),
-      capacity_(urls_.size(), UINT32_MAX) {}
+node_pool::node_pool(const std::vector<http_url> & static_nodes, uint32_t load_cap) : load_cap_(load_cap) {
+    for (const auto & u : static_nodes) nodes_.push_back(entry{u, {}, false});
+}
 
 namespace {
 bool excluded(const std::vector<size_t> & ex, size_t i) { return std::find(ex.begin(), ex.end(), i) != ex.end(); }
 }  // namespace
 
-std::optional<size_t> node_pool::pick_least_loaded_locked(const std::vector<size_t> & exclude, bool within_capacity) const {
+bool node_pool::matches(const entry & e, const node_filter & f) {
+    if (!e.registered) return true;  // a static node says nothing about itself: it takes anything
+    if (!f.group.empty() && e.meta.group != f.group) return false;
+    if (!f.model.empty() && f.model != e.meta.model_id && (e.meta.alias.empty() || f.model != e.meta.alias))
+        return false;
+    return true;
+}
+
+size_t node_pool::size() const {
+    lock_guard lk(mu_);
+    return nodes_.size();
+}
+
+std::string node_pool::url(size_t i) const {
+    lock_guard lk(mu_);
+    return nodes_[i].address.text;
+}
+
+http_url node_pool::address(size_t i) const {
+    lock_guard lk(mu_);
+    return nodes_[i].address;
+}
+
+std::string node_pool::group(size_t i) const {
+    lock_guard lk(mu_);
+    return nodes_[i].registered ? nodes_[i].meta.group : std::string();
+}
+
+std::pair<size_t, bool> node_pool::upsert(const http_url & url, const node_meta & meta) {
+    lock_guard lk(mu_);
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+        entry & e = nodes_[i];
+        if (e.address.text != url.text) continue;
+        const bool joined = !e.member || e.draining;
+        if (!e.registered && e.member) return {i, false};  // a static node stays what it is
+        e.registered = true;
+        e.meta = meta;
+        e.member = true;
+        e.draining = false;
+        if (joined) e.healthy = true;  // a node that (re)joins is tried again
+        if (meta.capacity > 0) e.capacity = meta.capacity;
+        return {i, joined};
+    }
+    entry e{url, meta, true};
+    if (meta.capacity > 0) e.capacity = meta.capacity;
+    nodes_.push_back(std::move(e));
+    return {nodes_.size() - 1, true};
+}
+
+size_t node_pool::retire_others(const std::set<std::string> & keep) {
+    lock_guard lk(mu_);
+    size_t n = 0;
+    for (entry & e : nodes_) {
+        if (!e.registered || !e.member || keep.count(e.address.text)) continue;
+        e.member = false;
+        ++n;
+    }
+    return n;
+}
+
+std::optional<size_t> node_pool::pick_least_loaded_locked(const std::vector<size_t> & exclude, const node_filter & f,
+                                                          bool within_capacity) const {
     std::optional<size_t> best;
-    for (size_t i = 0; i < urls_.size(); ++i) {
-        if (!healthy_[i] || excluded(exclude, i) || (within_capacity && outstanding_[i] >= capacity_[i])) continue;
-        if (!best || outstanding_[i] < outstanding_[*best]) best = i;
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+        const entry & e = nodes_[i];
+        if (!usable(e) || !matches(e, f) || excluded(exclude, i) || (within_capacity && e.outstanding >= e.capacity))
+            continue;
+        if (!best || e.outstanding < nodes_[*best].outstanding) best = i;
     }
     return best;
 }
 
-std::optional<size_t> node_pool::pick_affine_locked(uint64_t key, const std::vector<size_t> & exclude, bool within_capacity) const {
-    auto usable = [&](size_t i) BATON_REQUIRES(mu_) {
-        return healthy_[i] && !excluded(exclude, i) && !(within_capacity && outstanding_[i] >= capacity_[i]);
+std::optional<size_t> node_pool::pick_affine_locked(uint64_t key, const std::vector<size_t> & exclude,
+                                                    const node_filter & f, bool within_capacity) const {
+    auto ok = [&](size_t i) BATON_REQUIRES(mu_) {
+        const entry & e = nodes_[i];
+        return usable(e) && matches(e, f) && !excluded(exclude, i) && !(within_capacity && e.outstanding >= e.capacity);
     };
     uint32_t min_load = UINT32_MAX;
-    for (size_t i = 0; i < urls_.size(); ++i)
-        if (usable(i)) min_load = std::min(min_load, outstanding_[i]);
+    for (size_t i = 0; i < nodes_.size(); ++i)
+        if (ok(i)) min_load = std::min(min_load, nodes_[i].outstanding);
     if (min_load == UINT32_MAX) return std::nullopt;
     // Rendezvous hashing: the highest score among nodes within the load cap wins. A node's score for a
     // key does not depend on the other nodes, so adding or ejecting one node moves only its own keys.
     std::optional<size_t> best;
     uint64_t best_score = 0;
-    for (size_t i = 0; i < urls_.size(); ++i) {
-        if (!usable(i) || outstanding_[i] > min_load + load_cap_) continue;
-        const uint64_t parts[2] = {key, XXH3_64bits(urls_[i].data(), urls_[i].size())};
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+        if (!ok(i) || nodes_[i].outstanding > min_load + load_cap_) continue;
+        const std::string & u = nodes_[i].address.text;
+        const uint64_t parts[2] = {key, XXH3_64bits(u.data(), u.size())};
         const uint64_t score = XXH3_64bits(parts, sizeof parts);
         if (!best || score > best_score) {
             best = i;
@@ -48,86 +114,119 @@ std::optional<size_t> node_pool::pick_affine_locked(uint64_t key, const std::vec
     return best;
 }
 
-std::optional<node_ref> node_pool::pick_least_loaded(const std::vector<size_t> & exclude) const {
+std::optional<node_ref> node_pool::pick_least_loaded(const std::vector<size_t> & exclude, const node_filter & f) const {
     lock_guard lk(mu_);
-    auto i = pick_least_loaded_locked(exclude, false);
+    auto i = pick_least_loaded_locked(exclude, f, false);
     if (!i) return std::nullopt;
-    return node_ref{*i, urls_[*i]};
+    return node_ref{*i, nodes_[*i].address.text};
 }
 
-std::optional<node_ref> node_pool::pick_affine(uint64_t key, const std::vector<size_t> & exclude) const {
+std::optional<node_ref> node_pool::pick_affine(uint64_t key, const std::vector<size_t> & exclude,
+                                               const node_filter & f) const {
     lock_guard lk(mu_);
-    auto i = pick_affine_locked(key, exclude, false);
+    auto i = pick_affine_locked(key, exclude, f, false);
     if (!i) return std::nullopt;
-    return node_ref{*i, urls_[*i]};
+    return node_ref{*i, nodes_[*i].address.text};
 }
 
-std::optional<node_ref> node_pool::acquire_least_loaded(const std::vector<size_t> & exclude) {
+std::optional<node_ref> node_pool::acquire_least_loaded(const std::vector<size_t> & exclude, const node_filter & f) {
     lock_guard lk(mu_);
-    auto i = pick_least_loaded_locked(exclude, true);
+    auto i = pick_least_loaded_locked(exclude, f, true);
     if (!i) return std::nullopt;
-    ++outstanding_[*i];
-    return node_ref{*i, urls_[*i]};
+    ++nodes_[*i].outstanding;
+    return node_ref{*i, nodes_[*i].address.text};
 }
 
-std::optional<node_ref> node_pool::acquire_affine(uint64_t key, const std::vector<size_t> & exclude) {
+std::optional<node_ref> node_pool::acquire_affine(uint64_t key, const std::vector<size_t> & exclude,
+                                                  const node_filter & f) {
     lock_guard lk(mu_);
-    auto i = pick_affine_locked(key, exclude, true);
+    auto i = pick_affine_locked(key, exclude, f, true);
     if (!i) return std::nullopt;
-    ++outstanding_[*i];
-    return node_ref{*i, urls_[*i]};
+    ++nodes_[*i].outstanding;
+    return node_ref{*i, nodes_[*i].address.text};
 }
 
-bool node_pool::has_candidates(const std::vector<size_t> & exclude) const {
+bool node_pool::has_candidates(const std::vector<size_t> & exclude, const node_filter & f) const {
     lock_guard lk(mu_);
-    for (size_t i = 0; i < urls_.size(); ++i)
-        if (healthy_[i] && !excluded(exclude, i)) return true;
+    for (size_t i = 0; i < nodes_.size(); ++i)
+        if (usable(nodes_[i]) && matches(nodes_[i], f) && !excluded(exclude, i)) return true;
     return false;
+}
+
+bool node_pool::serves(const std::string & model) const {
+    lock_guard lk(mu_);
+    for (const entry & e : nodes_)
+        if (e.member && e.registered && (model == e.meta.model_id || (!e.meta.alias.empty() && model == e.meta.alias)))
+            return true;
+    return false;
+}
+
+std::set<std::string> node_pool::models() const {
+    lock_guard lk(mu_);
+    std::set<std::string> out;
+    for (const entry & e : nodes_)
+        if (e.member && e.registered) out.insert(e.meta.model_id);
+    return out;
 }
 
 void node_pool::set_capacity(size_t i, uint32_t n) {
     lock_guard lk(mu_);
-    capacity_[i] = std::max<uint32_t>(1, n);
+    nodes_[i].capacity = std::max<uint32_t>(1, n);
 }
 
 uint32_t node_pool::capacity(size_t i) const {
     lock_guard lk(mu_);
-    return capacity_[i];
+    return nodes_[i].capacity;
 }
 
 void node_pool::acquire(size_t i) {
     lock_guard lk(mu_);
-    ++outstanding_[i];
+    ++nodes_[i].outstanding;
 }
 
 void node_pool::release(size_t i) {
     lock_guard lk(mu_);
-    if (outstanding_[i] > 0) --outstanding_[i];
+    if (nodes_[i].outstanding > 0) --nodes_[i].outstanding;
 }
 
 void node_pool::mark_failure(size_t i) {
     lock_guard lk(mu_);
-    healthy_[i] = false;
+    nodes_[i].healthy = false;
 }
 
 void node_pool::mark_healthy(size_t i) {
     lock_guard lk(mu_);
-    healthy_[i] = true;
+    nodes_[i].healthy = true;
+}
+
+void node_pool::mark_draining(size_t i) {
+    lock_guard lk(mu_);
+    nodes_[i].draining = true;
 }
 
 bool node_pool::healthy(size_t i) const {
     lock_guard lk(mu_);
-    return healthy_[i];
+    return nodes_[i].healthy;
+}
+
+bool node_pool::member(size_t i) const {
+    lock_guard lk(mu_);
+    return nodes_[i].member;
 }
 
 size_t node_pool::n_healthy() const {
     lock_guard lk(mu_);
-    return size_t(std::count(healthy_.begin(), healthy_.end(), true));
+    return size_t(std::count_if(nodes_.begin(), nodes_.end(), [this](const entry & e) { return usable(e); }));
+}
+
+size_t node_pool::n_members() const {
+    lock_guard lk(mu_);
+    return size_t(std::count_if(nodes_.begin(), nodes_.end(), [](const entry & e) { return e.member; }));
 }
 
 uint32_t node_pool::outstanding(size_t i) const {
     lock_guard lk(mu_);
-    return outstanding_[i];
+    return nodes_[i].outstanding;
 }
 
 uint64_t affinity_key(const std::string & prefix_text, size_t n_bytes) {

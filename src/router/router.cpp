@@ -12,7 +12,9 @@
 #include <mutex>
 #include <thread>
 
+#include "baton/cluster/cluster_watch.h"
 #include "baton/http/http_client.h"
+#include "baton/http/metrics_text.h"
 #include "baton/http/sse.h"
 #include "baton/model.h"
 #include "baton/server/openai.h"
@@ -38,6 +40,7 @@ struct route_ctx {
     uint64_t affinity = 0;
     std::string route = "direct";  // for response headers: pd | direct | fallback:<reason>
     bool router_full = false;      // the router's queue was full: answered 503 at once, never a fallback
+    node_filter filter;            // the model the request names; after a prefill hop also the blob's group
 };
 
 enum class relay_outcome : uint8_t { done, blob_rejected, blob_failed, failed };
@@ -90,20 +93,29 @@ class router_impl {
   public:
     router_config cfg;
     node_pool prefill, decode;
-    std::vector<http_url> prefill_urls, decode_urls;
     capacity_gate prefill_gate, decode_gate;
+    std::atomic<uint64_t> joins{0}, leaves{0};
     std::unique_ptr<loaded_model> vocab;
     router_metrics metrics;
     std::unique_ptr<http_server> http;
+    // After http: destroyed before the io_context its timers live on.
+    std::unique_ptr<cluster_watch> watch;  // with --etcd: keeps the pools' registered members current
     notify_ptr health_stop;
     std::future<void> health_done;
     mutex mu;
     condition_variable cv;
     bool stopping BATON_GUARDED_BY(mu) = false;
 
-    explicit router_impl(const router_config & c)
-        : cfg(c), prefill(c.prefill_urls, c.load_cap), decode(c.decode_urls, c.load_cap), prefill_gate(c.queue_max),
+    router_impl(const router_config & c, const std::vector<http_url> & pre, const std::vector<http_url> & dec)
+        : cfg(c), prefill(pre, c.load_cap), decode(dec, c.load_cap), prefill_gate(c.queue_max),
           decode_gate(c.queue_max) {}
+
+    // on_members applies the cluster's membership to the pools (on the watch's strand).
+    void on_members(const cluster_members & members);
+    // model_filter: the node_filter for a request naming model, or not_found when the cluster serves
+    // several models and none by that name.
+    Result<node_filter> model_filter(const std::string & model) const;
+    void render_cluster_metrics(std::string & out) const;
 
     void routes();
     net::awaitable<void> health_round();
@@ -150,15 +162,19 @@ net::awaitable<std::optional<node_hold>> router_impl::acquire_node(http_exchange
                                                                    bool affine, Status & why) {
     bool & router_full = ctx.router_full;
     auto pick = [&]() -> std::optional<node_hold> {
-        auto n = affine ? pool.acquire_affine(ctx.affinity, tried) : pool.acquire_least_loaded(tried);
+        auto n = affine ? pool.acquire_affine(ctx.affinity, tried, ctx.filter)
+                        : pool.acquire_least_loaded(tried, ctx.filter);
         if (!n) return std::nullopt;
         return node_hold(&pool, &gate, n->index);
     };
     if (auto n = pick()) co_return n;
     notify_ptr w;
     for (;;) {
-        if (!pool.has_candidates(tried)) {
-            why = Status(status_code::unavailable, std::string("no healthy ") + (&pool == &prefill ? "prefill" : "decode") + " node");
+        if (!pool.has_candidates(tried, ctx.filter)) {
+            why = Status(status_code::unavailable,
+                         std::string("no healthy ") + (&pool == &prefill ? "prefill" : "decode") + " node" +
+                             (ctx.filter.model.empty() ? "" : " for model " + ctx.filter.model) +
+                             (ctx.filter.group.empty() ? "" : " that can restore the blob"));
             break;
         }
         if (!w) {
@@ -206,19 +222,27 @@ net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpo
     if (const auto * chat = std::get_if<openai_chat>(&ctx.req.input))
         for (const auto & m : chat->messages) prefix += m.role + ":" + m.content + "\n";
     ctx.affinity = affinity_key(prefix);
+    auto filter = model_filter(ctx.req.model);
+    if (!filter.ok()) co_return (void) co_await ex.respond_error(filter.status());
+    ctx.filter = filter.value();
 
     // Counting tokens may run the tokenizer and chat template: on the bridge pool, not the event loop.
     uint32_t n_tokens = 0;
-    if (prefill.size() > 0) n_tokens = co_await http->offload([&] { return count_tokens(ctx.req); });
-    const bool pd = prefill.size() > 0 && n_tokens >= cfg.pd_min_tokens;
+    const bool have_prefill = prefill.n_members() > 0;
+    if (have_prefill) n_tokens = co_await http->offload([&] { return count_tokens(ctx.req); });
+    const bool pd = have_prefill && n_tokens >= cfg.pd_min_tokens;
     metrics.mode(pd ? "pd" : "direct");
     std::string reason;
     if (pd) {
         ctx.route = "pd";
         auto blob = co_await prefill_hop(ex, ctx);
         if (blob.ok()) {
-            // The decode hop starts while the blob is still arriving: the two transfers overlap.
+            // The decode hop starts while the blob is still arriving: the two transfers overlap. The blob goes
+            // only to a node of the prefill node's group (one that can restore it).
+            const node_filter model_only = ctx.filter;
+            ctx.filter.group = prefill.group(blob->node);
             relay_result r = co_await relay(ex, ctx, "/v1/decode", "", "application/octet-stream", blob->blob);
+            ctx.filter = model_only;
             co_await prefill_done(ctx, blob.value());
             if (r.outcome == relay_outcome::done) co_return;
             if (r.outcome == relay_outcome::failed) co_return (void) co_await ex.respond_error(r.error);
@@ -277,7 +301,7 @@ net::awaitable<Result<prefill_stream>> router_impl::prefill_hop(http_exchange & 
         }
         const size_t i = node->index();
         tried.push_back(i);
-        const http_url & url = prefill_urls[i];
+        const http_url url = prefill.address(i);
         auto conn = co_await http_upstream::connect(url, ctx.deadline);
         // (No co_await inside ?: — GCC miscompiles it.)
         Status st = conn.status();
@@ -314,6 +338,12 @@ net::awaitable<Result<prefill_stream>> router_impl::prefill_hop(http_exchange & 
             co_return p;
         }
         auto err = co_await call->read_all(1 << 20);
+        if (head->status == 503 && !http_header_find(head->headers, "X-Baton-Draining").empty()) {
+            prefill.mark_draining(i);  // it leaves the cluster: not selected again until it rejoins
+            metrics.node_outcome(url.text, "draining");
+            last = Status(status_code::unavailable, url.text + " is draining");
+            continue;
+        }
         if (head->status == 400) {  // the client's fault: no other node will accept it either
             metrics.node_outcome(url.text, "bad_request");
             co_return Status(status_code::invalid_argument, "prefill node rejected the request: " + (err.ok() ? err.value() : ""));
@@ -332,7 +362,7 @@ net::awaitable<void> router_impl::prefill_done(route_ctx & ctx, prefill_stream &
         if (!co_await n->wait_until(ctx.deadline)) break;
     }
     p.blob->set_reader(nullptr);
-    const std::string & url = prefill_urls[p.node].text;
+    const std::string url = prefill.url(p.node);
     if (!p.blob->ended()) {
         metrics.node_outcome(url, "timeout");
     } else if (p.blob->status().ok()) {
@@ -385,7 +415,7 @@ net::awaitable<relay_result> router_impl::relay(http_exchange & ex, route_ctx & 
         }
         const size_t i = node->index();
         tried.push_back(i);
-        const http_url & url = decode_urls[i];
+        const http_url url = decode.address(i);
         auto conn = co_await http_upstream::connect(url, ctx.deadline);
         Status st = conn.status();
         if (conn.ok() && stream_body) st = co_await send_relayed(*conn.value(), *stream_body, ctx);
@@ -408,6 +438,12 @@ net::awaitable<relay_result> router_impl::relay(http_exchange & ex, route_ctx & 
         if (code == 422 && path == "/v1/decode") {
             metrics.node_outcome(url.text, "blob_rejected");
             co_return relay_result{relay_outcome::blob_rejected, {}};
+        }
+        if (code == 503 && !http_header_find(head->headers, "X-Baton-Draining").empty()) {
+            decode.mark_draining(i);  // it leaves the cluster: not selected again until it rejoins
+            metrics.node_outcome(url.text, "draining");
+            last = Status(status_code::unavailable, "every decode node is busy or draining");
+            continue;
         }
         if (code == 503) {  // no free slot there: try another node
             metrics.node_outcome(url.text, "busy");
@@ -507,8 +543,71 @@ net::awaitable<void> router_impl::health_check(node_pool & pool, const http_url 
 }
 
 net::awaitable<void> router_impl::health_round() {
-    for (size_t i = 0; i < prefill.size(); ++i) co_await health_check(prefill, prefill_urls[i], i, prefill_gate);
-    for (size_t i = 0; i < decode.size(); ++i) co_await health_check(decode, decode_urls[i], i, decode_gate);
+    for (size_t i = 0; i < prefill.size(); ++i)
+        if (prefill.member(i)) co_await health_check(prefill, prefill.address(i), i, prefill_gate);
+    for (size_t i = 0; i < decode.size(); ++i)
+        if (decode.member(i)) co_await health_check(decode, decode.address(i), i, decode_gate);
+}
+
+// ---- the cluster ----
+
+void router_impl::on_members(const cluster_members & members) {
+    std::set<std::string> pre_urls, dec_urls;
+    uint64_t joined = 0;
+    for (const auto & [key, r] : members) {
+        auto url = http_url_parse(r.url);
+        if (!url.ok()) continue;  // (node_record_parse does not check the URL's form)
+        const uint32_t cap = r.slots + (cfg.node_queue < 0 ? r.slots : uint32_t(cfg.node_queue));
+        const node_meta meta{node_record_group(r), r.model_id, r.model_alias, cap};
+        if (r.role != record_role::decode) {
+            pre_urls.insert(url->text);
+            if (prefill.upsert(url.value(), meta).second) ++joined;
+        }
+        if (r.role != record_role::prefill) {
+            dec_urls.insert(url->text);
+            if (decode.upsert(url.value(), meta).second) ++joined;
+        }
+    }
+    const size_t left = prefill.retire_others(pre_urls) + decode.retire_others(dec_urls);
+    joins.fetch_add(joined);
+    leaves.fetch_add(left);
+    if (joined || left)
+        std::fprintf(stderr, "baton: route: cluster: %zu prefill and %zu decode members (%llu joined, %zu left)\n",
+                     prefill.n_members(), decode.n_members(), (unsigned long long)joined, left);
+    // Capacity may have appeared: waiting requests look again.
+    prefill_gate.wake_all();
+    decode_gate.wake_all();
+}
+
+Result<node_filter> router_impl::model_filter(const std::string & model) const {
+    node_filter f;
+    if (model.empty() || !watch) return f;
+    if (decode.serves(model) || prefill.serves(model)) {
+        f.model = model;
+        return f;
+    }
+    std::set<std::string> models = decode.models();
+    if (models.size() <= 1) return f;  // one model: a name it does not answer to still means it
+    std::string list;
+    for (const auto & m : models) list += (list.empty() ? "" : ", ") + m;
+    return Status(status_code::not_found,
+                  "model: \"" + model + "\" is not served by this cluster (it serves " + list + ")");
+}
+
+void router_impl::render_cluster_metrics(std::string & out) const {
+    if (!watch) return;
+    metric_scalar(out, "baton_router_etcd_connected", "gauge",
+                  "1 while the router follows etcd, 0 while it cannot reach it", watch->connected() ? 1 : 0);
+    metric_scalar(out, "baton_router_etcd_resyncs_total", "counter",
+                  "Full listings of the cluster after the first (reconnects, compaction)", double(watch->resyncs()));
+    metric_scalar(out, "baton_router_etcd_bad_records_total", "counter", "Node records in etcd that did not parse",
+                  double(watch->bad_records()));
+    metric_head(out, "baton_router_membership_changes_total", "counter", "Nodes that joined or left the pools");
+    out += "baton_router_membership_changes_total{change=\"join\"} " + metric_num(double(joins.load())) + "\n";
+    out += "baton_router_membership_changes_total{change=\"leave\"} " + metric_num(double(leaves.load())) + "\n";
+    metric_head(out, "baton_router_nodes", "gauge", "Usable members of each pool");
+    out += "baton_router_nodes{role=\"prefill\"} " + metric_num(double(prefill.n_healthy())) + "\n";
+    out += "baton_router_nodes{role=\"decode\"} " + metric_num(double(decode.n_healthy())) + "\n";
 }
 
 // ---- routes ----
@@ -516,7 +615,7 @@ net::awaitable<void> router_impl::health_round() {
 net::awaitable<void> router_impl::on_models(http_exchange & ex) {
     auto node = decode.pick_least_loaded();
     if (!node) co_return (void) co_await ex.respond_error(Status(status_code::unavailable, "no healthy decode node"));
-    const http_url & url = decode_urls[node->index];
+    const http_url url = decode.address(node->index);
     const auto deadline = steady::now() + std::chrono::seconds(10);
     auto conn = co_await http_upstream::connect(url, deadline);
     Status st = conn.status();
@@ -534,14 +633,22 @@ void router_impl::routes() {
     open.open = true;
     json_body.max_body_bytes = cfg.max_body_bytes;
     http->route("GET", "/health", open, [this](http_exchange & ex) -> net::awaitable<void> {
-        if (decode.n_healthy() > 0) co_return (void) co_await ex.respond(http_response::json("{\"status\":\"ok\"}"));
-        co_await ex.respond_error(Status(status_code::unavailable, "no healthy decode node"));
+        // With etcd, the body says whether the router follows it (it serves its last membership when not).
+        const std::string etcd = !watch               ? ""
+                                 : watch->connected() ? ",\"etcd\":\"connected\""
+                                                      : ",\"etcd\":\"disconnected\"";
+        if (decode.n_healthy() > 0)
+            co_return (void) co_await ex.respond(http_response::json("{\"status\":\"ok\"" + etcd + "}"));
+        http_response r = http_error_response(Status(status_code::unavailable, "no healthy decode node"));
+        if (watch) r.body.insert(r.body.size() - 1, etcd);  // {"error":{...},"etcd":...}
+        co_await ex.respond(std::move(r));
     });
     http->route("GET", "/metrics", none, [this](http_exchange & ex) -> net::awaitable<void> {
         http_response r;
         r.content_type = "text/plain; version=0.0.4";
         http->render_metrics(r.body);
         metrics.render(r.body, prefill_gate.waiting() + decode_gate.waiting());
+        render_cluster_metrics(r.body);
         co_await ex.respond(std::move(r));
     });
     http->route("GET", "/v1/models", none, [this](http_exchange & ex) { return on_models(ex); });
@@ -555,20 +662,23 @@ router::router(std::unique_ptr<router_impl> impl) : impl_(std::move(impl)) {}
 router::~router() { stop(); }
 
 Result<std::unique_ptr<router>> router::create(const router_config & cfg) {
-    if (cfg.decode_urls.empty()) return Status(status_code::invalid_argument, "--decode: at least one decode node URL is required");
+    if (cfg.decode_urls.empty() && !cfg.etcd)
+        return Status(status_code::invalid_argument, "--decode: at least one decode node URL is required (or --etcd)");
+    if (cfg.etcd) BATON_RETURN_IF_ERROR(cluster_name_check(cfg.cluster));
     if (cfg.port < 0 || cfg.port > 65535) return Status(status_code::invalid_argument, "--port: " + std::to_string(cfg.port) + " is not in 0..65535");
     if (cfg.timeout_s <= 0) return Status(status_code::invalid_argument, "--timeout: must be > 0");
     if (cfg.queue_max < 1) return Status(status_code::invalid_argument, "--queue-max: must be >= 1");
     if (cfg.node_queue < -1) return Status(status_code::invalid_argument, "--node-queue: must be >= 0 (or -1: as many as the node's slots)");
     if (cfg.http_threads < 1 || cfg.http_threads > 256) return Status(status_code::invalid_argument, "--http-threads: must be in 1..256");
     if (Status st = http_limits_check(cfg.limits); !st.ok()) return st;
-    auto impl = std::make_unique<router_impl>(cfg);
-    for (auto [list, out] : {std::pair{&cfg.prefill_urls, &impl->prefill_urls}, std::pair{&cfg.decode_urls, &impl->decode_urls}})
+    std::vector<http_url> pre, dec;
+    for (auto [list, out] : {std::pair{&cfg.prefill_urls, &pre}, std::pair{&cfg.decode_urls, &dec}})
         for (const auto & u : *list) {
             auto p = http_url_parse(u);
             if (!p.ok()) return p.status();
             out->push_back(p.value());
         }
+    auto impl = std::make_unique<router_impl>(cfg, pre, dec);
     if (!cfg.model_path.empty()) {
         model_load_params p;
         p.vocab_only = true;
@@ -587,6 +697,16 @@ Result<int> router::start() {
     auto port = r.http->bind();
     if (!port.ok()) return Status(status_code::unavailable, port.status().message());
     r.http->start();
+    if (r.cfg.etcd) {
+        // Watch rounds of 1 s: etcd's graceful stop waits for open watch streams (measured: 7 s with one
+        // open), refusing keepalives meanwhile, so a long round would let every node's lease expire.
+        r.watch = std::make_unique<cluster_watch>(
+            *r.cfg.etcd, cluster_prefix(r.cfg.cluster), [&r](const cluster_members & m) { r.on_members(m); }, 1.0);
+        r.watch->start(r.http->context().get_executor());
+        // The first listing comes before the router reports that it listens (bounded: etcd may be down).
+        const auto until = steady::now() + std::chrono::seconds(5);
+        while (!r.watch->listed() && steady::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     // The first health round runs before the router reports that it listens, so node capacities are known
     // when the first client arrives; later rounds run every --health-interval.
     auto ex = net::make_strand(r.http->context());
@@ -618,6 +738,7 @@ void router::stop() {
         impl_->stopping = true;
     }
     impl_->cv.notify_all();
+    if (impl_->watch) impl_->watch->stop();
     if (impl_->health_stop) impl_->health_stop->notify();
     if (impl_->health_done.valid()) impl_->health_done.wait_for(std::chrono::seconds(3));
     impl_->http->stop();

@@ -35,7 +35,7 @@ server_impl::server_impl(server_config c)
           .host = cfg.host, .port = cfg.port, .limits = cfg.limits, .threads = cfg.http_threads, .api_key = cfg.api_key, .log_name = "serve"})) {}
 
 Status server_impl::check_serving() const {
-    if (stopping.load()) return {status_code::unavailable, "the node is shutting down"};
+    if (stopping.load()) return {status_code::unavailable, "the node is draining: send the request to another node"};
     if (!ready.load(std::memory_order_acquire)) return {status_code::unavailable, "the model is still loading"};
     return {};
 }
@@ -100,6 +100,38 @@ net::awaitable<void> server_impl::send_blob(http_exchange & ex, std::vector<uint
     buffer_pool::shared().give(std::move(blob));
 }
 
+net::awaitable<void> server_impl::respond_not_serving(http_exchange & ex, const Status & st) {
+    http_response r = http_error_response(st);
+    if (stopping.load()) r.headers.emplace_back("X-Baton-Draining", "1");
+    co_await ex.respond(std::move(r));
+}
+
+net::awaitable<void> server_impl::on_admin_drain(http_exchange & ex) {
+    drain_requested.store(true);  // the serve loop runs shutdown(), as on SIGTERM
+    co_await ex.respond(http_response::json("{\"draining\":true}", 202));
+}
+
+node_record server_impl::record() const {
+    node_record r;
+    switch (cfg.role) {
+        case node_role::prefill: r.role = record_role::prefill; break;
+        case node_role::decode: r.role = record_role::decode; break;
+        case node_role::both: r.role = record_role::both; break;
+    }
+    r.url = cfg.cluster ? cfg.cluster->advertise : std::string();
+    r.model_id = model_name;
+    r.model_alias = cfg.alias;
+    r.fingerprint = model->identity().fingerprint;
+    r.kv = eng->layout();
+    r.slots = r.kv.n_seq_max;
+    const engine_metrics m = eng->metrics();
+    r.busy = m.slots_busy;
+    const uint32_t admitted = n_admitted.load();
+    r.waiting = admitted > r.busy ? admitted - r.busy : 0;
+    r.draining = stopping.load();
+    return r;
+}
+
 // ---- routes ----
 
 void server_impl::install_routes() {
@@ -110,7 +142,7 @@ void server_impl::install_routes() {
         http->route(method, path, o, [this, needs_engine, fn](http_exchange & ex) -> net::awaitable<void> {
             if (needs_engine) {
                 if (Status st = check_serving(); !st.ok()) {
-                    co_await ex.respond_error(st);
+                    co_await respond_not_serving(ex, st);
                     co_return;
                 }
             }
@@ -131,12 +163,13 @@ void server_impl::install_routes() {
     add("PUT", "/v1/slots/{id}/state", blob_body, true, &server_impl::on_state_put);
     add("POST", "/v1/decode", blob_body, true, &server_impl::on_decode);
     add("POST", "/v1/prefill", json_body, true, &server_impl::on_prefill);
+    add("POST", "/admin/drain", none, false, &server_impl::on_admin_drain);
     http->route("POST", "/v1/completions", json_body, [this](http_exchange & ex) -> net::awaitable<void> {
-        if (Status st = check_serving(); !st.ok()) co_return (void) co_await ex.respond_error(st);
+        if (Status st = check_serving(); !st.ok()) co_return (void) co_await respond_not_serving(ex, st);
         co_await on_openai(ex, openai_endpoint::completions);
     });
     http->route("POST", "/v1/chat/completions", json_body, [this](http_exchange & ex) -> net::awaitable<void> {
-        if (Status st = check_serving(); !st.ok()) co_return (void) co_await ex.respond_error(st);
+        if (Status st = check_serving(); !st.ok()) co_return (void) co_await respond_not_serving(ex, st);
         co_await on_openai(ex, openai_endpoint::chat);
     });
 }
@@ -150,6 +183,8 @@ server::server(server_config cfg) : impl_(std::make_unique<server_impl>(std::mov
 }
 
 server::~server() { shutdown(); }
+
+bool server::drain_requested() const { return impl_->drain_requested.load(); }
 
 Result<int> server::bind() {
     server_impl & s = *impl_;
@@ -173,11 +208,30 @@ Status server::load() {
     if (!e.ok()) return e.status();
     s.eng = std::move(e.value());
     s.ready.store(true, std::memory_order_release);
+    if (s.cfg.cluster) {
+        const node_cluster_config & c = *s.cfg.cluster;
+        auto url = http_url_parse(c.advertise);
+        if (!url.ok()) return Status(status_code::invalid_argument, "--advertise: " + url.status().message());
+        registrar_config rc;
+        rc.etcd = c.etcd;
+        rc.key = cluster_node_key(c.cluster, s.record().role, url->host + ":" + std::to_string(url->port));
+        rc.lease_ttl_s = c.lease_ttl_s;
+        rc.load_interval_s = c.load_interval_s;
+        s.registrar = std::make_unique<node_registrar>(rc, [&s] { return s.record(); });
+        s.registrar->start(s.http->context().get_executor());
+    }
     return {};
 }
 
 void server::shutdown() {
     server_impl & s = *impl_;
+    if (s.stopping.load()) return;
+    // Leave the cluster first, so routers stop sending work here before it is refused.
+    if (s.registrar) {
+        if (Status st = s.registrar->deregister(std::chrono::seconds(3)); !st.ok())
+            std::fprintf(stderr, "baton: serve: deregistering: %s (the lease expires by itself)\n",
+                         st.message().c_str());
+    }
     if (s.stopping.exchange(true)) return;
     // Finish what is in flight for up to drain_s, then cancel the rest: every handle gets a terminal event,
     // so streams end with an error event and [DONE]; then the edge closes what is left.

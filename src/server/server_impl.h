@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "baton/cluster/node_registrar.h"
 #include "baton/engine.h"
 #include "baton/http/http_server.h"
 #include "baton/model.h"
@@ -55,6 +56,15 @@ class server_impl {
     std::string model_name;  // file name of the model, reported by /v1/models and in responses
     server_metrics metrics;
     std::atomic<uint32_t> n_admitted{0};
+    std::atomic<bool> drain_requested{false};
+    std::unique_ptr<node_registrar> registrar;  // when cfg.cluster is set, from load() on
+
+    // record is what this node tells the cluster now (called on the registrar's strand).
+    node_record record() const;
+    // respond_not_serving answers a refusal from check_serving (a draining node says so: the router
+    // then takes it out of selection at once and sends the request elsewhere).
+    net::awaitable<void> respond_not_serving(http_exchange & ex, const Status & st);
+    net::awaitable<void> on_admin_drain(http_exchange & ex);
 
     // ---- server.cpp ----
     void install_routes();

@@ -35,7 +35,7 @@ Result<int32_t> slot_id_param(const http_request & req) {
 
 net::awaitable<void> server_impl::on_health(http_exchange & ex) {
     if (ready.load(std::memory_order_acquire) && !stopping.load()) co_return (void) co_await ex.respond(json_response({{"status", "ok"}}));
-    http_response r = json_response({{"status", stopping.load() ? "stopping" : "loading"}}, 503);
+    http_response r = json_response({{"status", stopping.load() ? "draining" : "loading"}}, 503);
     r.headers.emplace_back("Retry-After", "1");
     co_await ex.respond(std::move(r));
 }

@@ -2,14 +2,25 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 
 #include "node_pool.h"
 
 namespace baton {
 namespace {
 
+std::vector<http_url> urls(std::initializer_list<const char *> hosts) {
+    std::vector<http_url> out;
+    for (const char * h : hosts) out.push_back(http_url{h, 80, std::string("http://") + h});
+    return out;
+}
+
+node_meta registered(const std::string & group, const std::string & model, uint32_t capacity = 0) {
+    return node_meta{group, model, "", capacity};
+}
+
 TEST(NodePool, LeastLoadedSkipsBusyEjectedAndExcluded) {
-    node_pool p({"http://a", "http://b", "http://c"});
+    node_pool p(urls({"a", "b", "c"}));
     p.acquire(0);
     p.acquire(0);
     p.acquire(1);
@@ -26,7 +37,7 @@ TEST(NodePool, LeastLoadedSkipsBusyEjectedAndExcluded) {
 }
 
 TEST(NodePool, AffinityIsStableAndSpreadsKeys) {
-    node_pool p({"http://a", "http://b", "http://c", "http://d"}, 1000);
+    node_pool p(urls({"a", "b", "c", "d"}), 1000);
     std::map<size_t, int> count;
     for (int k = 0; k < 400; ++k) {
         const uint64_t key = affinity_key("conversation " + std::to_string(k));
@@ -39,7 +50,7 @@ TEST(NodePool, AffinityIsStableAndSpreadsKeys) {
 }
 
 TEST(NodePool, AffinityRespectsLoadCapAndEjection) {
-    node_pool p({"http://a", "http://b"}, 2);
+    node_pool p(urls({"a", "b"}), 2);
     const uint64_t key = affinity_key("same conversation");
     const size_t home = p.pick_affine(key)->index, other = 1 - home;
     for (int i = 0; i < 2; ++i) p.acquire(home);
@@ -51,6 +62,59 @@ TEST(NodePool, AffinityRespectsLoadCapAndEjection) {
     p.mark_failure(home);
     EXPECT_EQ(p.pick_affine(key)->index, other);
     EXPECT_EQ(p.pick_affine(key, {other}), std::nullopt);
+}
+
+TEST(NodePool, RegisteredNodesJoinLeaveAndRejoinAtTheirIndex) {
+    node_pool p(urls({"static"}));
+    const auto a = urls({"a"})[0], b = urls({"b"})[0];
+    auto [ia, joined_a] = p.upsert(a, registered("g1", "m1", 3));
+    EXPECT_TRUE(joined_a);
+    auto [ib, joined_b] = p.upsert(b, registered("g1", "m1"));
+    EXPECT_TRUE(joined_b);
+    EXPECT_EQ(p.capacity(ia), 3u) << "the record's capacity is used at once";
+    EXPECT_FALSE(p.upsert(a, registered("g1", "m1", 3)).second) << "an update is no join";
+    EXPECT_EQ(p.n_members(), 3u);
+    EXPECT_EQ(p.retire_others({a.text}), 1u) << "b's record went away";
+    EXPECT_FALSE(p.member(ib));
+    EXPECT_TRUE(p.member(0)) << "static nodes never retire";
+    for (int k = 0; k < 50; ++k) EXPECT_NE(p.pick_least_loaded()->index, ib) << "a retired node is never picked";
+    auto back = p.upsert(b, registered("g1", "m1"));
+    EXPECT_EQ(back.first, ib) << "a returning node keeps its index (requests may hold it)";
+    EXPECT_TRUE(back.second);
+    EXPECT_TRUE(p.member(ib));
+}
+
+TEST(NodePool, FilterByModelAndGroupStaticNodesMatchAll) {
+    node_pool p(urls({"static"}));
+    const size_t m1 = p.upsert(urls({"m1"})[0], registered("g1", "model-1")).first;
+    const size_t m2 = p.upsert(urls({"m2"})[0], node_meta{"g2", "model-2", "alias-2", 0}).first;
+    p.mark_failure(0);  // only the registered nodes remain usable
+    EXPECT_EQ(p.pick_least_loaded({}, {"", "model-1"})->index, m1);
+    EXPECT_EQ(p.pick_least_loaded({}, {"", "alias-2"})->index, m2) << "the alias names the model too";
+    EXPECT_EQ(p.pick_least_loaded({}, {"g2", ""})->index, m2);
+    EXPECT_FALSE(p.pick_least_loaded({}, {"g1", "model-2"}).has_value()) << "a blob of g1 never reaches model-2's node";
+    EXPECT_FALSE(p.has_candidates({}, {"g3", ""}));
+    EXPECT_TRUE(p.serves("alias-2"));
+    EXPECT_FALSE(p.serves("model-3"));
+    EXPECT_EQ(p.models(), (std::set<std::string>{"model-1", "model-2"}));
+    p.mark_healthy(0);
+    EXPECT_TRUE(p.has_candidates({m1, m2}, {"g3", "model-3"})) << "a static node says nothing about itself: it matches";
+}
+
+TEST(NodePool, DrainingNodeIsNeverPickedUntilItRejoins) {
+    node_pool p(urls({}));
+    const auto a = urls({"a"})[0], b = urls({"b"})[0];
+    const size_t ia = p.upsert(a, registered("g", "m")).first;
+    const size_t ib = p.upsert(b, registered("g", "m")).first;
+    p.acquire(ib);
+    p.mark_draining(ia);
+    for (int k = 0; k < 20; ++k) {
+        EXPECT_EQ(p.pick_least_loaded()->index, ib);
+        EXPECT_EQ(p.pick_affine(affinity_key("k" + std::to_string(k)))->index, ib);
+    }
+    EXPECT_EQ(p.n_healthy(), 1u);
+    EXPECT_TRUE(p.upsert(a, registered("g", "m")).second) << "a drained node that registers again joins again";
+    EXPECT_EQ(p.pick_least_loaded()->index, ia);
 }
 
 TEST(NodePool, AffinityKeyUsesOnlyThePrefix) {

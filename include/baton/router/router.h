@@ -21,9 +21,11 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "baton/cluster/etcd_client.h"
 #include "baton/http/http_server.h"
 #include "baton/status.h"
 
@@ -50,6 +52,8 @@ struct router_config {
     int32_t node_queue = -1;    // requests the router lets wait at a node beyond its slots; -1: as many as it has slots
     http_limits limits;         // the HTTP edge's limits and deadlines (http/http_server.h)
     uint32_t http_threads = 2;  // event-loop threads
+    std::optional<etcd_config> etcd;  // follow the cluster's registrations (docs/cluster.md)
+    std::string cluster = "baton";    // with etcd: keys under /baton/<cluster>/
 };
 
 class router_impl;

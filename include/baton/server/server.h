@@ -14,9 +14,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
+#include "baton/cluster/etcd_client.h"
 #include "baton/engine.h"
 #include "baton/http/http_server.h"
 #include "baton/status.h"
@@ -26,6 +28,15 @@ namespace baton {
 enum class node_role : uint8_t { both, prefill, decode };
 const char * node_role_name(node_role r);  // "both" | "prefill" | "decode"
 Result<node_role> node_role_parse(std::string_view s);
+
+// Registration in a cluster (docs/cluster.md).
+struct node_cluster_config {
+    etcd_config etcd;
+    std::string cluster = "baton";  // key prefix /baton/<cluster>/
+    std::string advertise;          // "http://host:port" routers use to reach this node
+    double lease_ttl_s = 10;        // 2..3600
+    double load_interval_s = 2;     // record refresh, 0.2..60
+};
 
 struct server_config {
     std::string model_path;
@@ -40,6 +51,8 @@ struct server_config {
     http_limits limits;                           // the HTTP edge's limits and per-phase deadlines (http_server.h)
     uint32_t http_threads = 2;                    // event-loop threads of the HTTP edge
     double drain_s = 0;                           // shutdown: wait this long for in-flight requests before cancelling
+    std::optional<node_cluster_config> cluster;   // register in etcd when set
+    std::string alias;                            // a second name of the model (cluster records, /v1/models)
 };
 
 class server_impl;
@@ -58,8 +71,12 @@ class server {
     Status load();
     // running is false once the HTTP server stopped (shutdown, or a listener failure).
     bool running() const;
-    // shutdown stops accepting, ends in-flight requests (after drain_s) and joins the HTTP thread. Idempotent.
+    // shutdown drains: it deregisters from the cluster first, then refuses new work (503 draining), lets
+    // in-flight requests finish for up to drain_s, cancels the rest and stops the HTTP edge. Idempotent.
     void shutdown();
+    // drain_requested: an authenticated POST /admin/drain asked the node to drain (the caller then runs
+    // shutdown(), as on SIGTERM).
+    bool drain_requested() const;
 
   private:
     friend struct server_test_access;  // the test node (src/server/server_test_seam.h)

@@ -1,0 +1,14 @@
+// base64.h — standard base64 (RFC 4648, with padding), as etcd's JSON gateway encodes keys and values.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace baton {
+
+std::string base64_encode(std::string_view bytes);
+// base64_decode: nullopt when s is not valid padded base64.
+std::optional<std::string> base64_decode(std::string_view s);
+
+}  // namespace baton

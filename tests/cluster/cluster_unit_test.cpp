@@ -1,0 +1,265 @@
+// cluster_unit_test.cpp — the cluster module's pieces: base64, node records (JSON round trip, one case per
+// rejected field, groups), key layout, and etcd_client's calls against a real etcd (lease lifecycle, watch
+// of puts and deletes, compaction, an unreachable endpoint failing over).
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <future>
+#include <thread>
+
+#include "base64.h"
+#include "baton/cluster/etcd_client.h"
+#include "baton/cluster/node_record.h"
+#include "support/etcd_process.h"
+#include "support/test_support.h"
+
+namespace baton {
+namespace {
+
+TEST(ClusterBase64, RoundTripsEveryLengthAndRejectsMalformed) {
+    std::string bytes;
+    for (int n = 0; n < 40; ++n) {
+        const std::string enc = base64_encode(bytes);
+        EXPECT_EQ(enc.size() % 4, 0u);
+        EXPECT_EQ(base64_decode(enc), bytes) << "length " << n;
+        bytes += char(n * 37 + 11);
+    }
+    EXPECT_EQ(base64_encode("/baton/t"), "L2JhdG9uL3Q=");  // as etcd's gateway writes it
+    for (const char * bad : {"abc", "a===", "ab=c", "ab!c", "=abc", "YQ==YQ=="})
+        EXPECT_FALSE(base64_decode(bad).has_value()) << bad;
+}
+
+node_record sample_record() {
+    node_record r;
+    r.role = record_role::decode;
+    r.url = "http://10.0.0.5:8080";
+    r.model_id = "model.gguf";
+    r.model_alias = "m1";
+    for (size_t i = 0; i < 16; ++i) r.fingerprint[i] = uint8_t(i * 17);
+    r.kv.n_ctx = 4096;
+    r.kv.type_k = 8;  // q8_0
+    r.kv.type_v = 1;
+    r.kv.flash_attn = true;
+    r.kv.kv_unified = true;
+    r.kv.n_seq_max = 4;
+    r.slots = 4;
+    r.busy = 1;
+    r.waiting = 2;
+    r.draining = false;
+    return r;
+}
+
+TEST(NodeRecord, JsonRoundTrips) {
+    const node_record r = sample_record();
+    const std::string j = node_record_json(r);
+    auto back = node_record_parse(j);
+    ASSERT_TRUE(back.ok()) << back.status().to_string() << "\n" << j;
+    EXPECT_EQ(back.value(), r);
+    EXPECT_NE(j.find("\"type_k\":\"q8_0\""), std::string::npos) << j;
+}
+
+TEST(NodeRecord, RejectsEachBadFieldByName) {
+    const std::string good = node_record_json(sample_record());
+    struct mutation {
+        std::string from, to, field;
+    };
+    const std::vector<mutation> cases = {
+        {"\"version\":1", "\"version\":2", "version"},
+        {"\"role\":\"decode\"", "\"role\":\"router\"", "role"},
+        {"\"url\":\"http://10.0.0.5:8080\"", "\"url\":5", "url"},
+        {"\"fingerprint\":\"", "\"fingerprint\":\"zz", "model.fingerprint"},
+        {"\"type_k\":\"q8_0\"", "\"type_k\":\"q9_9\"", "kv.type_k"},
+        {"\"flash_attn\":true", "\"flash_attn\":1", "kv.flash_attn"},
+        {"\"n_seq_max\":4", "\"n_seq_max\":-4", "kv.n_seq_max"},
+        {"\"busy\":1", "\"busy\":\"1\"", "load.busy"},
+        {"\"draining\":false", "\"draining\":null", "draining"},
+    };
+    for (const auto & c : cases) {
+        std::string j = good;
+        const size_t at = j.find(c.from);
+        ASSERT_NE(at, std::string::npos) << c.from << " in " << j;
+        j.replace(at, c.from.size(), c.to);
+        auto r = node_record_parse(j);
+        ASSERT_FALSE(r.ok()) << "accepted a bad " << c.field << ": " << j;
+        EXPECT_EQ(r.status().code(), status_code::invalid_argument);
+        EXPECT_NE(r.status().message().find(c.field), std::string::npos) << r.status().message();
+    }
+    for (const char * junk : {"", "[]", "{", "{\"version\":1}", "null"})
+        EXPECT_FALSE(node_record_parse(junk).ok()) << junk;
+}
+
+TEST(NodeRecord, GroupIsWhatABlobMustMatch) {
+    const node_record a = sample_record();
+    node_record b = a;
+    b.url = "http://other:1";
+    b.busy = 3;
+    b.kv.n_ctx = 8192;  // more cells: the same blobs restore there
+    EXPECT_EQ(node_record_group(a), node_record_group(b));
+    b.kv.n_seq_max = 8;  // unified: the slot count does not matter
+    EXPECT_EQ(node_record_group(a), node_record_group(b));
+    for (auto change : std::vector<std::function<void(node_record &)>>{
+             [](node_record & r) { r.fingerprint[0] ^= 1; },
+             [](node_record & r) { r.kv.type_k = 1; },
+             [](node_record & r) { r.kv.type_v = 8; },
+             [](node_record & r) { r.kv.flash_attn = false; },
+             [](node_record & r) { r.kv.kv_unified = false; },
+         }) {
+        node_record c = a;
+        change(c);
+        EXPECT_NE(node_record_group(a), node_record_group(c));
+    }
+    node_record s1 = a, s2 = a;
+    s1.kv.kv_unified = s2.kv.kv_unified = false;
+    s2.kv.n_seq_max = 2;
+    EXPECT_NE(node_record_group(s1), node_record_group(s2)) << "a split cache restores only with the same slot count";
+    EXPECT_TRUE(node_record_serves(a, "m1"));
+    EXPECT_TRUE(node_record_serves(a, "model.gguf"));
+    EXPECT_FALSE(node_record_serves(a, "m2"));
+    EXPECT_FALSE(node_record_serves(a, ""));
+}
+
+TEST(ClusterKeys, LayoutAndNameRules) {
+    EXPECT_EQ(cluster_node_key("prod", record_role::decode, "10.0.0.5:8080"), "/baton/prod/nodes/decode/10.0.0.5:8080");
+    EXPECT_EQ(cluster_prefix("prod"), "/baton/prod/nodes/");
+    EXPECT_TRUE(cluster_name_check("prod-1.eu_west").ok());
+    for (const char * bad : {"", "a/b", "with space", "ü"}) EXPECT_FALSE(cluster_name_check(bad).ok()) << bad;
+    EXPECT_FALSE(cluster_name_check(std::string(65, 'a')).ok());
+    EXPECT_EQ(etcd_prefix_end("/baton/"), "/baton0");
+    EXPECT_EQ(etcd_prefix_end(std::string("a\xff", 2)), "b");
+    EXPECT_FALSE(etcd_config_parse("", "", "").ok());
+    EXPECT_FALSE(etcd_config_parse("http://a:1", "user", "").ok()) << "a user needs a password";
+    auto c = etcd_config_parse("http://a:1,,http://b:2", "", "");
+    ASSERT_TRUE(c.ok());
+    EXPECT_EQ(c->endpoints.size(), 2u);
+}
+
+// Runs one coroutine of etcd calls on an io_context and returns its result.
+template <typename F>
+auto run_etcd(F f) {
+    net::io_context ioc;
+    auto fut = net::co_spawn(ioc, f(), net::use_future);
+    ioc.run();
+    return fut.get();
+}
+
+class EtcdClient : public ::testing::Test {
+  protected:
+    void SetUp() override { etcd_ = test::etcd_process::start(); }
+    etcd_config cfg() const {
+        auto c = etcd_config_parse(etcd_->url(), "", "");
+        return c.value();
+    }
+    std::unique_ptr<test::etcd_process> etcd_;
+};
+
+TEST_F(EtcdClient, LeaseLifecyclePutRangeKeepaliveRevoke) {
+    etcd_client c(cfg());
+    const std::string ok = run_etcd([&]() -> net::awaitable<std::string> {
+        auto lease = co_await c.lease_grant(30);
+        if (!lease.ok()) co_return "grant: " + lease.status().to_string();
+        if (Status st = co_await c.put("/t/a", "one", lease.value()); !st.ok()) co_return "put: " + st.to_string();
+        if (Status st = co_await c.put("/t/b", "two", 0); !st.ok()) co_return "put: " + st.to_string();
+        if (Status st = co_await c.put("/u/c", "elsewhere", 0); !st.ok()) co_return "put: " + st.to_string();
+        auto r = co_await c.range_prefix("/t/");
+        if (!r.ok()) co_return "range: " + r.status().to_string();
+        if (r->kvs.size() != 2 || r->kvs[0].key != "/t/a" || r->kvs[0].value != "one" ||
+            r->kvs[0].lease != lease.value())
+            co_return "range: unexpected listing";
+        auto ttl = co_await c.lease_keepalive(lease.value());
+        if (!ttl.ok() || ttl.value() <= 0 || ttl.value() > 30) co_return "keepalive: bad ttl";
+        if (Status st = co_await c.lease_revoke(lease.value()); !st.ok()) co_return "revoke: " + st.to_string();
+        r = co_await c.range_prefix("/t/");
+        if (!r.ok() || r->kvs.size() != 1 || r->kvs[0].key != "/t/b")
+            co_return "the revoked lease's key is still there";
+        ttl = co_await c.lease_keepalive(lease.value());
+        if (!ttl.ok() || ttl.value() != 0) co_return "keepalive of a revoked lease must say 0";
+        if (Status st = co_await c.lease_revoke(lease.value()); !st.ok()) co_return "a second revoke must be ok";
+        Status st = co_await c.put("/t/z", "x", lease.value());
+        if (st.code() != status_code::not_found) co_return "put with a revoked lease: " + st.to_string();
+        if (Status rm = co_await c.remove("/t/b"); !rm.ok()) co_return "remove: " + rm.to_string();
+        r = co_await c.range_prefix("/t/");
+        if (!r.ok() || !r->kvs.empty()) co_return "remove left the key";
+        co_return "";
+    });
+    EXPECT_EQ(ok, "");
+}
+
+TEST_F(EtcdClient, WatchSeesPutsAndDeletesInOrderFromARevision) {
+    etcd_client writer(cfg()), watcher(cfg());
+    int64_t rev = 0;
+    const std::string listed = run_etcd([&]() -> net::awaitable<std::string> {
+        auto r = co_await writer.range_prefix("/w/");
+        if (!r.ok()) co_return r.status().to_string();
+        rev = r->revision;
+        co_return "";
+    });
+    ASSERT_EQ(listed, "");
+    // Changes made after the listing, before the watch starts: the watch from rev+1 must see them all.
+    const std::string wrote = run_etcd([&]() -> net::awaitable<std::string> {
+        if (Status st = co_await writer.put("/w/a", "1", 0); !st.ok()) co_return st.to_string();
+        if (Status st = co_await writer.put("/w/b", "2", 0); !st.ok()) co_return st.to_string();
+        if (Status st = co_await writer.remove("/w/a"); !st.ok()) co_return st.to_string();
+        if (Status st = co_await writer.put("/other", "x", 0); !st.ok()) co_return st.to_string();
+        co_return "";
+    });
+    ASSERT_EQ(wrote, "");
+    std::vector<std::string> seen;
+    Result<etcd_watch_end> end(Status(status_code::internal, "not run"));
+    run_etcd([&]() -> net::awaitable<bool> {
+        end = co_await watcher.watch_prefix("/w/", rev + 1,
+                                            std::chrono::steady_clock::now() + std::chrono::milliseconds(800),
+                                            [&](const std::vector<etcd_event> & evs, int64_t) {
+                                                for (const auto & e : evs)
+                                                    seen.push_back((e.deleted ? "-" : "+") + e.kv.key);
+                                            });
+        co_return true;
+    });
+    ASSERT_TRUE(end.ok()) << end.status().to_string();
+    EXPECT_FALSE(end->compacted);
+    EXPECT_EQ(seen, (std::vector<std::string>{"+/w/a", "+/w/b", "-/w/a"}));
+    EXPECT_EQ(end->next_revision, rev + 4) << "resume after the last change under the prefix";
+}
+
+TEST_F(EtcdClient, WatchFromACompactedRevisionSaysSo) {
+    etcd_client c(cfg());
+    const std::string ok = run_etcd([&]() -> net::awaitable<std::string> {
+        for (int i = 0; i < 3; ++i)
+            if (Status st = co_await c.put("/k", std::to_string(i), 0); !st.ok()) co_return st.to_string();
+        co_return "";
+    });
+    ASSERT_EQ(ok, "");
+    httplib::Client http("127.0.0.1", etcd_->client_port());
+    http.set_read_timeout(5, 0);
+    auto compacted = http.Post("/v3/kv/compaction", R"({"revision":"3"})", "application/json");
+    ASSERT_TRUE(compacted && compacted->status == 200) << (compacted ? compacted->body : "no answer");
+    Result<etcd_watch_end> end(Status(status_code::internal, "not run"));
+    run_etcd([&]() -> net::awaitable<bool> {
+        end = co_await c.watch_prefix("/k", 1, std::chrono::steady_clock::now() + std::chrono::seconds(2),
+                                      [](const std::vector<etcd_event> &, int64_t) {});
+        co_return true;
+    });
+    ASSERT_TRUE(end.ok()) << end.status().to_string();
+    EXPECT_TRUE(end->compacted);
+}
+
+TEST_F(EtcdClient, UnreachableEndpointFailsOverToTheNext) {
+    auto c2 = etcd_config_parse("http://127.0.0.1:" + std::to_string(test::free_port()) + "," + etcd_->url(), "", "");
+    ASSERT_TRUE(c2.ok());
+    etcd_client c(c2.value());
+    Result<int64_t> lease(Status(status_code::internal, "not run"));
+    run_etcd([&]() -> net::awaitable<bool> {
+        lease = co_await c.lease_grant(5);
+        co_return true;
+    });
+    ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+    EXPECT_EQ(c.endpoint(), etcd_->url());
+    etcd_->stop();
+    run_etcd([&]() -> net::awaitable<bool> {
+        lease = co_await c.lease_grant(5);
+        co_return true;
+    });
+    EXPECT_FALSE(lease.ok());
+}
+
+}  // namespace
+}  // namespace baton
