@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "baton/context.h"
@@ -19,8 +20,8 @@ namespace baton {
 class loaded_model;
 
 struct generate_params {
-    std::string prompt;
-    std::vector<token_id> prompt_tokens;  // used instead of prompt when non-empty
+    // The prompt: text (tokenized with BOS, control tokens as text) or token ids as they are.
+    std::variant<std::string, std::vector<token_id>> prompt;
     int32_t n_predict = 32;               // tokens to generate at most (stops early at end-of-generation)
     bool record_logits = false;           // keep the logits every sampled token was drawn from
     sampling_params sampling;

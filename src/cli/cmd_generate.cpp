@@ -12,9 +12,10 @@ namespace baton {
 void cli_add_generate(CLI::App & app, cli_run_fn & run) {
     auto p = std::make_shared<generate_params>();
     auto model_path = std::make_shared<std::string>();
+    auto prompt = std::make_shared<std::string>();
     CLI::App * sub = app.add_subcommand("generate", "Generate text from a prompt in one process (greedy at --temp 0)");
     sub->add_option("-m,--model", *model_path, "GGUF model file")->required();
-    sub->add_option("-p,--prompt", p->prompt, "Prompt text")->required();
+    sub->add_option("-p,--prompt", *prompt, "Prompt text")->required();
     sub->add_option("-n,--n-predict", p->n_predict, "Tokens to generate at most")->capture_default_str();
     sub->add_option("--seed", p->sampling.seed, "Sampling seed")->capture_default_str();
     sub->add_option("--temp", p->sampling.temperature, "Temperature (0 = greedy)")->capture_default_str();
@@ -22,8 +23,9 @@ void cli_add_generate(CLI::App & app, cli_run_fn & run) {
     sub->add_option("--top-k", p->sampling.top_k, "Top-k (0 = off)")->capture_default_str();
     sub->add_option("-c,--ctx-size", p->ctx.n_ctx, "Context size in tokens")->capture_default_str();
     sub->add_option("-t,--threads", p->ctx.n_threads, "Threads")->capture_default_str();
-    sub->callback([&run, p, model_path] {
-        run = [p, model_path] {
+    sub->callback([&run, p, model_path, prompt] {
+        run = [p, model_path, prompt] {
+            p->prompt = *prompt;
             Status st = sampling_check(p->sampling);
             if (st.ok()) st = context_check(p->ctx);
             if (st.ok() && p->n_predict < 0) st = Status(status_code::invalid_argument, "n-predict: must be >= 0");

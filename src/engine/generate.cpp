@@ -15,10 +15,10 @@ Result<generate_output> generate_run(const loaded_model & model, const generate_
     BATON_RETURN_IF_ERROR(sampling_check(params.sampling));
     if (params.n_predict < 0) return Status(status_code::invalid_argument, "n_predict: must be >= 0");
     generate_output out;
-    if (!params.prompt_tokens.empty()) {
-        out.prompt_tokens = params.prompt_tokens;
+    if (const auto * ids = std::get_if<std::vector<token_id>>(&params.prompt)) {
+        out.prompt_tokens = *ids;
     } else {
-        auto toks = text_tokenize(model.vocab(), params.prompt, true, false);
+        auto toks = text_tokenize(model.vocab(), std::get<std::string>(params.prompt), true, false);
         if (!toks.ok()) return toks.status();
         out.prompt_tokens = std::move(toks.value());
     }

@@ -112,7 +112,7 @@ inline gen_request greedy(std::vector<token_id> prompt, int n = 32) {
 // The oracle's output for the same request and context config.
 inline generate_output oracle(const loaded_model & m, const gen_request & r, const engine_config & c) {
     generate_params p;
-    p.prompt_tokens = r.prompt;
+    p.prompt = r.prompt;
     p.n_predict = r.n_predict;
     p.sampling = r.sampling;
     p.record_logits = true;
