@@ -128,6 +128,8 @@ net::awaitable<Status> etcd_client::authenticate(const http_url & url) {
     token_.clear();
     const std::string body = json{{"name", cfg_.user}, {"password", cfg_.password}}.dump();
     auto r = co_await call_once(url, "/v3/auth/authenticate", body);
+    if (!r.ok() && r.status().message().find(": etcd: ") != std::string::npos)  // etcd refused the credentials
+        co_return Status(status_code::unauthenticated, r.status().message() + " (--etcd-user/--etcd-password)");
     if (!r.ok()) co_return r.status();
     const json j = json::parse(r.value(), nullptr, false);
     token_ = j.is_object() ? json_str(j, "token") : std::string();

@@ -9,9 +9,12 @@
 
 #include <cstdio>
 #include <future>
+#include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
+#include "baton/blob.h"
 #include "baton/cluster/cluster_watch.h"
 #include "baton/http/http_client.h"
 #include "baton/http/metrics_text.h"
@@ -116,6 +119,9 @@ class router_impl {
     // several models and none by that name.
     Result<node_filter> model_filter(const std::string & model) const;
     void render_cluster_metrics(std::string & out) const;
+    std::string cluster_models_json() const;
+    mutable mutex members_mu;
+    cluster_members members_seen BATON_GUARDED_BY(members_mu);  // the last membership (for /v1/models)
 
     void routes();
     net::awaitable<void> health_round();
@@ -552,11 +558,16 @@ net::awaitable<void> router_impl::health_round() {
 // ---- the cluster ----
 
 void router_impl::on_members(const cluster_members & members) {
+    {
+        lock_guard lk(members_mu);
+        members_seen = members;
+    }
     std::set<std::string> pre_urls, dec_urls;
     uint64_t joined = 0;
     for (const auto & [key, r] : members) {
         auto url = http_url_parse(r.url);
         if (!url.ok()) continue;  // (node_record_parse does not check the URL's form)
+        if (r.draining) continue;  // a draining node takes no new work: it leaves the pools
         const uint32_t cap = r.slots + (cfg.node_queue < 0 ? r.slots : uint32_t(cfg.node_queue));
         const node_meta meta{node_record_group(r), r.model_id, r.model_alias, cap};
         if (r.role != record_role::decode) {
@@ -577,6 +588,39 @@ void router_impl::on_members(const cluster_members & members) {
     // Capacity may have appeared: waiting requests look again.
     prefill_gate.wake_all();
     decode_gate.wake_all();
+}
+
+std::string router_impl::cluster_models_json() const {
+    // One entry per model id: its aliases, fingerprint and how many nodes of each role serve it.
+    struct model_info {
+        std::set<std::string> aliases;
+        std::string fingerprint;
+        uint32_t prefill = 0, decode = 0;
+    };
+    std::map<std::string, model_info> models;
+    {
+        lock_guard lk(members_mu);
+        for (const auto & [key, r] : members_seen) {
+            if (r.draining) continue;
+            model_info & m = models[r.model_id];
+            if (!r.model_alias.empty()) m.aliases.insert(r.model_alias);
+            m.fingerprint = blob_fingerprint_hex(r.fingerprint);
+            if (r.role != record_role::decode) ++m.prefill;
+            if (r.role != record_role::prefill) ++m.decode;
+        }
+    }
+    nlohmann::json data = nlohmann::json::array();
+    for (const auto & [id, m] : models)
+        data.push_back({{"id", id},
+                        {"object", "model"},
+                        {"created", 0},
+                        {"owned_by", "baton"},
+                        {"meta",
+                         {{"aliases", m.aliases},
+                          {"fingerprint", m.fingerprint},
+                          {"prefill_nodes", m.prefill},
+                          {"decode_nodes", m.decode}}}});
+    return nlohmann::json{{"object", "list"}, {"data", data}}.dump();
 }
 
 Result<node_filter> router_impl::model_filter(const std::string & model) const {
@@ -613,6 +657,11 @@ void router_impl::render_cluster_metrics(std::string & out) const {
 // ---- routes ----
 
 net::awaitable<void> router_impl::on_models(http_exchange & ex) {
+    if (watch) {
+        // The cluster's models, from the records (no node is asked).
+        co_await ex.respond(http_response::json(cluster_models_json()));
+        co_return;
+    }
     auto node = decode.pick_least_loaded();
     if (!node) co_return (void) co_await ex.respond_error(Status(status_code::unavailable, "no healthy decode node"));
     const http_url url = decode.address(node->index);

@@ -261,5 +261,38 @@ TEST_F(EtcdClient, UnreachableEndpointFailsOverToTheNext) {
     EXPECT_FALSE(lease.ok());
 }
 
+TEST_F(EtcdClient, AuthenticatesWithUserAndPassword) {
+    httplib::Client http("127.0.0.1", etcd_->client_port());
+    http.set_read_timeout(5, 0);
+    auto post = [&](const char * path, const char * body) {
+        auto r = http.Post(path, body, "application/json");
+        return r ? r->status : -1;
+    };
+    post("/v3/auth/role/add", R"({"name":"root"})");  // may exist already
+    ASSERT_EQ(post("/v3/auth/user/add", R"({"name":"root","password":"pw"})"), 200);
+    ASSERT_EQ(post("/v3/auth/user/grant", R"({"user":"root","role":"root"})"), 200);
+    ASSERT_EQ(post("/v3/auth/enable", "{}"), 200);
+    auto with = [&](const std::string & user, const std::string & password) {
+        etcd_config c = cfg();
+        c.user = user;
+        c.password = password;
+        etcd_client client(c);
+        Status st(status_code::internal, "not run");
+        run_etcd([&]() -> net::awaitable<bool> {
+            st = co_await client.put("/auth/k", "v", 0);
+            if (st.ok()) {
+                auto r = co_await client.range_prefix("/auth/");
+                st = r.ok() && r->kvs.size() == 1 ? Status() : Status(status_code::internal, "range after put failed");
+            }
+            co_return true;
+        });
+        return st;
+    };
+    EXPECT_TRUE(with("root", "pw").ok()) << with("root", "pw").to_string();
+    const Status wrong = with("root", "nope");
+    EXPECT_EQ(wrong.code(), status_code::unauthenticated) << wrong.to_string();
+    EXPECT_FALSE(with("", "").ok()) << "with auth enabled, a client without credentials is refused";
+}
+
 }  // namespace
 }  // namespace baton
