@@ -26,6 +26,7 @@ std::vector<std::string> split_urls(const std::string & s) {
 
 struct route_cluster_options {
     std::string etcd, user, password;
+    tls_client_files tls;
 };
 
 int run_route(const router_config & base, const std::string & prefill, const std::string & decode,
@@ -36,7 +37,7 @@ int run_route(const router_config & base, const std::string & prefill, const std
     if (etcd.password.empty())
         if (const char * p = std::getenv("BATON_ETCD_PASSWORD"); p && *p) etcd.password = p;
     if (!etcd.etcd.empty()) {
-        auto c = etcd_config_parse(etcd.etcd, etcd.user, etcd.password);
+        auto c = etcd_config_parse(etcd.etcd, etcd.user, etcd.password, etcd.tls);
         if (!c.ok()) return cli_fail(k_exit_usage, c.status().message());
         cfg.etcd = c.value();
     }
@@ -74,6 +75,10 @@ void cli_add_route(CLI::App & app, cli_run_fn & run) {
         ->capture_default_str();
     sub->add_option("--etcd-user", etcd->user, "With --etcd: authenticate to etcd as this user");
     sub->add_option("--etcd-password", etcd->password, "With --etcd-user: its password (or set BATON_ETCD_PASSWORD)");
+    sub->add_option("--etcd-cacert", etcd->tls.ca_file,
+                    "With https:// --etcd: the CA that signs etcd's certificate (PEM)");
+    sub->add_option("--etcd-cert", etcd->tls.cert_file, "With https:// --etcd: the router's client certificate (PEM)");
+    sub->add_option("--etcd-key", etcd->tls.key_file, "With --etcd-cert: its private key (PEM)");
     sub->add_option("--host", cfg->host, "Address to bind")->capture_default_str();
     sub->add_option("--port", cfg->port, "Port (0 picks a free one)")->capture_default_str();
     sub->add_option("--api-key", cfg->api_key, "Key clients must send as Authorization: Bearer KEY");

@@ -30,6 +30,7 @@ struct serve_options {
     // --etcd and friends (docs/cluster.md): folded into cfg.cluster by serve_check.
     std::string etcd;
     std::string etcd_user, etcd_password;
+    tls_client_files etcd_tls;
     node_cluster_config cluster;
 };
 
@@ -40,7 +41,7 @@ Status serve_check_cluster(serve_options & o) {
         if (!o.cluster.advertise.empty()) return {status_code::invalid_argument, "--advertise: needs --etcd"};
         return {};
     }
-    auto etcd = etcd_config_parse(o.etcd, o.etcd_user, o.etcd_password);
+    auto etcd = etcd_config_parse(o.etcd, o.etcd_user, o.etcd_password, o.etcd_tls);
     if (!etcd.ok()) return etcd.status();
     o.cluster.etcd = std::move(etcd.value());
     if (o.cluster.advertise.empty())
@@ -150,6 +151,10 @@ void cli_add_serve(CLI::App & app, cli_run_fn & run) {
         ->capture_default_str();
     sub->add_option("--etcd-user", o->etcd_user, "With --etcd: authenticate to etcd as this user");
     sub->add_option("--etcd-password", o->etcd_password, "With --etcd-user: its password (or set BATON_ETCD_PASSWORD)");
+    sub->add_option("--etcd-cacert", o->etcd_tls.ca_file,
+                    "With https:// --etcd: the CA that signs etcd's certificate (PEM)");
+    sub->add_option("--etcd-cert", o->etcd_tls.cert_file, "With https:// --etcd: this node's client certificate (PEM)");
+    sub->add_option("--etcd-key", o->etcd_tls.key_file, "With --etcd-cert: its private key (PEM)");
     sub->add_option("--alias", c.alias, "A second name the model answers to (requests' \"model\", cluster records)");
     sub->add_option("--drain", c.drain_s,
                     "On SIGTERM, let in-flight requests finish for up to this many seconds, then cancel")

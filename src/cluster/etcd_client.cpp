@@ -62,7 +62,8 @@ etcd_kv kv_of(const json & j) {
 
 }  // namespace
 
-Result<etcd_config> etcd_config_parse(std::string_view urls, std::string user, std::string password) {
+Result<etcd_config> etcd_config_parse(std::string_view urls, std::string user, std::string password,
+                                      const tls_client_files & tls) {
     etcd_config c;
     c.user = std::move(user);
     c.password = std::move(password);
@@ -72,7 +73,7 @@ Result<etcd_config> etcd_config_parse(std::string_view urls, std::string user, s
         const std::string_view one =
             urls.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
         if (!one.empty()) {
-            auto u = http_url_parse(one);
+            auto u = http_url_parse(one, true);
             if (!u.ok()) return Status(status_code::invalid_argument, "--etcd: " + u.status().message());
             c.endpoints.push_back(u.value());
         }
@@ -82,6 +83,19 @@ Result<etcd_config> etcd_config_parse(std::string_view urls, std::string user, s
     if (c.endpoints.empty()) return Status(status_code::invalid_argument, "--etcd: no endpoint URL given");
     if (c.user.empty() != c.password.empty())
         return Status(status_code::invalid_argument, "--etcd-user and --etcd-password go together");
+    const bool https = c.endpoints.front().tls;
+    for (const auto & e : c.endpoints)
+        if (e.tls != https)
+            return Status(status_code::invalid_argument, "--etcd: mixes http:// and https:// endpoints");
+    const bool files = !tls.ca_file.empty() || !tls.cert_file.empty() || !tls.key_file.empty();
+    if (files && !https)
+        return Status(status_code::invalid_argument,
+                      "--etcd-cacert/--etcd-cert/--etcd-key: need https:// etcd endpoints");
+    if (https) {
+        auto ctx = tls_client_context(tls);
+        if (!ctx.ok()) return Status(status_code::invalid_argument, "--etcd TLS: " + ctx.status().message());
+        c.tls = ctx.value();
+    }
     return c;
 }
 
@@ -107,7 +121,7 @@ void etcd_client::cancel_watch() {
 net::awaitable<Result<std::string>> etcd_client::call_once(const http_url & url, std::string_view path,
                                                            const std::string & body) {
     const auto deadline = steady::now() + std::chrono::milliseconds(int64_t(cfg_.timeout_s * 1000));
-    auto conn = co_await http_upstream::connect(url, deadline);
+    auto conn = co_await http_upstream::connect(url, deadline, cfg_.tls);
     if (!conn.ok()) co_return conn.status();
     http_headers headers;
     if (!token_.empty()) headers.emplace_back("Authorization", token_);
@@ -234,7 +248,7 @@ etcd_client::watch_prefix(std::string_view prefix, int64_t start_revision, stead
         if (Status st = co_await authenticate(url); !st.ok()) co_return st;
     }
     // The connection's deadline is the round's end; every other failure is reported.
-    auto conn = co_await http_upstream::connect(url, until);
+    auto conn = co_await http_upstream::connect(url, until, cfg_.tls);
     if (!conn.ok()) {
         current_ = (current_ + 1) % cfg_.endpoints.size();  // the next round tries the next endpoint
         co_return conn.status();

@@ -7,9 +7,13 @@ namespace baton {
 
 namespace http = beast::http;
 
-Result<http_url> http_url_parse(std::string_view url) {
-    const std::string_view scheme = "http://";
-    auto bad = [&] { return Status(status_code::invalid_argument, "node URL '" + std::string(url) + "' must look like http://HOST:PORT"); };
+Result<http_url> http_url_parse(std::string_view url, bool allow_https) {
+    auto bad = [&] {
+        return Status(status_code::invalid_argument, "URL '" + std::string(url) + "' must look like http://HOST:PORT" +
+                                                         (allow_https ? " or https://HOST:PORT" : ""));
+    };
+    const bool tls = allow_https && url.substr(0, 8) == "https://";
+    const std::string_view scheme = tls ? "https://" : "http://";
     if (url.substr(0, scheme.size()) != scheme) return bad();
     std::string_view rest = url.substr(scheme.size());
     if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
@@ -22,8 +26,27 @@ Result<http_url> http_url_parse(std::string_view url) {
     auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), port);
     if (p.empty() || ec != std::errc() || end != p.data() + p.size() || port == 0 || port > 65535) return bad();
     u.port = uint16_t(port);
-    u.text = "http://" + u.host + ":" + std::to_string(port);
+    u.tls = tls;
+    u.text = std::string(scheme) + u.host + ":" + std::to_string(port);
     return u;
+}
+
+Result<tls_context_ptr> tls_client_context(const tls_client_files & f) {
+    auto ctx = std::make_shared<net::ssl::context>(net::ssl::context::tls_client);
+    error_code ec;
+    ctx->set_verify_mode(net::ssl::verify_peer, ec);
+    if (f.ca_file.empty()) ctx->set_default_verify_paths(ec);
+    else ctx->load_verify_file(f.ca_file, ec);
+    if (ec) return Status(status_code::invalid_argument, "CA file '" + f.ca_file + "': " + ec.message());
+    if (f.cert_file.empty() != f.key_file.empty())
+        return Status(status_code::invalid_argument, "a client certificate and its key go together");
+    if (!f.cert_file.empty()) {
+        ctx->use_certificate_chain_file(f.cert_file, ec);
+        if (ec) return Status(status_code::invalid_argument, "certificate file '" + f.cert_file + "': " + ec.message());
+        ctx->use_private_key_file(f.key_file, net::ssl::context::pem, ec);
+        if (ec) return Status(status_code::invalid_argument, "key file '" + f.key_file + "': " + ec.message());
+    }
+    return ctx;
 }
 
 http_upstream::http_upstream(http_url url, net::any_io_executor ex, std::chrono::steady_clock::time_point deadline)
@@ -34,7 +57,7 @@ http_upstream::http_upstream(http_url url, net::any_io_executor ex, std::chrono:
 http_upstream::~http_upstream() { close(); }
 
 void http_upstream::close() {
-    error_code ec;
+    error_code ec;  // (a TLS session is dropped with its socket: no close_notify round trip)
     stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
     stream_.socket().close(ec);
 }
@@ -45,7 +68,10 @@ Status http_upstream::transport_error(const error_code & ec, const char * what) 
     return {status_code::upstream_error, url_.text + ": " + what + ": " + ec.message()};
 }
 
-net::awaitable<Result<std::unique_ptr<http_upstream>>> http_upstream::connect(const http_url & url, std::chrono::steady_clock::time_point deadline) {
+net::awaitable<Result<std::unique_ptr<http_upstream>>>
+http_upstream::connect(const http_url & url, std::chrono::steady_clock::time_point deadline, tls_context_ptr tls) {
+    if (url.tls && !tls)
+        co_return Status(status_code::invalid_argument, url.text + ": https needs a TLS configuration");
     auto ex = co_await net::this_coro::executor;
     std::unique_ptr<http_upstream> u(new http_upstream(url, ex, deadline));
     error_code ec;
@@ -57,6 +83,15 @@ net::awaitable<Result<std::unique_ptr<http_upstream>>> http_upstream::connect(co
     co_await u->stream_.async_connect(eps, net::redirect_error(net::use_awaitable, ec));
     if (ec) co_return u->transport_error(ec, "connect");
     u->stream_.socket().set_option(tcp::no_delay(true), ec);
+    if (url.tls) {
+        u->tls_ = std::make_unique<net::ssl::stream<beast::tcp_stream &>>(u->stream_, *tls);
+        // SNI, and the certificate must name the host (DNS name or IP address).
+        if (!SSL_set_tlsext_host_name(u->tls_->native_handle(), url.host.c_str()))
+            co_return Status(status_code::invalid_argument, url.text + ": cannot set the TLS server name");
+        u->tls_->set_verify_callback(net::ssl::host_name_verification(url.host), ec);
+        co_await u->tls_->async_handshake(net::ssl::stream_base::client, net::redirect_error(net::use_awaitable, ec));
+        if (ec) co_return u->transport_error(ec, "TLS handshake");
+    }
     co_return std::move(u);
 }
 
@@ -73,7 +108,8 @@ net::awaitable<Status> http_upstream::send_head(std::string_view method, std::st
     http::request_serializer<http::empty_body> sr(req);
     stream_.expires_at(deadline_);
     error_code ec;
-    co_await http::async_write_header(stream_, sr, net::redirect_error(net::use_awaitable, ec));
+    if (tls_) co_await http::async_write_header(*tls_, sr, net::redirect_error(net::use_awaitable, ec));
+    else co_await http::async_write_header(stream_, sr, net::redirect_error(net::use_awaitable, ec));
     if (ec) co_return transport_error(ec, "sending the request");
     co_return Status();
 }
@@ -81,7 +117,12 @@ net::awaitable<Status> http_upstream::send_head(std::string_view method, std::st
 net::awaitable<Status> http_upstream::send_body(const void * data, size_t n) {
     stream_.expires_at(deadline_);
     error_code ec;
-    co_await net::async_write(stream_, net::const_buffer(data, n), large_transfer, net::redirect_error(net::use_awaitable, ec));
+    if (tls_)
+        co_await net::async_write(*tls_, net::const_buffer(data, n), large_transfer,
+                                  net::redirect_error(net::use_awaitable, ec));
+    else
+        co_await net::async_write(stream_, net::const_buffer(data, n), large_transfer,
+                                  net::redirect_error(net::use_awaitable, ec));
     if (ec) co_return transport_error(ec, "sending the body");
     co_return Status();
 }
@@ -99,7 +140,8 @@ net::awaitable<Result<http_response_head>> http_upstream::read_head() {
     parser_->body_limit(boost::none);
     stream_.expires_at(deadline_);
     error_code ec;
-    co_await http::async_read_header(stream_, buf_, *parser_, net::redirect_error(net::use_awaitable, ec));
+    if (tls_) co_await http::async_read_header(*tls_, buf_, *parser_, net::redirect_error(net::use_awaitable, ec));
+    else co_await http::async_read_header(stream_, buf_, *parser_, net::redirect_error(net::use_awaitable, ec));
     if (ec) co_return transport_error(ec, "reading the response");
     const auto & m = parser_->get();
     http_response_head h;
@@ -126,7 +168,10 @@ net::awaitable<Result<size_t>> http_upstream::read_some(void * dst, size_t cap) 
         }
         stream_.expires_at(deadline_);
         error_code ec;
-        const size_t n = co_await stream_.async_read_some(net::buffer(dst, want), net::redirect_error(net::use_awaitable, ec));
+        size_t n = 0;
+        if (tls_)
+            n = co_await tls_->async_read_some(net::buffer(dst, want), net::redirect_error(net::use_awaitable, ec));
+        else n = co_await stream_.async_read_some(net::buffer(dst, want), net::redirect_error(net::use_awaitable, ec));
         if (ec) co_return transport_error(ec, "the body was cut off");
         left -= n;
         co_return n;
@@ -136,7 +181,8 @@ net::awaitable<Result<size_t>> http_upstream::read_some(void * dst, size_t cap) 
         parser_->get().body().size = cap;
         stream_.expires_at(deadline_);
         error_code ec;
-        co_await http::async_read_some(stream_, buf_, *parser_, net::redirect_error(net::use_awaitable, ec));
+        if (tls_) co_await http::async_read_some(*tls_, buf_, *parser_, net::redirect_error(net::use_awaitable, ec));
+        else co_await http::async_read_some(stream_, buf_, *parser_, net::redirect_error(net::use_awaitable, ec));
         if (ec && ec != http::error::need_buffer) co_return transport_error(ec, "the body was cut off");
         const size_t n = cap - parser_->get().body().size;
         if (n > 0) co_return n;

@@ -25,6 +25,7 @@
 #include "body_relay.h"
 #include "capacity_gate.h"
 #include "node_pool.h"
+#include "request_affinity.h"
 #include "router_metrics.h"
 
 namespace baton {
@@ -223,11 +224,7 @@ net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpo
     auto parsed = openai_parse(body, ep);
     if (!parsed.ok()) co_return (void) co_await ex.respond_error(parsed.status());
     ctx.req = std::move(parsed.value());
-    std::string prefix;
-    if (const auto * text = std::get_if<openai_prompt_text>(&ctx.req.input)) prefix = text->text;
-    if (const auto * chat = std::get_if<openai_chat>(&ctx.req.input))
-        for (const auto & m : chat->messages) prefix += m.role + ":" + m.content + "\n";
-    ctx.affinity = affinity_key(prefix);
+    ctx.affinity = request_affinity_key(ctx.req);
     auto filter = model_filter(ctx.req.model);
     if (!filter.ok()) co_return (void) co_await ex.respond_error(filter.status());
     ctx.filter = filter.value();
@@ -632,8 +629,15 @@ Result<node_filter> router_impl::model_filter(const std::string & model) const {
     }
     std::set<std::string> models = decode.models();
     if (models.size() <= 1) return f;  // one model: a name it does not answer to still means it
+    std::set<std::string> names;       // "id" or "id (alias)", as clients may name them
+    {
+        lock_guard lk(members_mu);
+        for (const auto & [key, r] : members_seen)
+            if (r.role != record_role::prefill)
+                names.insert(r.model_alias.empty() ? r.model_id : r.model_id + " (" + r.model_alias + ")");
+    }
     std::string list;
-    for (const auto & m : models) list += (list.empty() ? "" : ", ") + m;
+    for (const auto & m : names) list += (list.empty() ? "" : ", ") + m;
     return Status(status_code::not_found,
                   "model: \"" + model + "\" is not served by this cluster (it serves " + list + ")");
 }

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "node_pool.h"
+#include "request_affinity.h"
 
 namespace baton {
 namespace {
@@ -115,6 +116,21 @@ TEST(NodePool, DrainingNodeIsNeverPickedUntilItRejoins) {
     EXPECT_EQ(p.n_healthy(), 1u);
     EXPECT_TRUE(p.upsert(a, registered("g", "m")).second) << "a drained node that registers again joins again";
     EXPECT_EQ(p.pick_least_loaded()->index, ia);
+}
+
+TEST(RouterAffinity, TokenPromptsGetTheirOwnKeysRegression) {
+    // Regression: the key was built from text and chat only, so every token-id prompt had the same key
+    // and went to the same decode node.
+    openai_request a, b;
+    a.input = openai_prompt_tokens{{1, 17, 99, 4}};
+    b.input = openai_prompt_tokens{{1, 18, 99, 4}};
+    EXPECT_NE(request_affinity_key(a), request_affinity_key(b));
+    EXPECT_NE(request_affinity_key(a), request_affinity_key(openai_request{}));
+    openai_request chat1, chat2;
+    chat1.input = openai_chat{{{"user", "hi"}}};
+    chat2.input = openai_chat{{{"user", "hi"}, {"assistant", "hello"}}};
+    EXPECT_NE(request_affinity_key(chat1), request_affinity_key(a));
+    EXPECT_EQ(request_affinity_key(chat2), affinity_key("user:hi\nassistant:hello\n"));
 }
 
 TEST(NodePool, AffinityKeyUsesOnlyThePrefix) {

@@ -25,14 +25,17 @@
 namespace baton {
 
 struct etcd_config {
-    std::vector<http_url> endpoints;  // non-empty
-    std::string user;                 // empty: no authentication
+    std::vector<http_url> endpoints;  // non-empty; http:// or https://
+    std::string user;                 // empty: no user/password authentication
     std::string password;
+    tls_context_ptr tls;   // for https endpoints: the CA and, optionally, a client certificate
     double timeout_s = 3;  // each unary call (bytes in and out)
 };
 
-// etcd_config_parse: endpoints from "URL[,URL...]"; invalid_argument naming --etcd otherwise.
-Result<etcd_config> etcd_config_parse(std::string_view urls, std::string user, std::string password);
+// etcd_config_parse: endpoints from "URL[,URL...]" (all http or all https), credentials, and the TLS files
+// (--etcd-cacert, --etcd-cert, --etcd-key; only with https endpoints); invalid_argument naming the flag.
+Result<etcd_config> etcd_config_parse(std::string_view urls, std::string user, std::string password,
+                                      const tls_client_files & tls = {});
 
 struct etcd_kv {
     std::string key;

@@ -25,11 +25,24 @@ namespace baton {
 struct http_url {
     std::string host;
     uint16_t port = 80;
-    std::string text;  // "http://host:port" as configured
+    std::string text;  // "http://host:port" (or "https://...") as configured
+    bool tls = false;  // https: connect() needs a TLS context
 };
 
-// http_url_parse accepts "http://HOST:PORT" (an optional trailing '/'); invalid_argument otherwise.
-Result<http_url> http_url_parse(std::string_view url);
+// http_url_parse accepts "http://HOST:PORT" and, with allow_https, "https://HOST:PORT" (an optional trailing
+// '/'); invalid_argument otherwise.
+Result<http_url> http_url_parse(std::string_view url, bool allow_https = false);
+
+// TLS for a client (etcd over https): the CA that signs the server's certificate and, for client-certificate
+// authentication, this client's certificate and key (PEM files).
+struct tls_client_files {
+    std::string ca_file;    // empty: the system's trust store
+    std::string cert_file;  // empty: no client certificate
+    std::string key_file;
+};
+using tls_context_ptr = std::shared_ptr<net::ssl::context>;
+// tls_client_context loads the files; invalid_argument naming the file that could not be used.
+Result<tls_context_ptr> tls_client_context(const tls_client_files & files);
 
 struct http_response_head {
     int status = 0;
@@ -40,9 +53,10 @@ struct http_response_head {
 
 class http_upstream {
   public:
-    // connect opens a connection to url on the calling coroutine's executor.
+    // connect opens a connection to url on the calling coroutine's executor; an https url is wrapped in TLS
+    // with tls (the server's certificate verified against the host name; invalid_argument without tls).
     static net::awaitable<Result<std::unique_ptr<http_upstream>>>
-    connect(const http_url & url, std::chrono::steady_clock::time_point deadline);
+    connect(const http_url & url, std::chrono::steady_clock::time_point deadline, tls_context_ptr tls = nullptr);
     ~http_upstream();
 
     // send writes a whole request (Content-Length from body; no body when body is empty and method is GET).
@@ -70,6 +84,7 @@ class http_upstream {
 
     http_url url_;
     beast::tcp_stream stream_;
+    std::unique_ptr<net::ssl::stream<beast::tcp_stream &>> tls_;  // over stream_, for https
     beast::flat_buffer buf_;
     std::chrono::steady_clock::time_point deadline_;
     std::unique_ptr<beast::http::response_parser<beast::http::buffer_body>> parser_;

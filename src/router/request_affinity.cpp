@@ -1,0 +1,18 @@
+// request_affinity.cpp — see request_affinity.h.
+#include "request_affinity.h"
+
+#include "node_pool.h"
+
+namespace baton {
+
+uint64_t request_affinity_key(const openai_request & r) {
+    std::string prefix;
+    if (const auto * text = std::get_if<openai_prompt_text>(&r.input)) prefix = text->text;
+    if (const auto * chat = std::get_if<openai_chat>(&r.input))
+        for (const auto & m : chat->messages) prefix += m.role + ":" + m.content + "\n";
+    if (const auto * ids = std::get_if<openai_prompt_tokens>(&r.input))  // the ids' bytes: 4 per token
+        prefix.assign(reinterpret_cast<const char *>(ids->tokens.data()), ids->tokens.size() * sizeof(token_id));
+    return affinity_key(prefix);
+}
+
+}  // namespace baton
