@@ -2,6 +2,8 @@
 #include "cli.h"
 
 #include <CLI/CLI.hpp>
+
+#include <cstdlib>
 #include <llama.h>
 
 #include <cstdio>
@@ -28,6 +30,32 @@ sigset_t cli_block_stop_signals() {
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
     signal(SIGPIPE, SIG_IGN);
     return set;
+}
+
+void cli_add_etcd_flags(CLI::App & sub, cli_etcd_flags & f, std::string & cluster, const std::string & etcd_help) {
+    sub.add_option("--etcd", f.urls,
+                   etcd_help + ": URL[,URL...] of etcd's client endpoints, http:// or https:// (docs/cluster.md)");
+    sub.add_option("--cluster", cluster, "With --etcd: the cluster's name (keys under /baton/NAME/)")
+        ->capture_default_str();
+    sub.add_option("--etcd-user", f.user, "With --etcd: authenticate to etcd as this user");
+    sub.add_option("--etcd-password", f.password, "With --etcd-user: its password (or set BATON_ETCD_PASSWORD)");
+    sub.add_option("--etcd-cacert", f.tls.ca_file, "With https:// --etcd: the CA that signs etcd's certificate (PEM)");
+    sub.add_option("--etcd-cert", f.tls.cert_file, "With https:// --etcd: a client certificate for etcd (PEM)");
+    sub.add_option("--etcd-key", f.tls.key_file, "With --etcd-cert: its private key (PEM)");
+}
+
+Result<std::optional<etcd_config>> cli_etcd_config(const cli_etcd_flags & f) {
+    if (f.urls.empty()) {
+        if (!f.user.empty() || !f.tls.ca_file.empty() || !f.tls.cert_file.empty())
+            return Status(status_code::invalid_argument, "--etcd-user/--etcd-cacert/--etcd-cert: need --etcd");
+        return std::optional<etcd_config>();
+    }
+    std::string password = f.password;
+    if (password.empty())
+        if (const char * p = std::getenv("BATON_ETCD_PASSWORD"); p && *p) password = p;
+    auto c = etcd_config_parse(f.urls, f.user, password, f.tls);
+    if (!c.ok()) return c.status();
+    return std::optional<etcd_config>(std::move(c.value()));
 }
 
 void cli_add_http_flags(CLI::App & sub, http_limits & l, uint32_t & threads) {

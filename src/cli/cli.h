@@ -8,9 +8,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "baton/cli/cli_main.h"
+#include "baton/cluster/etcd_client.h"
 
 namespace CLI {
 class App;
@@ -46,6 +48,17 @@ struct http_limits;
 // --body-timeout, --write-timeout, --max-header-bytes, --max-headers, --max-connections, --http-threads) to
 // a subcommand: `baton serve` and `baton route` take the same flags with the same defaults.
 void cli_add_http_flags(CLI::App & sub, http_limits & limits, uint32_t & threads);
+
+// The etcd flags `baton serve` and `baton route` share (docs/cluster.md): --etcd, --cluster, --etcd-user,
+// --etcd-password, --etcd-cacert, --etcd-cert, --etcd-key. etcd_help says what --etcd does for the subcommand.
+struct cli_etcd_flags {
+    std::string urls, user, password;
+    tls_client_files tls;
+};
+void cli_add_etcd_flags(CLI::App & sub, cli_etcd_flags & f, std::string & cluster, const std::string & etcd_help);
+// cli_etcd_config: the etcd configuration the flags ask for (nullopt without --etcd); the password from
+// BATON_ETCD_PASSWORD when --etcd-password is not given. invalid_argument naming the flag.
+Result<std::optional<etcd_config>> cli_etcd_config(const cli_etcd_flags & f);
 
 // cli_fail prints "baton: MSG" to stderr and returns code.
 int cli_fail(int code, const std::string & msg);

@@ -24,23 +24,14 @@ std::vector<std::string> split_urls(const std::string & s) {
     return out;
 }
 
-struct route_cluster_options {
-    std::string etcd, user, password;
-    tls_client_files tls;
-};
-
 int run_route(const router_config & base, const std::string & prefill, const std::string & decode,
-              const std::string & fallback, route_cluster_options etcd) {
+              const std::string & fallback, const cli_etcd_flags & etcd) {
     router_config cfg = base;
     cfg.prefill_urls = split_urls(prefill);
     cfg.decode_urls = split_urls(decode);
-    if (etcd.password.empty())
-        if (const char * p = std::getenv("BATON_ETCD_PASSWORD"); p && *p) etcd.password = p;
-    if (!etcd.etcd.empty()) {
-        auto c = etcd_config_parse(etcd.etcd, etcd.user, etcd.password, etcd.tls);
-        if (!c.ok()) return cli_fail(k_exit_usage, c.status().message());
-        cfg.etcd = c.value();
-    }
+    auto c = cli_etcd_config(etcd);
+    if (!c.ok()) return cli_fail(k_exit_usage, c.status().message());
+    cfg.etcd = c.value();
     if (fallback == "local") cfg.fallback = fallback_policy::local;
     else if (fallback == "fail") cfg.fallback = fallback_policy::fail;
     else return cli_fail(k_exit_usage, "--fallback: '" + fallback + "' is not local or fail");
@@ -68,17 +59,8 @@ void cli_add_route(CLI::App & app, cli_run_fn & run) {
     CLI::App * sub = app.add_subcommand("route", "OpenAI front that drives prefill -> decode across node pools");
     sub->add_option("--prefill", *prefill, "Prefill node URLs, comma-separated (http://HOST:PORT,...)");
     sub->add_option("--decode", *decode, "Decode node URLs, comma-separated (required without --etcd)");
-    auto etcd = std::make_shared<route_cluster_options>();
-    sub->add_option("--etcd", etcd->etcd,
-                    "Follow the nodes registered in etcd: URL[,URL...] of etcd's client endpoints (docs/cluster.md)");
-    sub->add_option("--cluster", cfg->cluster, "With --etcd: the cluster's name (keys under /baton/NAME/)")
-        ->capture_default_str();
-    sub->add_option("--etcd-user", etcd->user, "With --etcd: authenticate to etcd as this user");
-    sub->add_option("--etcd-password", etcd->password, "With --etcd-user: its password (or set BATON_ETCD_PASSWORD)");
-    sub->add_option("--etcd-cacert", etcd->tls.ca_file,
-                    "With https:// --etcd: the CA that signs etcd's certificate (PEM)");
-    sub->add_option("--etcd-cert", etcd->tls.cert_file, "With https:// --etcd: the router's client certificate (PEM)");
-    sub->add_option("--etcd-key", etcd->tls.key_file, "With --etcd-cert: its private key (PEM)");
+    auto etcd = std::make_shared<cli_etcd_flags>();
+    cli_add_etcd_flags(*sub, *etcd, cfg->cluster, "Follow the nodes registered in etcd");
     sub->add_option("--host", cfg->host, "Address to bind")->capture_default_str();
     sub->add_option("--port", cfg->port, "Port (0 picks a free one)")->capture_default_str();
     sub->add_option("--api-key", cfg->api_key, "Key clients must send as Authorization: Bearer KEY");

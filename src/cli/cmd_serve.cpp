@@ -28,22 +28,18 @@ struct serve_options {
     double max_blob_mb = 1024;
     double max_json_mb = 8;
     // --etcd and friends (docs/cluster.md): folded into cfg.cluster by serve_check.
-    std::string etcd;
-    std::string etcd_user, etcd_password;
-    tls_client_files etcd_tls;
+    cli_etcd_flags etcd;
     node_cluster_config cluster;
 };
 
 Status serve_check_cluster(serve_options & o) {
-    if (o.etcd_password.empty())
-        if (const char * p = std::getenv("BATON_ETCD_PASSWORD"); p && *p) o.etcd_password = p;
-    if (o.etcd.empty()) {
+    auto etcd = cli_etcd_config(o.etcd);
+    if (!etcd.ok()) return etcd.status();
+    if (!etcd.value()) {
         if (!o.cluster.advertise.empty()) return {status_code::invalid_argument, "--advertise: needs --etcd"};
         return {};
     }
-    auto etcd = etcd_config_parse(o.etcd, o.etcd_user, o.etcd_password, o.etcd_tls);
-    if (!etcd.ok()) return etcd.status();
-    o.cluster.etcd = std::move(etcd.value());
+    o.cluster.etcd = std::move(*etcd.value());
     if (o.cluster.advertise.empty())
         return {status_code::invalid_argument,
                 "--advertise: required with --etcd (the URL routers reach this node at)"};
@@ -137,24 +133,15 @@ void cli_add_serve(CLI::App & app, cli_run_fn & run) {
                     "Requests that may wait for a slot; beyond this: 503 with Retry-After")
         ->capture_default_str();
     cli_add_http_flags(*sub, c.limits, c.http_threads);
-    sub->add_option("--etcd", o->etcd,
-                    "Register this node in etcd: URL[,URL...] of etcd's client endpoints (docs/cluster.md)");
+    cli_add_etcd_flags(*sub, o->etcd, o->cluster.cluster, "Register this node in etcd");
     sub->add_option("--advertise", o->cluster.advertise,
                     "With --etcd: the URL routers reach this node at, http://HOST:PORT");
-    sub->add_option("--cluster", o->cluster.cluster, "With --etcd: the cluster's name (keys under /baton/NAME/)")
-        ->capture_default_str();
     sub->add_option("--lease-ttl", o->cluster.lease_ttl_s,
                     "With --etcd: TTL of the node's lease, seconds (kept alive every TTL/3)")
         ->capture_default_str();
     sub->add_option("--load-interval", o->cluster.load_interval_s,
                     "With --etcd: how often the node's load in etcd is refreshed, seconds")
         ->capture_default_str();
-    sub->add_option("--etcd-user", o->etcd_user, "With --etcd: authenticate to etcd as this user");
-    sub->add_option("--etcd-password", o->etcd_password, "With --etcd-user: its password (or set BATON_ETCD_PASSWORD)");
-    sub->add_option("--etcd-cacert", o->etcd_tls.ca_file,
-                    "With https:// --etcd: the CA that signs etcd's certificate (PEM)");
-    sub->add_option("--etcd-cert", o->etcd_tls.cert_file, "With https:// --etcd: this node's client certificate (PEM)");
-    sub->add_option("--etcd-key", o->etcd_tls.key_file, "With --etcd-cert: its private key (PEM)");
     sub->add_option("--alias", c.alias, "A second name the model answers to (requests' \"model\", cluster records)");
     sub->add_option("--drain", c.drain_s,
                     "On SIGTERM, let in-flight requests finish for up to this many seconds, then cancel")
