@@ -58,6 +58,8 @@ std::optional<std::string> base64_decode(std::string_view s) {
             v[k] = value_of(c);
             if (v[k] < 0) return std::nullopt;
         }
+        // Canonical only: the bits padding drops must be zero (etcd writes no other form).
+        if ((pad == 2 && (v[1] & 0x0f) != 0) || (pad == 1 && (v[2] & 0x03) != 0)) return std::nullopt;
         const uint32_t w = uint32_t(v[0]) << 18 | uint32_t(v[1]) << 12 | uint32_t(v[2]) << 6 | uint32_t(v[3]);
         out += char((w >> 16) & 0xff);
         if (pad < 2) out += char((w >> 8) & 0xff);

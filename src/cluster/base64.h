@@ -8,7 +8,7 @@
 namespace baton {
 
 std::string base64_encode(std::string_view bytes);
-// base64_decode: nullopt when s is not valid padded base64.
+// base64_decode: nullopt when s is not canonical padded base64 (the bits padding drops must be zero).
 std::optional<std::string> base64_decode(std::string_view s);
 
 }  // namespace baton

@@ -34,6 +34,10 @@ TEST(ClusterBase64, RoundTripsEveryLengthAndRejectsMalformed) {
     EXPECT_EQ(base64_encode("/baton/t"), "L2JhdG9uL3Q=");  // as etcd's gateway writes it
     for (const char * bad : {"abc", "a===", "ab=c", "ab!c", "=abc", "YQ==YQ=="})
         EXPECT_FALSE(base64_decode(bad).has_value()) << bad;
+    // Regression (cluster_fuzz): non-canonical padding bits were accepted, so decode -> encode changed the text.
+    EXPECT_FALSE(base64_decode("Yy==").has_value());
+    EXPECT_FALSE(base64_decode("YWJ=").has_value());
+    EXPECT_EQ(base64_decode("YWI="), "ab");
 }
 
 node_record sample_record() {
