@@ -69,10 +69,9 @@ Status parse_fields(const json & j, node_record & r) {
         return bad("version: must be " + std::to_string(k_node_record_version));
     std::string role;
     BATON_RETURN_IF_ERROR(get_string(j, "role", "", role));
-    if (role == "prefill") r.role = record_role::prefill;
-    else if (role == "decode") r.role = record_role::decode;
-    else if (role == "both") r.role = record_role::both;
-    else return bad("role: \"" + role + "\" is not prefill, decode or both");
+    auto parsed_role = node_role_parse(role);
+    if (!parsed_role.ok()) return bad(parsed_role.status().message());
+    r.role = parsed_role.value();
     BATON_RETURN_IF_ERROR(get_string(j, "url", "", r.url));
     auto m = j.find("model");
     if (m == j.end() || !m->is_object()) return bad("model: must be an object");
@@ -103,19 +102,26 @@ Status parse_fields(const json & j, node_record & r) {
 
 }  // namespace
 
-const char * record_role_name(record_role r) {
+const char * node_role_name(node_role r) {
     switch (r) {
-        case record_role::prefill: return "prefill";
-        case record_role::decode: return "decode";
-        case record_role::both: return "both";
+        case node_role::both: return "both";
+        case node_role::prefill: return "prefill";
+        case node_role::decode: return "decode";
     }
     return "both";
+}
+
+Result<node_role> node_role_parse(std::string_view s) {
+    if (s == "both") return node_role::both;
+    if (s == "prefill") return node_role::prefill;
+    if (s == "decode") return node_role::decode;
+    return Status(status_code::invalid_argument, "role: \"" + std::string(s) + "\" is not both, prefill or decode");
 }
 
 std::string node_record_json(const node_record & r) {
     const json j = {
         {"version", k_node_record_version},
-        {"role", record_role_name(r.role)},
+        {"role", node_role_name(r.role)},
         {"url", r.url},
         {"model", {{"id", r.model_id}, {"alias", r.model_alias}, {"fingerprint", blob_fingerprint_hex(r.fingerprint)}}},
         {"kv",
@@ -166,8 +172,8 @@ Status cluster_name_check(std::string_view name) {
 
 std::string cluster_prefix(std::string_view cluster) { return "/baton/" + std::string(cluster) + "/nodes/"; }
 
-std::string cluster_node_key(std::string_view cluster, record_role role, std::string_view host_port) {
-    return cluster_prefix(cluster) + record_role_name(role) + "/" + std::string(host_port);
+std::string cluster_node_key(std::string_view cluster, node_role role, std::string_view host_port) {
+    return cluster_prefix(cluster) + node_role_name(role) + "/" + std::string(host_port);
 }
 
 }  // namespace baton

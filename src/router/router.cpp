@@ -567,11 +567,11 @@ void router_impl::on_members(const cluster_members & members) {
         if (r.draining) continue;  // a draining node takes no new work: it leaves the pools
         const uint32_t cap = r.slots + (cfg.node_queue < 0 ? r.slots : uint32_t(cfg.node_queue));
         const node_meta meta{node_record_group(r), r.model_id, r.model_alias, cap};
-        if (r.role != record_role::decode) {
+        if (r.role != node_role::decode) {
             pre_urls.insert(url->text);
             if (prefill.upsert(url.value(), meta).second) ++joined;
         }
-        if (r.role != record_role::prefill) {
+        if (r.role != node_role::prefill) {
             dec_urls.insert(url->text);
             if (decode.upsert(url.value(), meta).second) ++joined;
         }
@@ -602,8 +602,8 @@ std::string router_impl::cluster_models_json() const {
             model_info & m = models[r.model_id];
             if (!r.model_alias.empty()) m.aliases.insert(r.model_alias);
             m.fingerprint = blob_fingerprint_hex(r.fingerprint);
-            if (r.role != record_role::decode) ++m.prefill;
-            if (r.role != record_role::prefill) ++m.decode;
+            if (r.role != node_role::decode) ++m.prefill;
+            if (r.role != node_role::prefill) ++m.decode;
         }
     }
     nlohmann::json data = nlohmann::json::array();
@@ -633,7 +633,7 @@ Result<node_filter> router_impl::model_filter(const std::string & model) const {
     {
         lock_guard lk(members_mu);
         for (const auto & [key, r] : members_seen)
-            if (r.role != record_role::prefill)
+            if (r.role != node_role::prefill)
                 names.insert(r.model_alias.empty() ? r.model_id : r.model_id + " (" + r.model_alias + ")");
     }
     std::string list;

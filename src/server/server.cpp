@@ -11,22 +11,6 @@
 
 namespace baton {
 
-const char * node_role_name(node_role r) {
-    switch (r) {
-        case node_role::both: return "both";
-        case node_role::prefill: return "prefill";
-        case node_role::decode: return "decode";
-    }
-    return "both";
-}
-
-Result<node_role> node_role_parse(std::string_view s) {
-    if (s == "both") return node_role::both;
-    if (s == "prefill") return node_role::prefill;
-    if (s == "decode") return node_role::decode;
-    return Status(status_code::invalid_argument, "role: \"" + std::string(s) + "\" is not both, prefill or decode");
-}
-
 // ---- request helpers ----
 
 server_impl::server_impl(server_config c)
@@ -113,11 +97,7 @@ net::awaitable<void> server_impl::on_admin_drain(http_exchange & ex) {
 
 node_record server_impl::record() const {
     node_record r;
-    switch (cfg.role) {
-        case node_role::prefill: r.role = record_role::prefill; break;
-        case node_role::decode: r.role = record_role::decode; break;
-        case node_role::both: r.role = record_role::both; break;
-    }
+    r.role = cfg.role;
     r.url = cfg.cluster ? cfg.cluster->advertise : std::string();
     r.model_id = model_name;
     r.model_alias = cfg.alias;

@@ -42,7 +42,7 @@ TEST(ClusterBase64, RoundTripsEveryLengthAndRejectsMalformed) {
 
 node_record sample_record() {
     node_record r;
-    r.role = record_role::decode;
+    r.role = node_role::decode;
     r.url = "http://10.0.0.5:8080";
     r.model_id = "model.gguf";
     r.model_alias = "m1";
@@ -130,7 +130,7 @@ TEST(NodeRecord, GroupIsWhatABlobMustMatch) {
 }
 
 TEST(ClusterKeys, LayoutAndNameRules) {
-    EXPECT_EQ(cluster_node_key("prod", record_role::decode, "10.0.0.5:8080"), "/baton/prod/nodes/decode/10.0.0.5:8080");
+    EXPECT_EQ(cluster_node_key("prod", node_role::decode, "10.0.0.5:8080"), "/baton/prod/nodes/decode/10.0.0.5:8080");
     EXPECT_EQ(cluster_prefix("prod"), "/baton/prod/nodes/");
     EXPECT_TRUE(cluster_name_check("prod-1.eu_west").ok());
     for (const char * bad : {"", "a/b", "with space", "ü"}) EXPECT_FALSE(cluster_name_check(bad).ok()) << bad;

@@ -17,11 +17,14 @@
 
 namespace baton {
 
-enum class record_role : uint8_t { prefill, decode, both };
-const char * record_role_name(record_role r);  // "prefill" | "decode" | "both"
+// node_role: which work a node takes (`baton serve --role`, its cluster record).
+enum class node_role : uint8_t { both, prefill, decode };
+const char * node_role_name(node_role r);  // "both" | "prefill" | "decode"
+// node_role_parse: invalid_argument naming the value otherwise.
+Result<node_role> node_role_parse(std::string_view s);
 
 struct node_record {
-    record_role role = record_role::both;
+    node_role role = node_role::both;
     std::string url;                        // "http://host:port" (--advertise)
     std::string model_id;                   // what /v1/models calls the model (the GGUF's file name)
     std::string model_alias;                // --alias, or empty
@@ -52,6 +55,6 @@ bool node_record_serves(const node_record & r, std::string_view model);
 // cluster_name_check: 1..64 of [A-Za-z0-9._-] (invalid_argument naming --cluster otherwise).
 Status cluster_name_check(std::string_view name);
 std::string cluster_prefix(std::string_view cluster);
-std::string cluster_node_key(std::string_view cluster, record_role role, std::string_view host_port);
+std::string cluster_node_key(std::string_view cluster, node_role role, std::string_view host_port);
 
 }  // namespace baton

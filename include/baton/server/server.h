@@ -19,15 +19,12 @@
 #include <string_view>
 
 #include "baton/cluster/etcd_client.h"
+#include "baton/cluster/node_record.h"
 #include "baton/engine.h"
 #include "baton/http/http_server.h"
 #include "baton/status.h"
 
 namespace baton {
-
-enum class node_role : uint8_t { both, prefill, decode };
-const char * node_role_name(node_role r);  // "both" | "prefill" | "decode"
-Result<node_role> node_role_parse(std::string_view s);
 
 // Registration in a cluster (docs/cluster.md).
 struct node_cluster_config {
