@@ -134,6 +134,9 @@ class router_impl {
                                                           const std::vector<size_t> & tried, bool affine, Status & why);
     net::awaitable<void> on_generation(http_exchange & ex, openai_endpoint ep);
     net::awaitable<void> on_models(http_exchange & ex);
+    // forward_to_node relays one small call (models, tokenize, detokenize) to the least-loaded decode node.
+    net::awaitable<void> forward_to_node(http_exchange & ex, const char * method, const std::string & path,
+                                         std::string_view body);
     net::awaitable<Result<prefill_stream>> prefill_hop(http_exchange & ex, route_ctx & ctx);
     net::awaitable<void> prefill_done(route_ctx & ctx, prefill_stream & p);
     net::awaitable<relay_result> relay(http_exchange & ex, route_ctx & ctx, const std::string & path, std::string_view body,
@@ -666,19 +669,27 @@ net::awaitable<void> router_impl::on_models(http_exchange & ex) {
         co_await ex.respond(http_response::json(cluster_models_json()));
         co_return;
     }
+    co_await forward_to_node(ex, "GET", "/v1/models", "");
+}
+
+net::awaitable<void> router_impl::forward_to_node(http_exchange & ex, const char * method, const std::string & path,
+                                                  std::string_view body) {
     auto node = decode.pick_least_loaded();
     if (!node) co_return (void) co_await ex.respond_error(Status(status_code::unavailable, "no healthy decode node"));
     const http_url url = decode.address(node->index);
     const auto deadline = steady::now() + std::chrono::seconds(10);
     auto conn = co_await http_upstream::connect(url, deadline);
     Status st = conn.status();
-    if (st.ok()) st = co_await conn.value()->send("GET", "/v1/models", node_headers(), "", "");
+    if (st.ok())
+        st = co_await conn.value()->send(method, path, node_headers(), body.empty() ? "" : "application/json", body);
     Result<http_response_head> head(st);
     if (st.ok()) head = co_await conn.value()->read_head();
-    Result<std::string> body(head.status());
-    if (head.ok()) body = co_await conn.value()->read_all(1 << 20);
-    if (!body.ok()) co_return (void) co_await ex.respond_error(Status(status_code::upstream_error, url.text + "/v1/models: " + body.status().message()));
-    co_await ex.respond(http_response::json(std::move(body.value()), head->status));
+    Result<std::string> answer(head.status());
+    if (head.ok()) answer = co_await conn.value()->read_all(size_t(16) << 20);
+    if (!answer.ok())
+        co_return (void) co_await ex.respond_error(
+            Status(status_code::upstream_error, url.text + path + ": " + answer.status().message()));
+    co_await ex.respond(http_response::json(std::move(answer.value()), head->status));
 }
 
 void router_impl::routes() {
@@ -704,9 +715,19 @@ void router_impl::routes() {
         render_cluster_metrics(r.body);
         co_await ex.respond(std::move(r));
     });
-    http->route("GET", "/v1/models", none, [this](http_exchange & ex) { return on_models(ex); });
-    http->route("POST", "/v1/completions", json_body, [this](http_exchange & ex) { return on_generation(ex, openai_endpoint::completions); });
-    http->route("POST", "/v1/chat/completions", json_body, [this](http_exchange & ex) { return on_generation(ex, openai_endpoint::chat); });
+    // The OpenAI routes and llama-server's unprefixed aliases; tokenizing goes to a node (its vocabulary).
+    for (const char * path : {"/v1/models", "/models"})
+        http->route("GET", path, none, [this](http_exchange & ex) { return on_models(ex); });
+    for (const char * path : {"/v1/completions", "/completions"})
+        http->route("POST", path, json_body,
+                    [this](http_exchange & ex) { return on_generation(ex, openai_endpoint::completions); });
+    for (const char * path : {"/v1/chat/completions", "/chat/completions"})
+        http->route("POST", path, json_body,
+                    [this](http_exchange & ex) { return on_generation(ex, openai_endpoint::chat); });
+    for (const char * path : {"/tokenize", "/detokenize"})
+        http->route("POST", path, json_body, [this, p = std::string(path)](http_exchange & ex) -> net::awaitable<void> {
+            co_await forward_to_node(ex, "POST", p, ex.request().body_text());
+        });
 }
 
 // ---- lifecycle ----

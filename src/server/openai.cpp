@@ -141,7 +141,9 @@ Status parse_fields(const json & j, openai_endpoint endpoint, openai_request & r
     BATON_RETURN_IF_ERROR(get_int(j, "repeat_last_n", s.repeat_last_n, 0, 4096));
     BATON_RETURN_IF_ERROR(get_number(j, "frequency_penalty", s.frequency_penalty, -2, 2));
     BATON_RETURN_IF_ERROR(get_number(j, "presence_penalty", s.presence_penalty, -2, 2));
-    BATON_RETURN_IF_ERROR(get_int(j, "seed", s.seed, 0, UINT32_MAX));
+    int64_t seed = s.seed;  // -1, as llama-server takes it: a random seed (LLAMA_DEFAULT_SEED)
+    BATON_RETURN_IF_ERROR(get_int(j, "seed", seed, -1, UINT32_MAX));
+    s.seed = seed < 0 ? 0xFFFFFFFFu : uint32_t(seed);
     BATON_RETURN_IF_ERROR(sampling_check(s));
     BATON_RETURN_IF_ERROR(parse_stop(j, r.stop));
     BATON_RETURN_IF_ERROR(get_bool(j, "stream", r.stream));

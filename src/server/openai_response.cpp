@@ -24,7 +24,11 @@ bool is_chat(const openai_response_meta & m) { return m.endpoint == openai_endpo
 
 json head(const openai_response_meta & m, bool chunk) {
     const char * object = is_chat(m) ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
-    return {{"id", m.id}, {"object", object}, {"created", m.created}, {"model", m.model}};
+    return {{"id", m.id},
+            {"object", object},
+            {"created", m.created},
+            {"model", m.model},
+            {"system_fingerprint", m.system_fingerprint}};
 }
 
 // choice renders one choice of a chunk; finish is null while the stream goes on.
@@ -41,7 +45,8 @@ std::string chunk(const openai_response_meta & m, json choice) {
 
 }  // namespace
 
-openai_response_meta openai_response_meta_make(openai_endpoint endpoint, const std::string & model) {
+openai_response_meta openai_response_meta_make(openai_endpoint endpoint, const std::string & model,
+                                               const std::string & system_fingerprint) {
     static std::atomic<uint64_t> counter{0};
     openai_response_meta m;
     m.endpoint = endpoint;
@@ -49,6 +54,7 @@ openai_response_meta openai_response_meta_make(openai_endpoint endpoint, const s
     m.id = std::string(endpoint == openai_endpoint::chat ? "chatcmpl-" : "cmpl-") + std::to_string(m.created) + "-" +
            std::to_string(counter.fetch_add(1) + 1);
     m.model = model;
+    m.system_fingerprint = system_fingerprint;
     return m;
 }
 
@@ -66,7 +72,7 @@ std::string openai_response_json(const openai_response_meta & m, const std::stri
 }
 
 std::string openai_chunk_role_json(const openai_response_meta & m) {
-    return chunk(m, chunk_choice(m, {{"role", "assistant"}, {"content", ""}}, nullptr));
+    return chunk(m, chunk_choice(m, {{"role", "assistant"}, {"content", nullptr}}, nullptr));
 }
 
 std::string openai_chunk_text_json(const openai_response_meta & m, const std::string & text) {

@@ -20,10 +20,13 @@ struct openai_response_meta {
     std::string id;        // "cmpl-..." or "chatcmpl-..." (differs per response)
     int64_t created = 0;   // unix seconds (differs per response)
     std::string model;     // the request's model field, or the node's model name
+    std::string system_fingerprint;  // "fp_" + the model fingerprint's first 12 hex digits: the same on every
+                                     // node that serves the model, so PD and single-node answers agree
 };
 
 // openai_response_meta_make fills id (unique within the process) and created (now).
-openai_response_meta openai_response_meta_make(openai_endpoint endpoint, const std::string & model);
+openai_response_meta openai_response_meta_make(openai_endpoint endpoint, const std::string & model,
+                                               const std::string & system_fingerprint);
 
 // openai_finish_name: "stop" | "length" (anything else renders as "stop").
 const char * openai_finish_name(finish_reason r);
@@ -32,7 +35,8 @@ const char * openai_finish_name(finish_reason r);
 std::string openai_response_json(const openai_response_meta & m, const std::string & text, finish_reason finish,
                                  const usage_counts & usage);
 
-// openai_chunk_role_json: the first chat chunk (delta {"role":"assistant","content":""}).
+// openai_chunk_role_json: the first chat chunk (delta {"role":"assistant","content":null}, as OpenAI and
+// llama-server send it).
 std::string openai_chunk_role_json(const openai_response_meta & m);
 
 // openai_chunk_text_json: one chunk carrying generated text.

@@ -137,6 +137,9 @@ void server_impl::install_routes() {
     add("GET", "/health", open, false, &server_impl::on_health);
     add("GET", "/metrics", none, false, &server_impl::on_metrics);
     add("GET", "/v1/models", none, true, &server_impl::on_models);
+    add("GET", "/models", none, true, &server_impl::on_models);
+    add("POST", "/tokenize", json_body, true, &server_impl::on_tokenize);
+    add("POST", "/detokenize", json_body, true, &server_impl::on_detokenize);
     add("GET", "/v1/slots", none, true, &server_impl::on_slots);
     add("GET", "/v1/slots/{id}/state", none, true, &server_impl::on_state_get);
     add("DELETE", "/v1/slots/{id}/state", none, true, &server_impl::on_state_delete);
@@ -144,14 +147,19 @@ void server_impl::install_routes() {
     add("POST", "/v1/decode", blob_body, true, &server_impl::on_decode);
     add("POST", "/v1/prefill", json_body, true, &server_impl::on_prefill);
     add("POST", "/admin/drain", none, false, &server_impl::on_admin_drain);
-    http->route("POST", "/v1/completions", json_body, [this](http_exchange & ex) -> net::awaitable<void> {
-        if (Status st = check_serving(); !st.ok()) co_return (void) co_await respond_not_serving(ex, st);
-        co_await on_openai(ex, openai_endpoint::completions);
-    });
-    http->route("POST", "/v1/chat/completions", json_body, [this](http_exchange & ex) -> net::awaitable<void> {
-        if (Status st = check_serving(); !st.ok()) co_return (void) co_await respond_not_serving(ex, st);
-        co_await on_openai(ex, openai_endpoint::chat);
-    });
+    // The OpenAI routes, and llama-server's unprefixed aliases of them.
+    for (const char * path : {"/v1/completions", "/completions"}) {
+        http->route("POST", path, json_body, [this](http_exchange & ex) -> net::awaitable<void> {
+            if (Status st = check_serving(); !st.ok()) co_return (void) co_await respond_not_serving(ex, st);
+            co_await on_openai(ex, openai_endpoint::completions);
+        });
+    }
+    for (const char * path : {"/v1/chat/completions", "/chat/completions"}) {
+        http->route("POST", path, json_body, [this](http_exchange & ex) -> net::awaitable<void> {
+            if (Status st = check_serving(); !st.ok()) co_return (void) co_await respond_not_serving(ex, st);
+            co_await on_openai(ex, openai_endpoint::chat);
+        });
+    }
 }
 
 // ---- lifecycle ----

@@ -8,6 +8,7 @@
 // slot frees at the next scheduler step. No thread waits for a stream.
 #include <memory>
 
+#include "baton/blob.h"
 #include "baton/http/sse.h"
 #include "event_wait.h"
 #include "openai_response.h"
@@ -45,7 +46,8 @@ net::awaitable<void> server_impl::respond_generation(http_exchange & ex, engine_
     if (!h.ok()) co_return (void) co_await ex.respond_error(h.status());
     event_watch w(h.value(), ex.executor());
     const openai_response_meta meta =
-        openai_response_meta_make(openai_request_endpoint(oreq), oreq.model.empty() ? model_name : oreq.model);
+        openai_response_meta_make(openai_request_endpoint(oreq), oreq.model.empty() ? model_name : oreq.model,
+                                  "fp_" + blob_fingerprint_hex(model->identity().fingerprint).substr(0, 12));
     engine_event ev;
     Status st = co_await event_wait(w, ev, lim, &ex);
     if (!st.ok()) co_return (void) co_await ex.respond_error(st);

@@ -93,6 +93,8 @@ class server_impl {
     // ---- server_slots.cpp ----
     net::awaitable<void> on_health(http_exchange & ex);
     net::awaitable<void> on_models(http_exchange & ex);
+    net::awaitable<void> on_tokenize(http_exchange & ex);    // llama-server's POST /tokenize
+    net::awaitable<void> on_detokenize(http_exchange & ex);  // llama-server's POST /detokenize
     net::awaitable<void> on_metrics(http_exchange & ex);
     net::awaitable<void> on_slots(http_exchange & ex);
     net::awaitable<void> on_state_get(http_exchange & ex);

@@ -386,5 +386,31 @@ TEST(RouterE2E, ErrorsAuthAndHealth) {
     EXPECT_EQ(r->terminate(), 0);
 }
 
+// llama-server clients use the unprefixed paths and /tokenize, /detokenize: the router answers them (the
+// token calls by a node's vocabulary), through PD for a long prompt.
+TEST(RouterE2E, LlamaServerAliasesAndTokenizeThroughTheRouter) {
+    cluster c = cluster::make(1, 1);
+    const std::string long_prompt = std::string(200, 'a');
+    const json chat = {
+        {"messages", {{{"role", "user"}, {"content", long_prompt}}}}, {"max_tokens", 4}, {"temperature", 0}};
+    const http_reply a = post(*c.router, "/chat/completions", chat.dump(), "application/json", "", 60);
+    const http_reply b = post(*c.router, "/v1/chat/completions", chat.dump(), "application/json", "", 60);
+    ASSERT_EQ(a.status, 200) << a.body;
+    EXPECT_EQ(normalized(a.j()), normalized(b.j()));
+    EXPECT_EQ(post(*c.router, "/completions", R"({"prompt":"Hi","max_tokens":2})", "application/json", "", 60).status,
+              200);
+    EXPECT_EQ(get(*c.router, "/models").status, 200);
+    const std::string tok = R"({"content":"Hello world","add_special":true})";
+    const http_reply via_router = post(*c.router, "/tokenize", tok, "application/json", "", 60);
+    ASSERT_EQ(via_router.status, 200) << via_router.body;
+    EXPECT_EQ(via_router.j(), post(*c.decode[0], "/tokenize", tok).j());
+    const http_reply text =
+        post(*c.router, "/detokenize", json{{"tokens", via_router.j()["tokens"]}}.dump(), "application/json", "", 60);
+    ASSERT_EQ(text.status, 200) << text.body;
+    EXPECT_NE(text.j()["content"].get<std::string>().find("Hello world"), std::string::npos) << text.body;
+    EXPECT_EQ(post(*c.router, "/detokenize", R"({"tokens":"x"})", "application/json", "", 60).status, 400)
+        << "the node's 400 reaches the client as is";
+}
+
 }  // namespace
 }  // namespace baton

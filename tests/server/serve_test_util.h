@@ -98,7 +98,9 @@ inline std::string stream_text(const std::vector<json> & chunks) {
         if (!c.is_object() || !c.contains("choices") || c["choices"].empty()) continue;
         const json & ch = c["choices"][0];
         if (ch.contains("text")) s += ch["text"].get<std::string>();
-        if (ch.contains("delta") && ch["delta"].contains("content")) s += ch["delta"]["content"].get<std::string>();
+        // The first chat chunk carries the role with content null (as OpenAI sends it).
+        if (ch.contains("delta") && ch["delta"].contains("content") && ch["delta"]["content"].is_string())
+            s += ch["delta"]["content"].get<std::string>();
     }
     return s;
 }

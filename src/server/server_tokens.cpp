@@ -1,0 +1,107 @@
+// server_tokens.cpp — llama-server's POST /tokenize and POST /detokenize on a node.
+//
+//   /tokenize   {"content": TEXT, "add_special": false, "parse_special": true, "with_pieces": false}
+//               -> {"tokens": [ID, ...]}, or with_pieces {"tokens": [{"id": ID, "piece": TEXT}, ...]} where a
+//               piece that is not valid UTF-8 on its own is an array of its bytes (as llama-server renders it)
+//   /detokenize {"tokens": [ID, ...]} -> {"content": TEXT}
+// Bad fields are 400 naming the field; token ids outside the vocabulary are 400. Tokenizing runs on the
+// bridge pool, not the event loop (a long text takes a while).
+#include <nlohmann/json.hpp>
+
+#include "baton/model.h"
+#include "baton/text.h"
+#include "server_impl.h"
+
+namespace baton {
+
+using json = nlohmann::json;
+
+namespace {
+
+Status bad(const std::string & m) { return Status(status_code::invalid_argument, m); }
+
+// valid_utf8: s is a sequence of complete, shortest-form UTF-8 characters.
+bool valid_utf8(std::string_view s) {
+    size_t i = 0;
+    while (i < s.size()) {
+        const uint8_t c = uint8_t(s[i]);
+        size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+        if (n == 0 || i + n > s.size() || (n == 2 && c < 0xc2)) return false;
+        for (size_t k = 1; k < n; ++k)
+            if ((uint8_t(s[i + k]) & 0xc0) != 0x80) return false;
+        i += n;
+    }
+    return true;
+}
+
+Result<bool> flag(const json & j, const char * key, bool fallback) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return fallback;
+    if (!it->is_boolean()) return bad(std::string(key) + ": must be true or false");
+    return it->get<bool>();
+}
+
+http_response json_response(const json & j) {
+    return http_response::json(j.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+}  // namespace
+
+net::awaitable<void> server_impl::on_tokenize(http_exchange & ex) {
+    const json j = json::parse(ex.request().body_text(), nullptr, false);
+    if (!j.is_object()) co_return (void) co_await ex.respond_error(bad("body: must be a JSON object"));
+    auto content = j.find("content");
+    if (content == j.end() || !content->is_string())
+        co_return (void) co_await ex.respond_error(bad("content: must be a string"));
+    auto add_special = flag(j, "add_special", false);
+    auto parse_special = flag(j, "parse_special", true);
+    auto with_pieces = flag(j, "with_pieces", false);
+    for (const auto * f : {&add_special, &parse_special, &with_pieces})
+        if (!f->ok()) co_return (void) co_await ex.respond_error(f->status());
+    const std::string text = content->get<std::string>();
+    const llama_vocab * vocab = model->vocab();
+    auto out = co_await http->offload([&]() -> Result<json> {
+        auto toks = text_tokenize(vocab, text, add_special.value(), parse_special.value());
+        if (!toks.ok()) return toks.status();
+        json arr = json::array();
+        for (token_id t : toks.value()) {
+            if (!with_pieces.value()) {
+                arr.push_back(t);
+                continue;
+            }
+            const std::string piece = text_token_piece(vocab, t);
+            if (valid_utf8(piece)) {
+                arr.push_back({{"id", t}, {"piece", piece}});
+            } else {
+                json bytes = json::array();
+                for (unsigned char c : piece) bytes.push_back(int(c));
+                arr.push_back({{"id", t}, {"piece", bytes}});
+            }
+        }
+        return json{{"tokens", arr}};
+    });
+    if (!out.ok()) co_return (void) co_await ex.respond_error(out.status());
+    co_await ex.respond(json_response(out.value()));
+}
+
+net::awaitable<void> server_impl::on_detokenize(http_exchange & ex) {
+    const json j = json::parse(ex.request().body_text(), nullptr, false);
+    if (!j.is_object()) co_return (void) co_await ex.respond_error(bad("body: must be a JSON object"));
+    auto it = j.find("tokens");
+    if (it == j.end() || !it->is_array())
+        co_return (void) co_await ex.respond_error(bad("tokens: must be an array of token ids"));
+    const int64_t n_vocab = model->identity().n_vocab;
+    std::vector<token_id> tokens;
+    for (size_t i = 0; i < it->size(); ++i) {
+        const json & t = (*it)[i];
+        if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= n_vocab)
+            co_return (void) co_await ex.respond_error(bad("tokens[" + std::to_string(i) + "]: " + t.dump() +
+                                                           " is not a token id in 0.." + std::to_string(n_vocab - 1)));
+        tokens.push_back(token_id(t.get<int64_t>()));
+    }
+    const llama_vocab * vocab = model->vocab();
+    const std::string text = co_await http->offload([&] { return text_detokenize(vocab, tokens); });
+    co_await ex.respond(json_response({{"content", text}}));
+}
+
+}  // namespace baton
