@@ -691,8 +691,14 @@ TEST(ClusterE2E, AdminDrainNeedsTheKeyAndDeregisters) {
     ASSERT_TRUE(yes);
     EXPECT_EQ(yes->status, 202) << yes->body;
     EXPECT_TRUE(wait_until(5, [&] { return !env.registered(*n); })) << "the key is still in etcd";
-    auto ttl = env.etcd->lease_ttl(lease);
-    EXPECT_TRUE(ttl && *ttl < 0) << "the lease must be revoked, TTL " << (ttl ? *ttl : 0);
+    // The node deletes its key first, then revokes the lease: wait (bounded) for the second step too.
+    std::optional<int64_t> ttl;
+    EXPECT_TRUE(wait_until(5,
+                           [&] {
+                               ttl = env.etcd->lease_ttl(lease);
+                               return ttl && *ttl < 0;
+                           }))
+        << "the lease must be revoked, TTL " << (ttl ? *ttl : 0);
     reply h;
     EXPECT_TRUE(wait_until(5,
                            [&] {
