@@ -1,9 +1,11 @@
 // openai_fuzz.cpp — libFuzzer target for the OpenAI request parser (src/server/openai.cpp).
 //
 // Input layout: byte 0 selects the call, the rest is the request body.
-//   bit 0: endpoint (0 completions, 1 chat)
-//   bit 1: allow_endpoint_field (the /v1/prefill form, where "endpoint" in the body overrides bit 0)
-//   bits 2..7: ignored (so mutations of the selector still land on one of the four cases)
+//   bit 0: endpoint (0 completions or completion, 1 chat)
+//   bit 1: allow_endpoint_field (the /v1/prefill form, where "endpoint" in the body overrides bits 0 and 2,
+//          and a chat may come rendered: "prompt" token ids and "reasoning")
+//   bit 2: with bit 0 clear, llama-server's /completion instead of /v1/completions
+//   bits 3..7: ignored (so mutations of the selector still land on one of the six cases)
 //
 // For any input: openai_parse must return (never crash, hang or touch memory it does not own, which
 // ASan/UBSan check) and a failure must carry a message. For an input that parses, the canonical JSON is a
@@ -53,16 +55,19 @@ bool same_sampling(const sampling_params & a, const sampling_params & b) {
 }
 
 bool same_request(const openai_request & a, const openai_request & b) {
-    if (a.input != b.input || a.model != b.model) return false;
+    if (a.endpoint != b.endpoint || a.input != b.input || a.model != b.model) return false;
     return a.max_tokens == b.max_tokens && same_sampling(a.sampling, b.sampling) && a.stop == b.stop &&
-           a.stream == b.stream && a.include_usage == b.include_usage && a.ignore_eos == b.ignore_eos;
+           a.stream == b.stream && a.include_usage == b.include_usage && a.ignore_eos == b.ignore_eos &&
+           a.return_tokens == b.return_tokens;
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     if (size == 0) return 0;
-    const openai_endpoint endpoint = (data[0] & 1) ? openai_endpoint::chat : openai_endpoint::completions;
+    const openai_endpoint endpoint = (data[0] & 1)   ? openai_endpoint::chat
+                                     : (data[0] & 4) ? openai_endpoint::completion
+                                                     : openai_endpoint::completions;
     const bool allow_endpoint_field = (data[0] & 2) != 0;
     const std::string_view body(reinterpret_cast<const char *>(data) + 1, size - 1);
 

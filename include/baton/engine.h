@@ -89,10 +89,12 @@ struct event_token {
 // event_done: the task ended as asked (finish says why it stopped generating).
 struct event_done {
     finish_reason finish = finish_reason::none;  // none for slot operations
-    usage_counts usage;          // slot restore: cached_tokens = tokens the slot now holds
+    usage_counts usage;          // slot operations: cached_tokens = tokens the slot holds (save, restore)
+                                 // or held (erase)
     std::string tail;            // the held-back tail of the output (bytes that waited for a UTF-8 or
                                  // stop-string decision): append it after the token events' text
     std::vector<uint8_t> blob;   // prefill and slot-save: the state blob; empty otherwise
+    std::string stop_word;       // the stop string that ended generation (finish stop), or "" (end of generation)
     int32_t slot = -1;           // slot that served the task
     double ms_prompt = 0;        // ms spent processing the prompt (generate, prefill, decode)
     double ms_generate = 0;      // ms spent generating after the prompt

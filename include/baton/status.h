@@ -30,6 +30,7 @@ enum class status_code : uint8_t {
     deadline_exceeded,  // a timeout elapsed
     unauthenticated,    // missing or wrong API key
     upstream_error,     // a node the router forwarded to failed, timed out or answered garbage
+    not_implemented,    // an endpoint or action this server does not offer as configured (llama-server's 501)
     internal,           // a bug in Baton: should never happen
 };
 

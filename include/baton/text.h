@@ -24,23 +24,19 @@ using token_id = int32_t;
 Result<std::vector<token_id>> text_tokenize(const llama_vocab * vocab, std::string_view text, bool add_special,
                                             bool parse_special);
 
-// text_token_piece returns the bytes of one token (control tokens render as nothing).
-std::string text_token_piece(const llama_vocab * vocab, token_id token);
+// text_token_piece returns the bytes of one token (control tokens render as nothing unless special).
+std::string text_token_piece(const llama_vocab * vocab, token_id token, bool special = false);
 
-// text_detokenize concatenates the pieces of tokens.
-std::string text_detokenize(const llama_vocab * vocab, const std::vector<token_id> & tokens);
+// text_detokenize concatenates the pieces of tokens (special: control tokens as their text, "<s>").
+std::string text_detokenize(const llama_vocab * vocab, const std::vector<token_id> & tokens, bool special = false);
 
+// One chat turn (rendered into a prompt by the server's chat templates, include/baton/server/chat_format.h).
 struct chat_message {
     std::string role;     // system | user | assistant | tool
     std::string content;
 
     bool operator==(const chat_message &) const = default;
 };
-
-// text_apply_chat_template renders messages with the model's chat template (tokenizer.chat_template, one of
-// the templates libllama recognizes) and the assistant prefix. invalid_argument when the model has no
-// template libllama supports.
-Result<std::string> text_apply_chat_template(const llama_model * model, const std::vector<chat_message> & messages);
 
 // utf8_complete_prefix returns the length of the longest prefix of s that does not end inside an
 // incomplete UTF-8 sequence (invalid bytes count as complete, so nothing is held back forever).

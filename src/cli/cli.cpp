@@ -11,6 +11,7 @@
 
 #include "baton/build_info.h"
 #include "baton/http/http_server.h"
+#include "baton/sampling.h"
 
 namespace baton {
 
@@ -58,7 +59,7 @@ Result<std::optional<etcd_config>> cli_etcd_config(const cli_etcd_flags & f) {
     return std::optional<etcd_config>(std::move(c.value()));
 }
 
-void cli_add_http_flags(CLI::App & sub, http_limits & l, uint32_t & threads) {
+void cli_add_http_flags(CLI::App & sub, http_limits & l, uint32_t & threads, http_cors & cors) {
     sub.add_option("--header-timeout", l.header_timeout_s,
                    "Seconds a client has to send a request's line and headers, in total (a client trickling bytes does not extend it)")
         ->capture_default_str();
@@ -71,6 +72,40 @@ void cli_add_http_flags(CLI::App & sub, http_limits & l, uint32_t & threads) {
     sub.add_option("--max-headers", l.max_headers, "Most header fields in a request (more: 431 and close)")->capture_default_str();
     sub.add_option("--max-connections", l.max_connections, "Most open client connections; beyond: an immediate 503 and close")->capture_default_str();
     sub.add_option("--http-threads", threads, "Event-loop threads of the HTTP edge (connections and streams hold none)")->capture_default_str();
+    sub.add_option_function<std::string>(
+           "--cors-origins",
+           [&cors](const std::string & v) {
+               auto o = http_cors_parse_origins(v);
+               if (!o.ok()) throw CLI::ValidationError(o.status().message());
+               cors.origins = std::move(o.value());
+           },
+           "Comma-separated origins browsers may call from (*: any, reflected; localhost: only localhost origins)")
+        ->default_str("*");
+    sub.add_option("--cors-methods", cors.methods, "Methods a CORS preflight allows")->capture_default_str();
+    sub.add_option("--cors-headers", cors.headers, "Request headers a CORS preflight allows")->capture_default_str();
+    sub.add_flag("--cors-credentials,!--no-cors-credentials", cors.credentials,
+                 "Allow credentials on cross-origin requests (default on, as llama-server)");
+}
+
+void cli_add_sampling_flags(CLI::App & sub, sampling_params & p) {
+    sub.add_option("--temp", p.temperature, "Temperature (0: greedy)")->capture_default_str();
+    sub.add_option("--top-k", p.top_k, "Top-k sampling (0: off)")->capture_default_str();
+    sub.add_option("--top-p", p.top_p, "Top-p sampling (1: off)")->capture_default_str();
+    sub.add_option("--min-p", p.min_p, "Min-p sampling (0: off)")->capture_default_str();
+    sub.add_option("--repeat-penalty", p.repeat_penalty, "Penalty for repeated tokens (1: off)")->capture_default_str();
+    sub.add_option("--repeat-last-n", p.repeat_last_n, "Tokens the repeat penalties look back at (0: off)")
+        ->capture_default_str();
+    sub.add_option("--presence-penalty", p.presence_penalty, "Presence penalty (0: off)")->capture_default_str();
+    sub.add_option("--frequency-penalty", p.frequency_penalty, "Frequency penalty (0: off)")->capture_default_str();
+    sub.add_option_function<int64_t>(
+           "-s,--seed",
+           [&p](int64_t v) {
+               if (v < -1 || v > int64_t(UINT32_MAX))
+                   throw CLI::ValidationError("--seed: must be -1 (random) or 0..4294967295");
+               p.seed = v < 0 ? 0xFFFFFFFFu : uint32_t(v);
+           },
+           "Sampling seed (-1: a random one)")
+        ->default_str("-1");
 }
 
 int cli_fail(int code, const std::string & msg) {
@@ -95,9 +130,17 @@ int cli_main(int argc, char ** argv) {
         cli_add_demo,
     };
     std::vector<cli_run_fn> runs(std::size(adders));
-    for (size_t i = 0; i < runs.size(); ++i) adders[i](app, runs[i]);
     try {
-        app.parse(argc, argv);
+        for (size_t i = 0; i < runs.size(); ++i) adders[i](app, runs[i]);
+    } catch (const CLI::Error & e) {  // a flag defined twice: a bug in Baton, reported instead of aborting
+        return cli_fail(k_exit_failure, std::string("internal: the command line is defined wrongly: ") + e.what());
+    }
+    // CLI11 cannot hold llama-server's -n next to its -np (it would read -np as -n p): -n is spelled out
+    // before parsing (every subcommand that has -n calls it --n-predict too).
+    std::vector<std::string> args;
+    for (int i = argc - 1; i >= 1; --i) args.emplace_back(std::string_view(argv[i]) == "-n" ? "--n-predict" : argv[i]);
+    try {
+        app.parse(args);
     } catch (const CLI::CallForHelp & e) {
         return app.exit(e);
     } catch (const CLI::CallForAllHelp & e) {

@@ -44,10 +44,18 @@ void cli_add_demo(CLI::App & app, cli_run_fn & run);
 sigset_t cli_block_stop_signals();
 
 struct http_limits;
+struct http_cors;
 // cli_add_http_flags adds the HTTP edge's limits and deadlines (--header-timeout, --idle-timeout,
-// --body-timeout, --write-timeout, --max-header-bytes, --max-headers, --max-connections, --http-threads) to
-// a subcommand: `baton serve` and `baton route` take the same flags with the same defaults.
-void cli_add_http_flags(CLI::App & sub, http_limits & limits, uint32_t & threads);
+// --body-timeout, --write-timeout, --max-header-bytes, --max-headers, --max-connections, --http-threads) and
+// llama-server's CORS flags (--cors-origins, --cors-methods, --cors-headers, --cors-credentials) to a
+// subcommand: `baton serve` and `baton route` take the same flags with the same defaults.
+void cli_add_http_flags(CLI::App & sub, http_limits & limits, uint32_t & threads, http_cors & cors);
+
+struct sampling_params;
+// cli_add_sampling_flags adds llama-server's sampling flags with its defaults and meanings: --temp, --top-k,
+// --top-p, --min-p, --repeat-penalty, --repeat-last-n, --presence-penalty, --frequency-penalty, -s/--seed
+// (-1: random). The values are checked by sampling_check after parsing.
+void cli_add_sampling_flags(CLI::App & sub, sampling_params & p);
 
 // The etcd flags `baton serve` and `baton route` share (docs/cluster.md): --etcd, --cluster, --etcd-user,
 // --etcd-password, --etcd-cacert, --etcd-cert, --etcd-key. etcd_help says what --etcd does for the subcommand.

@@ -17,10 +17,7 @@ void cli_add_generate(CLI::App & app, cli_run_fn & run) {
     sub->add_option("-m,--model", *model_path, "GGUF model file")->required();
     sub->add_option("-p,--prompt", *prompt, "Prompt text")->required();
     sub->add_option("-n,--n-predict", p->n_predict, "Tokens to generate at most")->capture_default_str();
-    sub->add_option("--seed", p->sampling.seed, "Sampling seed")->capture_default_str();
-    sub->add_option("--temp", p->sampling.temperature, "Temperature (0 = greedy)")->capture_default_str();
-    sub->add_option("--top-p", p->sampling.top_p, "Top-p (1 = off)")->capture_default_str();
-    sub->add_option("--top-k", p->sampling.top_k, "Top-k (0 = off)")->capture_default_str();
+    cli_add_sampling_flags(*sub, p->sampling);
     sub->add_option("-c,--ctx-size", p->ctx.n_ctx, "Context size in tokens")->capture_default_str();
     sub->add_option("-t,--threads", p->ctx.n_threads, "Threads")->capture_default_str();
     sub->callback([&run, p, model_path, prompt] {

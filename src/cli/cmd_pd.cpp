@@ -77,7 +77,7 @@ int run_prefill(pd_options & o) {
     req.input = openai_prompt_text{o.prompt};
     req.max_tokens = o.n_predict;
     req.sampling = o.sampling;
-    auto gen = openai_to_gen(req, *m);
+    auto gen = openai_to_gen(req, m->vocab());
     if (!gen.ok()) return cli_fail(k_exit_failure, gen.status().message());
     gen->request_json = openai_request_json(req);
     engine_config cfg;
@@ -112,7 +112,7 @@ int run_decode(pd_options & o) {
     auto model = loaded_model::load(o.model_path);
     if (!model.ok()) return cli_fail(k_exit_failure, model.status().message());
     std::shared_ptr<const loaded_model> m(std::move(model.value()));
-    auto gen = openai_to_gen(req.value(), *m);
+    auto gen = openai_to_gen(req.value(), m->vocab());
     if (!gen.ok()) return cli_fail(k_exit_failure, gen.status().message());
     auto eng = engine::create(m, cfg);
     if (!eng.ok()) return cli_fail(k_exit_failure, eng.status().message());
@@ -144,10 +144,7 @@ void cli_add_prefill(CLI::App & app, cli_run_fn & run) {
     sub->add_option("-p,--prompt", o->prompt, "Prompt text")->required();
     sub->add_option("-o,--output", o->out_path, "Blob file to write")->required();
     sub->add_option("-n,--n-predict", o->n_predict, "Tokens the decode side generates at most")->capture_default_str();
-    sub->add_option("--seed", o->sampling.seed, "Sampling seed")->capture_default_str();
-    sub->add_option("--temp", o->sampling.temperature, "Temperature (0 = greedy)")->capture_default_str();
-    sub->add_option("--top-p", o->sampling.top_p, "Top-p (1 = off)")->capture_default_str();
-    sub->add_option("--top-k", o->sampling.top_k, "Top-k (0 = off)")->capture_default_str();
+    cli_add_sampling_flags(*sub, o->sampling);
     sub->callback([&run, o] { run = [o] { return run_prefill(*o); }; });
 }
 

@@ -76,7 +76,7 @@ void cli_add_route(CLI::App & app, cli_run_fn & run) {
     sub->add_option("--node-queue", cfg->node_queue,
                     "Requests the router lets wait at a node beyond its slots, the rest wait at the router (-1: as many as the node has slots)")
         ->capture_default_str();
-    cli_add_http_flags(*sub, cfg->limits, cfg->http_threads);
+    cli_add_http_flags(*sub, cfg->limits, cfg->http_threads, cfg->cors);
     sub->add_option("-m,--model", cfg->model_path, "GGUF file whose vocabulary counts prompt tokens exactly (else ~4 bytes per token)");
     sub->callback([&run, cfg, prefill, decode, fallback, max_blob_mb, etcd] {
         run = [cfg, prefill, decode, fallback, max_blob_mb, etcd] {

@@ -4,13 +4,20 @@
 // then stops accepting, ends in-flight work (after --drain seconds) and exits 0.
 #include <CLI/CLI.hpp>
 
-#include <signal.h>
+#include <nlohmann/json.hpp>
 
-#include <cstdio>
+#include <signal.h>
+#include <sys/stat.h>
+
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 #include "baton/cluster/node_record.h"
+#include "baton/sampling.h"
+#include "baton/server/reasoning.h"
 #include "baton/server/server.h"
 #include "cli.h"
 #include "cli_test_seam.h"
@@ -30,7 +37,49 @@ struct serve_options {
     // --etcd and friends (docs/cluster.md): folded into cfg.cluster by serve_check.
     cli_etcd_flags etcd;
     node_cluster_config cluster;
+    // llama-server's chat flags, folded into cfg.chat by serve_check_chat.
+    std::string chat_template, chat_template_file, chat_template_kwargs, reasoning_format = "auto";
 };
+
+Status serve_check_chat(serve_options & o) {
+    chat_format_config & c = o.cfg.chat;
+    if (!o.chat_template.empty() && !o.chat_template_file.empty())
+        return {status_code::invalid_argument, "--chat-template and --chat-template-file: give one of them"};
+    if (!o.chat_template.empty()) {
+        c.template_text = o.chat_template;
+        c.template_origin = "--chat-template";
+    } else if (!o.chat_template_file.empty()) {
+        std::ifstream f(o.chat_template_file, std::ios::binary);
+        if (!f) return {status_code::invalid_argument, "--chat-template-file: cannot read " + o.chat_template_file};
+        std::ostringstream text;
+        text << f.rdbuf();
+        c.template_text = text.str();
+        if (c.template_text.empty())
+            return {status_code::invalid_argument, "--chat-template-file: " + o.chat_template_file + " is empty"};
+        c.template_origin = "--chat-template-file " + o.chat_template_file;
+    }
+    if (!o.chat_template_kwargs.empty()) {
+        c.kwargs = nlohmann::json::parse(o.chat_template_kwargs, nullptr, false);
+        if (!c.kwargs.is_object())
+            return {status_code::invalid_argument, "--chat-template-kwargs: must be a JSON object"};
+    }
+    auto f = reasoning_format_parse(o.reasoning_format);
+    if (!f.ok()) return {status_code::invalid_argument, "--reasoning-format: " + f.status().message()};
+    c.reasoning = f.value();
+    if (!o.cfg.slot_save_path.empty()) {
+        struct stat st{};
+        if (::stat(o.cfg.slot_save_path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+            return {status_code::invalid_argument, "--slot-save-path: " + o.cfg.slot_save_path + " is not a directory"};
+    }
+    if (o.cfg.alias.find(',') != std::string::npos)
+        return {status_code::invalid_argument,
+                "--alias: takes one name (llama-server's comma-separated list is not supported)"};
+    if (Status st = sampling_check(o.cfg.defaults.sampling); !st.ok())
+        return {status_code::invalid_argument, "sampling flags: " + st.message()};
+    if (o.cfg.defaults.max_tokens < -1)
+        return {status_code::invalid_argument, "--n-predict: must be -1 (no limit) or >= 0"};
+    return {};
+}
 
 Status serve_check_cluster(serve_options & o) {
     auto etcd = cli_etcd_config(o.etcd);
@@ -68,9 +117,12 @@ Status serve_check(serve_options & o) {
     if (o.cfg.http_threads < 1 || o.cfg.http_threads > 256) return {status_code::invalid_argument, "http-threads: must be in 1..256"};
     BATON_RETURN_IF_ERROR(http_limits_check(o.cfg.limits));
     BATON_RETURN_IF_ERROR(serve_check_cluster(o));
+    BATON_RETURN_IF_ERROR(serve_check_chat(o));
     if (o.cfg.api_key.empty())
         if (const char * k = std::getenv("BATON_API_KEY"); k && *k) o.cfg.api_key = k;
-    return context_check(o.cfg.engine.ctx);
+    context_config ctx = o.cfg.engine.ctx;
+    if (ctx.n_ctx == 0) ctx.n_ctx = 1u << 24;  // -c 0: the model's training context, known once it is loaded
+    return context_check(ctx);
 }
 
 int run_serve(serve_options & o) {
@@ -79,6 +131,7 @@ int run_serve(serve_options & o) {
     // Before any thread exists, so every thread inherits the mask and only sigtimedwait below sees them.
     const sigset_t sigs = cli_block_stop_signals();
 
+    o.cfg.build_info = cli_version_string();
     server node(o.cfg);
     if (cli_test_on_server) cli_test_on_server(node);
     auto port = node.bind();
@@ -117,7 +170,9 @@ void cli_add_serve(CLI::App & app, cli_run_fn & run) {
     sub->add_option("--port", c.port, "Port to bind (0: any free port)")->capture_default_str();
     sub->add_option("--role", o->role, "both | prefill | decode: which PD endpoints this node serves")->capture_default_str();
     sub->add_option("-np,--parallel", o->n_slots, "Slots (concurrent sequences)")->capture_default_str();
-    sub->add_option("-c,--ctx-size", c.engine.ctx.n_ctx, "Context size in tokens (shared by all slots when unified)")->capture_default_str();
+    sub->add_option("-c,--ctx-size", c.engine.ctx.n_ctx,
+                    "Context size in tokens (shared by all slots when unified; 0: the model's training context)")
+        ->capture_default_str();
     sub->add_option("-b,--batch-size", c.engine.ctx.n_batch, "Tokens per llama_decode")->capture_default_str();
     sub->add_option("-t,--threads", c.engine.ctx.n_threads, "Compute threads")->capture_default_str();
     sub->add_flag("--kv-unified,!--no-kv-unified", c.engine.ctx.kv_unified,
@@ -132,7 +187,7 @@ void cli_add_serve(CLI::App & app, cli_run_fn & run) {
     sub->add_option("--queue-max", c.engine.queue_max,
                     "Requests that may wait for a slot; beyond this: 503 with Retry-After")
         ->capture_default_str();
-    cli_add_http_flags(*sub, c.limits, c.http_threads);
+    cli_add_http_flags(*sub, c.limits, c.http_threads, c.cors);
     cli_add_etcd_flags(*sub, o->etcd, o->cluster.cluster, "Register this node in etcd");
     sub->add_option("--advertise", o->cluster.advertise,
                     "With --etcd: the URL routers reach this node at, http://HOST:PORT");
@@ -142,7 +197,29 @@ void cli_add_serve(CLI::App & app, cli_run_fn & run) {
     sub->add_option("--load-interval", o->cluster.load_interval_s,
                     "With --etcd: how often the node's load in etcd is refreshed, seconds")
         ->capture_default_str();
-    sub->add_option("--alias", c.alias, "A second name the model answers to (requests' \"model\", cluster records)");
+    sub->add_option("-a,--alias", c.alias,
+                    "The model's name in /v1/models and responses (default: the file name; cluster records)");
+    cli_add_sampling_flags(*sub, c.defaults.sampling);
+    sub->add_option("--n-predict,--predict", c.defaults.max_tokens,  // -n too (cli.cpp spells it out)
+                    "Tokens to generate when a request does not say (-1: until the end or the context is full)")
+        ->capture_default_str();
+    sub->add_flag("--jinja,!--no-jinja", c.chat.jinja, "Render chat templates with the Jinja engine (default on)");
+    sub->add_option(
+        "--chat-template", o->chat_template,
+        "Chat template: a Jinja source, or the name of one of libllama's built-in formats (default: the model's)");
+    sub->add_option("--chat-template-file", o->chat_template_file, "File holding the chat template (Jinja)");
+    sub->add_option("--chat-template-kwargs", o->chat_template_kwargs,
+                    "JSON object of extra template variables, e.g. '{\"enable_thinking\":false}' (requests' own win)");
+    sub->add_option("--reasoning-format", o->reasoning_format,
+                    "none | deepseek | deepseek-legacy | auto (= deepseek): where a reasoning model's thought goes")
+        ->capture_default_str();
+    sub->add_flag("--slots,!--no-slots", c.slots_endpoint, "Serve GET /slots (default on)");
+    sub->add_option(
+        "--slot-save-path", c.slot_save_path,
+        "Directory for POST /slots/{id}?action=save|restore (state blobs); unset: those actions answer 501");
+    sub->add_flag("--metrics", "Accepted for llama-server compatibility: /metrics is always served");
+    sub->add_flag("--offline", "Accepted for llama-server compatibility: Baton never downloads anything");
+    sub->add_flag("-v,--verbose", c.verbose, "Log one line per finished generation");
     sub->add_option("--drain", c.drain_s,
                     "On SIGTERM, let in-flight requests finish for up to this many seconds, then cancel")
         ->capture_default_str();

@@ -218,6 +218,7 @@ void engine_impl::run_slot_op(engine_task & task, const request_ptr & h) {
         deliver(h, event_error{Status(status_code::busy, "slot " + std::to_string(id) + " is busy")});
         return;
     }
+    done.usage.cached_tokens = uint32_t(s.tokens.size());  // save and erase: what the slot holds (held)
     if (std::holds_alternative<task_slot_erase>(task)) {
         slot_clear(ctx.get(), s);
     } else if (std::holds_alternative<task_slot_save>(task) && s.parked) {
@@ -444,6 +445,7 @@ void engine_impl::finish(slot & s, finish_reason why, Status error, std::vector<
     done.finish = why;
     done.blob = std::move(blob);
     done.tail = t->text.flush();
+    done.stop_word = t->text.stop_word();
     done.slot = s.id;
     done.usage = t->usage;
     done.usage.generated_tokens = t->n_generated;

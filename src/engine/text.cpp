@@ -24,42 +24,21 @@ Result<std::vector<token_id>> text_tokenize(const llama_vocab * vocab, std::stri
     return out;
 }
 
-std::string text_token_piece(const llama_vocab * vocab, token_id token) {
+std::string text_token_piece(const llama_vocab * vocab, token_id token, bool special) {
     char buf[256];
-    int32_t n = llama_token_to_piece(vocab, token, buf, sizeof buf, 0, false);
+    int32_t n = llama_token_to_piece(vocab, token, buf, sizeof buf, 0, special);
     if (n >= 0) return std::string(buf, size_t(n));
     std::string big(size_t(-n), '\0');
-    n = llama_token_to_piece(vocab, token, big.data(), int32_t(big.size()), 0, false);
+    n = llama_token_to_piece(vocab, token, big.data(), int32_t(big.size()), 0, special);
     if (n < 0) return {};
     big.resize(size_t(n));
     return big;
 }
 
-std::string text_detokenize(const llama_vocab * vocab, const std::vector<token_id> & tokens) {
+std::string text_detokenize(const llama_vocab * vocab, const std::vector<token_id> & tokens, bool special) {
     std::string s;
-    for (token_id t : tokens) s += text_token_piece(vocab, t);
+    for (token_id t : tokens) s += text_token_piece(vocab, t, special);
     return s;
-}
-
-Result<std::string> text_apply_chat_template(const llama_model * model, const std::vector<chat_message> & messages) {
-    const char * tmpl = llama_model_chat_template(model, nullptr);
-    if (!tmpl) return Status(status_code::invalid_argument, "messages: the model has no chat template; use /v1/completions");
-    std::vector<llama_chat_message> msgs;
-    size_t total = 0;
-    for (const auto & m : messages) {
-        msgs.push_back({m.role.c_str(), m.content.c_str()});
-        total += m.role.size() + m.content.size();
-    }
-    if (total > size_t(INT32_MAX / 4)) return Status(status_code::too_large, "messages: too long");
-    std::string buf(total * 2 + 256, '\0');
-    int32_t n = llama_chat_apply_template(tmpl, msgs.data(), msgs.size(), true, buf.data(), int32_t(buf.size()));
-    if (n > int32_t(buf.size())) {
-        buf.resize(size_t(n));
-        n = llama_chat_apply_template(tmpl, msgs.data(), msgs.size(), true, buf.data(), int32_t(buf.size()));
-    }
-    if (n < 0) return Status(status_code::invalid_argument, "messages: the model's chat template is not one libllama supports");
-    buf.resize(size_t(n));
-    return buf;
 }
 
 size_t utf8_complete_prefix(std::string_view s) {

@@ -12,14 +12,19 @@ std::string text_stream::push(const std::string & piece) {
     all_ += piece;
     // Earliest stop string occurrence in the not-yet-emitted region (a stop may begin in held-back bytes).
     size_t cut = std::string::npos;
+    const std::string * word = nullptr;
     for (const auto & s : stops_) {
         if (s.empty()) continue;
         const size_t from = emitted_ >= s.size() ? emitted_ - s.size() + 1 : 0;
         const size_t at = all_.find(s, from);
-        if (at != std::string::npos) cut = std::min(cut, at);
+        if (at != std::string::npos && at < cut) {
+            cut = at;
+            word = &s;
+        }
     }
     if (cut != std::string::npos) {
         stopped_ = true;
+        stop_word_ = *word;
         std::string out = cut > emitted_ ? all_.substr(emitted_, cut - emitted_) : std::string();
         emitted_ = all_.size();
         return out;

@@ -20,12 +20,15 @@ class text_stream {
     // flush returns whatever is held back (at the end of generation, when no stop string matched).
     std::string flush();
     bool stopped() const { return stopped_; }
+    // stop_word: the stop string that matched (the earliest in the text), or "".
+    const std::string & stop_word() const { return stop_word_; }
 
   private:
     std::vector<std::string> stops_;
     std::string all_;
     size_t emitted_ = 0;
     bool stopped_ = false;
+    std::string stop_word_;
 };
 
 }  // namespace baton

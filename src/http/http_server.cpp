@@ -221,8 +221,22 @@ net::awaitable<void> http_session::run() {
         bool path_known = false;
         const http_server::route_entry * r = nullptr;
         bool refused = false;
+        ex.cors_origin_ = http_cors_allow(srv_.cfg_.cors, rq.header("Origin"));
         if (!head.error.ok()) {
             co_await send_refusal(ex, 431, head.error, true);
+            refused = true;
+        } else if (rq.method == "OPTIONS") {
+            // A CORS preflight (or a plain OPTIONS): answered here, without the API key, for every path.
+            http_response pre;
+            pre.content_type = "text/plain";
+            if (!ex.cors_origin_.empty()) {
+                pre.headers.emplace_back("Access-Control-Allow-Methods", srv_.cfg_.cors.methods);
+                pre.headers.emplace_back("Access-Control-Allow-Headers", srv_.cfg_.cors.headers);
+                pre.headers.emplace_back("Access-Control-Max-Age", "600");
+            }
+            rq.route = "OPTIONS";
+            if (body_pending) ex.keep_alive_ = false;
+            co_await ex.respond(std::move(pre));
             refused = true;
         } else {
             r = srv_.match(ex.head_ ? "GET" : rq.method, rq.path, rq.params, path_known);
@@ -283,7 +297,62 @@ net::awaitable<void> http_session::run() {
     close();
 }
 
+// ---- CORS ----
+
+Result<std::vector<std::string>> http_cors_parse_origins(std::string_view csv) {
+    std::vector<std::string> out;
+    size_t i = 0;
+    while (i <= csv.size()) {
+        size_t j = csv.find(',', i);
+        if (j == std::string_view::npos) j = csv.size();
+        std::string_view item = csv.substr(i, j - i);
+        while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+        while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+        if (!item.empty()) out.emplace_back(item);
+        i = j + 1;
+    }
+    if (out.empty()) return Status(status_code::invalid_argument, "--cors-origins: names no origin");
+    return out;
+}
+
+namespace {
+
+// origin_is_localhost: "http://localhost[:port]", "https://127.0.0.1[:port]", "http://[::1][:port]".
+bool origin_is_localhost(std::string_view o) {
+    for (std::string_view scheme : {"http://", "https://"}) {
+        if (o.substr(0, scheme.size()) != scheme) continue;
+        std::string_view host = o.substr(scheme.size());
+        for (std::string_view h : {"localhost", "127.0.0.1", "[::1]"}) {
+            if (host.substr(0, h.size()) != h) continue;
+            std::string_view rest = host.substr(h.size());
+            if (rest.empty()) return true;
+            if (rest[0] != ':' || rest.size() == 1) return false;
+            return rest.find_first_not_of("0123456789", 1) == std::string_view::npos;
+        }
+    }
+    return false;
+}
+
+}  // namespace
+
+std::string http_cors_allow(const http_cors & c, std::string_view origin) {
+    if (origin.empty()) return {};
+    for (const std::string & allowed : c.origins) {
+        if (allowed == "*") return c.credentials ? std::string(origin) : std::string("*");
+        if (allowed == "localhost" && origin_is_localhost(origin)) return std::string(origin);
+        if (allowed == origin) return std::string(origin);
+    }
+    return {};
+}
+
 // ---- http_exchange ----
+
+void http_exchange::add_cors(http_headers & h) const {
+    if (cors_origin_.empty()) return;
+    h.emplace_back("Access-Control-Allow-Origin", cors_origin_);
+    if (s_.srv_.cfg_.cors.credentials) h.emplace_back("Access-Control-Allow-Credentials", "true");
+    h.emplace_back("Vary", "Origin");
+}
 
 net::any_io_executor http_exchange::executor() const { return s_.stream_.get_executor(); }
 const http_limits & http_exchange::limits() const { return s_.srv_.cfg_.limits; }
@@ -294,6 +363,7 @@ net::awaitable<bool> http_exchange::respond(http_response r) {
     begun_ = true;
     http::response<http::string_body> m{http::int_to_status(unsigned(r.status)), 11};
     m.set(http::field::content_type, r.content_type);
+    add_cors(r.headers);
     for (auto & [k, v] : r.headers) m.insert(k, v);
     m.keep_alive(keep_alive_);
     m.body() = std::move(r.body);
@@ -320,6 +390,7 @@ net::awaitable<bool> http_exchange::begin(int status, std::string content_type, 
     begun_ = true;
     http::response<http::empty_body> m{http::int_to_status(unsigned(status)), 11};
     m.set(http::field::content_type, content_type);
+    add_cors(headers);
     for (auto & [k, v] : headers) m.insert(k, v);
     m.keep_alive(keep_alive_);
     if (length) m.content_length(*length);

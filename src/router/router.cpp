@@ -20,6 +20,7 @@
 #include "baton/http/metrics_text.h"
 #include "baton/http/sse.h"
 #include "baton/model.h"
+#include "baton/server/chat_format.h"
 #include "baton/server/openai.h"
 #include "baton/thread_annotations.h"
 #include "body_relay.h"
@@ -100,6 +101,7 @@ class router_impl {
     capacity_gate prefill_gate, decode_gate;
     std::atomic<uint64_t> joins{0}, leaves{0};
     std::unique_ptr<loaded_model> vocab;
+    std::optional<chat_formatter> chat;  // with -m: renders chats to count their tokens (the model's template)
     router_metrics metrics;
     std::unique_ptr<http_server> http;
     // After http: destroyed before the io_context its timers live on.
@@ -150,9 +152,12 @@ class router_impl {
 
 uint32_t router_impl::count_tokens(const openai_request & r) const {
     if (const auto * ids = std::get_if<openai_prompt_tokens>(&r.input)) return uint32_t(ids->tokens.size());
-    if (vocab) {
-        auto g = openai_to_gen(r, *vocab);
-        if (g.ok()) return uint32_t(g->prompt.size());
+    if (vocab && chat) {
+        auto rendered = chat->render_request(r);
+        if (rendered.ok()) {
+            auto g = openai_to_gen(rendered.value(), vocab->vocab());
+            if (g.ok()) return uint32_t(g->prompt.size());
+        }
     }
     // Without a vocabulary: about 4 bytes per token (documented; pass -m for exact counts).
     size_t bytes = 0;
@@ -222,7 +227,9 @@ net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpo
     route_ctx ctx;
     ctx.t_arrival = steady::now();
     ctx.deadline = ctx.t_arrival + std::chrono::milliseconds(int64_t(cfg.timeout_s * 1000));
-    ctx.path = ep == openai_endpoint::chat ? "/v1/chat/completions" : "/v1/completions";
+    ctx.path = ep == openai_endpoint::chat         ? "/v1/chat/completions"
+               : ep == openai_endpoint::completion ? "/completion"
+                                                   : "/v1/completions";
     const std::string_view body = ex.request().body_text();
     auto parsed = openai_parse(body, ep);
     if (!parsed.ok()) co_return (void) co_await ex.respond_error(parsed.status());
@@ -294,7 +301,12 @@ net::awaitable<void> pump_blob(std::shared_ptr<http_upstream> call, std::shared_
 
 // On success the blob keeps arriving (the producer holds the node until it is in); prefill_done ends the hop.
 net::awaitable<Result<prefill_stream>> router_impl::prefill_hop(http_exchange & ex, route_ctx & ctx) {
-    const std::string body = openai_request_json(ctx.req);  // canonical, with "endpoint" set
+    // The client's body and the endpoint: the prefill node fills in its defaults and renders a chat with
+    // its template, and embeds the request so resolved in the blob.
+    nlohmann::json j = nlohmann::json::parse(ex.request().body_text(), nullptr, false);
+    if (!j.is_object()) co_return Status(status_code::invalid_argument, "body: must be a JSON object");
+    j["endpoint"] = openai_endpoint_name(ctx.req.endpoint);
+    const std::string body = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     std::vector<size_t> tried;
     Status last(status_code::upstream_error, "no healthy prefill node");
     for (;;) {
@@ -689,6 +701,17 @@ net::awaitable<void> router_impl::forward_to_node(http_exchange & ex, const char
     if (!answer.ok())
         co_return (void) co_await ex.respond_error(
             Status(status_code::upstream_error, url.text + path + ": " + answer.status().message()));
+    if (path == "/props" && head->status == 200) {
+        // The router's view: a decode node's properties (model, template, defaults), and the router's pools.
+        nlohmann::json j = nlohmann::json::parse(answer.value(), nullptr, false);
+        if (j.is_object()) {
+            j["router"] = {{"prefill_nodes", prefill.n_members()},
+                           {"decode_nodes", decode.n_members()},
+                           {"healthy_decode_nodes", decode.n_healthy()},
+                           {"answered_by", url.text}};
+            answer = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+        }
+    }
     co_await ex.respond(http_response::json(std::move(answer.value()), head->status));
 }
 
@@ -724,7 +747,14 @@ void router_impl::routes() {
     for (const char * path : {"/v1/chat/completions", "/chat/completions"})
         http->route("POST", path, json_body,
                     [this](http_exchange & ex) { return on_generation(ex, openai_endpoint::chat); });
-    for (const char * path : {"/tokenize", "/detokenize"})
+    http->route("POST", "/completion", json_body,
+                [this](http_exchange & ex) { return on_generation(ex, openai_endpoint::completion); });
+    http->route("GET", "/props", none, [this](http_exchange & ex) { return forward_to_node(ex, "GET", "/props", ""); });
+    http->route("GET", "/v1/health", open, [this](http_exchange & ex) -> net::awaitable<void> {
+        if (decode.n_healthy() > 0) co_return (void) co_await ex.respond(http_response::json("{\"status\":\"ok\"}"));
+        co_await ex.respond_error(Status(status_code::unavailable, "no healthy decode node"));
+    });
+    for (const char * path : {"/tokenize", "/detokenize", "/apply-template"})
         http->route("POST", path, json_body, [this, p = std::string(path)](http_exchange & ex) -> net::awaitable<void> {
             co_await forward_to_node(ex, "POST", p, ex.request().body_text());
         });
@@ -759,9 +789,16 @@ Result<std::unique_ptr<router>> router::create(const router_config & cfg) {
         auto m = loaded_model::load(cfg.model_path, p);
         if (!m.ok()) return m.status();
         impl->vocab = std::move(m.value());
+        auto chat = chat_formatter::create(impl->vocab->get(), chat_format_config{});
+        if (chat.ok()) impl->chat = std::move(chat.value());
     }
-    impl->http = std::make_unique<http_server>(http_server_config{
-        .host = cfg.host, .port = cfg.port, .limits = cfg.limits, .threads = cfg.http_threads, .api_key = cfg.api_key, .log_name = "route"});
+    impl->http = std::make_unique<http_server>(http_server_config{.host = cfg.host,
+                                                                  .port = cfg.port,
+                                                                  .limits = cfg.limits,
+                                                                  .threads = cfg.http_threads,
+                                                                  .api_key = cfg.api_key,
+                                                                  .log_name = "route",
+                                                                  .cors = cfg.cors});
     impl->routes();
     return std::unique_ptr<router>(new router(std::move(impl)));
 }

@@ -4,14 +4,20 @@
 #include <nlohmann/json.hpp>
 
 #include <climits>
-
-#include "baton/model.h"
+#include <cmath>
 
 namespace baton {
 
 using json = nlohmann::json;
 
-const char * openai_endpoint_name(openai_endpoint e) { return e == openai_endpoint::chat ? "chat" : "completions"; }
+const char * openai_endpoint_name(openai_endpoint e) {
+    switch (e) {
+        case openai_endpoint::chat: return "chat";
+        case openai_endpoint::completion: return "completion";
+        case openai_endpoint::completions: break;
+    }
+    return "completions";
+}
 
 namespace {
 
@@ -66,6 +72,17 @@ Status parse_stop(const json & j, std::vector<std::string> & out) {
     return {};
 }
 
+Status parse_token_ids(const json & arr, const char * field, std::vector<token_id> & out) {
+    for (const auto & t : arr) {
+        if (!t.is_number_integer()) return bad(std::string(field) + ": a token array must hold only integers");
+        const int64_t v = t.is_number_unsigned() ? int64_t(std::min<uint64_t>(t.get<uint64_t>(), uint64_t(INT64_MAX)))
+                                                 : t.get<int64_t>();
+        if (v < 0 || v > INT32_MAX) return bad(std::string(field) + ": token " + t.dump() + " is out of range");
+        out.push_back(token_id(v));
+    }
+    return {};
+}
+
 Status parse_prompt(const json & j, openai_request & r) {
     auto it = j.find("prompt");
     if (it == j.end() || it->is_null()) return bad("prompt: is required");
@@ -77,18 +94,62 @@ Status parse_prompt(const json & j, openai_request & r) {
         r.input = openai_prompt_text{(*it)[0].get<std::string>()};
         return {};
     }
-    if (it->is_array() && !it->empty() && (*it)[0].is_number_integer()) {
+    if (it->is_array() && it->size() == 1 && (*it)[0].is_array() && !(*it)[0].empty()) {
         openai_prompt_tokens p;
-        for (const auto & t : *it) {
-            if (!t.is_number_integer()) return bad("prompt: a token array must hold only integers");
-            const int64_t v = t.get<int64_t>();
-            if (v < 0 || v > INT32_MAX) return bad("prompt: token " + t.dump() + " is out of range");
-            p.tokens.push_back(token_id(v));
-        }
+        BATON_RETURN_IF_ERROR(parse_token_ids((*it)[0], "prompt", p.tokens));
         r.input = std::move(p);
         return {};
     }
+    if (it->is_array() && !it->empty() && (*it)[0].is_number_integer()) {
+        openai_prompt_tokens p;
+        for (const auto & t : *it)
+            if (t.is_string()) return bad("prompt: arrays that mix token ids and strings are not supported");
+        BATON_RETURN_IF_ERROR(parse_token_ids(*it, "prompt", p.tokens));
+        r.input = std::move(p);
+        return {};
+    }
+    if (it->is_array() && it->size() > 1)
+        return bad("prompt: several prompts in one request are not supported: send one request per prompt");
     return bad("prompt: must be a string or an array of token ids");
+}
+
+// parse_rendered reads a chat a node already rendered (the form /v1/prefill embeds): "prompt" token ids and
+// "reasoning" {format, open, close, starts_open}.
+Status parse_rendered(const json & j, openai_request & r) {
+    openai_chat_rendered c;
+    auto p = j.find("prompt");
+    if (!p->is_array() || p->empty()) return bad("prompt: a rendered chat must be a non-empty array of token ids");
+    BATON_RETURN_IF_ERROR(parse_token_ids(*p, "prompt", c.tokens));
+    auto it = j.find("reasoning");
+    if (it == j.end() || !it->is_object()) return bad("reasoning: a rendered chat needs an object");
+    auto f = it->find("format");
+    if (f == it->end() || !f->is_string()) return bad("reasoning.format: must be a string");
+    auto fmt = reasoning_format_parse(f->get<std::string>());
+    if (!fmt.ok()) return bad("reasoning.format: " + fmt.status().message());
+    c.reasoning.format = fmt.value();
+    for (auto [key, out] : {std::pair{"open", &c.reasoning.tags.open}, std::pair{"close", &c.reasoning.tags.close}}) {
+        auto t = it->find(key);
+        if (t == it->end() || !t->is_string()) return bad(std::string("reasoning.") + key + ": must be a string");
+        *out = t->get<std::string>();
+        if (out->empty() || out->size() > 64) return bad(std::string("reasoning.") + key + ": must be 1..64 bytes");
+        for (unsigned char ch : *out)
+            if (ch <= ' ' || ch >= 0x7f)
+                return bad(std::string("reasoning.") + key + ": must be printable ASCII without blanks");
+    }
+    BATON_RETURN_IF_ERROR(get_bool(*it, "starts_open", c.reasoning.starts_open));
+    r.input = std::move(c);
+    return {};
+}
+
+// json_plain: nested at most 32 levels, every number finite (so the value survives a dump and a re-parse).
+bool json_plain(const json & v, int depth) {
+    if (depth > 32) return false;
+    if (v.is_number_float()) return std::isfinite(v.get<double>());
+    if (v.is_array() || v.is_object()) {
+        for (const auto & e : v)
+            if (!json_plain(e, depth + 1)) return false;
+    }
+    return true;
 }
 
 Status parse_messages(const json & j, openai_request & r) {
@@ -119,14 +180,81 @@ Status parse_messages(const json & j, openai_request & r) {
         }
         chat.messages.push_back(std::move(cm));
     }
+    if (auto k = j.find("chat_template_kwargs"); k != j.end() && !k->is_null()) {
+        if (!k->is_object()) return bad("chat_template_kwargs: must be an object");
+        if (!json_plain(*k, 0))
+            return bad("chat_template_kwargs: nested deeper than 32 levels or holds a number out of range");
+        if (!k->empty()) chat.template_kwargs = *k;
+    }
+    BATON_RETURN_IF_ERROR(get_bool(j, "add_generation_prompt", chat.add_generation_prompt));
+    if (auto f = j.find("reasoning_format"); f != j.end() && !f->is_null()) {
+        if (!f->is_string()) return bad("reasoning_format: must be a string");
+        auto fmt = reasoning_format_parse(f->get<std::string>());
+        if (!fmt.ok()) return bad("reasoning_format: " + fmt.status().message());
+        chat.reasoning = fmt.value();
+    }
     r.input = std::move(chat);
     return {};
 }
 
-Status parse_fields(const json & j, openai_endpoint endpoint, openai_request & r) {
+// Fields of OpenAI's and llama-server's APIs that Baton does not implement. Each is refused when its value
+// would change the answer and accepted when it asks for the default behaviour (docs/api.md).
+bool json_empty(const json & v) {
+    return v.is_null() || ((v.is_array() || v.is_object() || v.is_string()) && v.empty());
+}
+
+Status refuse_unsupported(const json & j, openai_endpoint endpoint) {
+    auto present = [&](const char * key) -> const json * {
+        auto it = j.find(key);
+        return it == j.end() || it->is_null() ? nullptr : &*it;
+    };
+    auto number_is = [](const json & v, double want) { return v.is_number() && v.get<double>() == want; };
+    auto refuse = [](const char * key, const std::string & why) { return bad(std::string(key) + ": " + why); };
+    const std::string later = "not supported yet (structured output, tools and logprobs are planned)";
+    for (const char * key : {"tools", "functions", "logit_bias", "grammar", "lora", "samplers", "response_fields"})
+        if (const json * v = present(key); v && !json_empty(*v)) return refuse(key, later);
+    if (present("json_schema")) return refuse("json_schema", later);
+    if (const json * v = present("tool_choice"); v && !(v->is_string() && (*v == "none" || *v == "auto")))
+        return refuse("tool_choice", later);
+    if (const json * v = present("response_format")) {
+        if (!v->is_object() || v->value("type", "") != "text")
+            return refuse("response_format", later + " (only {\"type\":\"text\"})");
+    }
+    if (const json * v = present("logprobs"); v && !(v->is_boolean() ? !v->get<bool>() : number_is(*v, 0)))
+        return refuse("logprobs", later);
+    for (const char * key : {"top_logprobs", "n_probs"})
+        if (const json * v = present(key); v && !number_is(*v, 0)) return refuse(key, later);
+    // Samplers Baton's chain does not have: only their "off" values are accepted.
+    const std::pair<const char *, double> off[] = {
+        {"mirostat", 0}, {"typical_p", 1}, {"dynatemp_range", 0},   {"xtc_probability", 0}, {"dry_multiplier", 0},
+        {"min_keep", 0}, {"n_indent", 0},  {"t_max_predict_ms", 0}, {"best_of", 1},         {"n_cmpl", 1}};
+    for (const auto & [key, value] : off)
+        if (const json * v = present(key); v && !number_is(*v, value))
+            return refuse(key, "only " + std::to_string(int(value)) + " (off) is supported");
+    if (const json * v = present("top_n_sigma"); v && !(v->is_number() && v->get<double>() <= 0))
+        return refuse("top_n_sigma", "only a value <= 0 (off) is supported");
+    if (const json * v = present("echo"); v && !(v->is_boolean() && !v->get<bool>()))
+        return refuse("echo", "only false is supported");
+    if (const json * v = present("suffix"); v && !json_empty(*v))
+        return refuse("suffix", "insertion (suffix) is not supported");
+    (void)endpoint;
+    return {};
+}
+
+Status parse_fields(const json & j, openai_endpoint endpoint, bool allow_rendered, const openai_defaults & d,
+                    openai_request & r) {
+    r.endpoint = endpoint;
+    r.max_tokens = d.max_tokens;
+    r.sampling = d.sampling;
     if (auto it = j.find("model"); it != j.end() && it->is_string()) r.model = it->get<std::string>();
-    if (endpoint == openai_endpoint::chat) BATON_RETURN_IF_ERROR(parse_messages(j, r));
-    else BATON_RETURN_IF_ERROR(parse_prompt(j, r));
+    if (endpoint == openai_endpoint::chat) {
+        if (allow_rendered && !j.contains("messages") && j.contains("prompt"))
+            BATON_RETURN_IF_ERROR(parse_rendered(j, r));
+        else BATON_RETURN_IF_ERROR(parse_messages(j, r));
+    } else {
+        BATON_RETURN_IF_ERROR(parse_prompt(j, r));
+    }
+    BATON_RETURN_IF_ERROR(refuse_unsupported(j, endpoint));
     BATON_RETURN_IF_ERROR(get_int(j, "max_tokens", r.max_tokens, -1, INT32_MAX));
     BATON_RETURN_IF_ERROR(get_int(j, "max_completion_tokens", r.max_tokens, -1, INT32_MAX));
     BATON_RETURN_IF_ERROR(get_int(j, "n_predict", r.max_tokens, -1, INT32_MAX));
@@ -148,6 +276,7 @@ Status parse_fields(const json & j, openai_endpoint endpoint, openai_request & r
     BATON_RETURN_IF_ERROR(parse_stop(j, r.stop));
     BATON_RETURN_IF_ERROR(get_bool(j, "stream", r.stream));
     BATON_RETURN_IF_ERROR(get_bool(j, "ignore_eos", r.ignore_eos));
+    BATON_RETURN_IF_ERROR(get_bool(j, "return_tokens", r.return_tokens));
     if (auto it = j.find("stream_options"); it != j.end() && !it->is_null()) {
         if (!it->is_object()) return bad("stream_options: must be an object");
         BATON_RETURN_IF_ERROR(get_bool(*it, "include_usage", r.include_usage));
@@ -157,24 +286,22 @@ Status parse_fields(const json & j, openai_endpoint endpoint, openai_request & r
 
 }  // namespace
 
-openai_endpoint openai_request_endpoint(const openai_request & r) {
-    return std::holds_alternative<openai_chat>(r.input) ? openai_endpoint::chat : openai_endpoint::completions;
-}
-
-Result<openai_request> openai_parse(std::string_view body, openai_endpoint endpoint, bool allow_endpoint_field) {
+Result<openai_request> openai_parse(std::string_view body, openai_endpoint endpoint, bool allow_endpoint_field,
+                                    const openai_defaults & defaults) {
     json j = json::parse(body.begin(), body.end(), nullptr, false);
     if (j.is_discarded()) return bad("body: malformed JSON");
     if (!j.is_object()) return bad("body: must be a JSON object");
     openai_request r;
     if (auto it = j.find("endpoint"); it != j.end() && allow_endpoint_field) {
-        if (!it->is_string()) return bad("endpoint: must be \"completions\" or \"chat\"");
+        if (!it->is_string()) return bad("endpoint: must be \"completions\", \"chat\" or \"completion\"");
         const std::string e = it->get<std::string>();
         if (e == "chat") endpoint = openai_endpoint::chat;
         else if (e == "completions") endpoint = openai_endpoint::completions;
-        else return bad("endpoint: \"" + e + "\" is not \"completions\" or \"chat\"");
+        else if (e == "completion") endpoint = openai_endpoint::completion;
+        else return bad("endpoint: \"" + e + "\" is not \"completions\", \"chat\" or \"completion\"");
     }
     try {
-        BATON_RETURN_IF_ERROR(parse_fields(j, endpoint, r));
+        BATON_RETURN_IF_ERROR(parse_fields(j, endpoint, allow_endpoint_field, defaults, r));
     } catch (const std::exception & e) {  // nlohmann throws on invalid UTF-8 in some accessors
         return bad(std::string("body: ") + e.what());
     }
@@ -183,12 +310,22 @@ Result<openai_request> openai_parse(std::string_view body, openai_endpoint endpo
 
 std::string openai_request_json(const openai_request & r) {
     json j;
-    j["endpoint"] = openai_endpoint_name(openai_request_endpoint(r));
+    j["endpoint"] = openai_endpoint_name(r.endpoint);
     j["model"] = r.model;
     if (const auto * chat = std::get_if<openai_chat>(&r.input)) {
         json msgs = json::array();
         for (const auto & m : chat->messages) msgs.push_back({{"role", m.role}, {"content", m.content}});
         j["messages"] = msgs;
+        j["chat_template_kwargs"] = chat->template_kwargs;
+        j["add_generation_prompt"] = chat->add_generation_prompt;
+        j["reasoning_format"] = chat->reasoning ? json(reasoning_format_name(*chat->reasoning)) : json(nullptr);
+    } else if (const auto * rendered = std::get_if<openai_chat_rendered>(&r.input)) {
+        j["prompt"] = rendered->tokens;
+        const openai_reasoning & x = rendered->reasoning;
+        j["reasoning"] = {{"format", reasoning_format_name(x.format)},
+                          {"open", x.tags.open},
+                          {"close", x.tags.close},
+                          {"starts_open", x.starts_open}};
     } else if (const auto * toks = std::get_if<openai_prompt_tokens>(&r.input)) {
         j["prompt"] = toks->tokens;
     } else {
@@ -209,25 +346,25 @@ std::string openai_request_json(const openai_request & r) {
     j["stream"] = r.stream;
     j["stream_options"] = {{"include_usage", r.include_usage}};
     j["ignore_eos"] = r.ignore_eos;
+    j["return_tokens"] = r.return_tokens;
     return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-Result<gen_request> openai_to_gen(const openai_request & r, const loaded_model & model) {
+Result<gen_request> openai_to_gen(const openai_request & r, const llama_vocab * vocab) {
     gen_request g;
     g.n_predict = r.max_tokens < 0 ? INT32_MAX : r.max_tokens;
     g.sampling = r.sampling;
     g.stop = r.stop;
     g.ignore_eos = r.ignore_eos;
-    if (const auto * chat = std::get_if<openai_chat>(&r.input)) {
-        auto text = text_apply_chat_template(model.get(), chat->messages);
-        if (!text.ok()) return text.status();
-        auto toks = text_tokenize(model.vocab(), text.value(), true, true);
-        if (!toks.ok()) return toks.status();
-        g.prompt = std::move(toks.value());
+    if (std::holds_alternative<openai_chat>(r.input)) {
+        return bad("messages: the chat was not rendered by a chat template");
+    } else if (const auto * rendered = std::get_if<openai_chat_rendered>(&r.input)) {
+        g.prompt = rendered->tokens;
     } else if (const auto * ids = std::get_if<openai_prompt_tokens>(&r.input)) {
         g.prompt = ids->tokens;
     } else {
-        auto toks = text_tokenize(model.vocab(), std::get<openai_prompt_text>(r.input).text, true, false);
+        // As llama-server: control tokens written in a raw prompt ("<|im_start|>") are parsed.
+        auto toks = text_tokenize(vocab, std::get<openai_prompt_text>(r.input).text, true, true);
         if (!toks.ok()) return toks.status();
         g.prompt = std::move(toks.value());
     }

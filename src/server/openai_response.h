@@ -1,16 +1,22 @@
-// openai_response.h — OpenAI response bodies and server-sent-event chunks, built from engine results.
+// openai_response.h — response bodies and server-sent-event chunks, built from engine results, in the
+// shapes of OpenAI's API (/v1/completions, /v1/chat/completions) and of llama-server's /completion.
 //
-// Both the normal path (/v1/completions, /v1/chat/completions) and /v1/decode render their responses
-// with these functions, so a decode node answers byte for byte what a single node answers for the same
-// request, except for the two per-response fields "id" and "created".
+// Both the normal path and /v1/decode render their responses with these functions, so a decode node
+// answers what a single node answers for the same request, except for the per-response fields "id" and
+// "created" and the node's own measurements ("timings", usage.prompt_tokens_details.cached_tokens: a decode
+// node counts the prompt tokens it got in the blob as cached).
 // Thread-safety: pure functions.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "baton/engine.h"
 #include "baton/server/openai.h"
+#include "baton/server/reasoning.h"
 
 namespace baton {
 
@@ -19,34 +25,55 @@ struct openai_response_meta {
     openai_endpoint endpoint = openai_endpoint::completions;
     std::string id;        // "cmpl-..." or "chatcmpl-..." (differs per response)
     int64_t created = 0;   // unix seconds (differs per response)
-    std::string model;     // the request's model field, or the node's model name
+    std::string model;     // the node's model name (its --alias when set)
     std::string system_fingerprint;  // "fp_" + the model fingerprint's first 12 hex digits: the same on every
                                      // node that serves the model, so PD and single-node answers agree
+    // /completion only: llama-server's generation_settings, the prompt as the model saw it, and n_ctx.
+    nlohmann::json generation_settings;
+    std::string prompt_text;
+    bool return_tokens = false;
 };
 
 // openai_response_meta_make fills id (unique within the process) and created (now).
 openai_response_meta openai_response_meta_make(openai_endpoint endpoint, const std::string & model,
                                                const std::string & system_fingerprint);
 
+// openai_generation_settings: llama-server's generation_settings object of a request (/completion, /props).
+nlohmann::json openai_generation_settings(const openai_request & r, uint32_t n_ctx);
+
 // openai_finish_name: "stop" | "length" (anything else renders as "stop").
 const char * openai_finish_name(finish_reason r);
 
-// openai_response_json renders a complete (non-streaming) response with usage.
-std::string openai_response_json(const openai_response_meta & m, const std::string & text, finish_reason finish,
-                                 const usage_counts & usage);
+// A finished generation.
+struct openai_result {
+    std::string content;           // the answer (without the thought when the reasoning is split out)
+    std::string reasoning;         // reasoning_content ("" when none)
+    std::vector<token_id> tokens;  // generated ids (/completion's "tokens" with return_tokens)
+    event_done done;               // finish, stop word, usage, timings, slot (tail and blob unused)
+};
+
+// openai_response_json renders a complete (non-streamed) response.
+std::string openai_response_json(const openai_response_meta & m, const openai_result & r);
 
 // openai_chunk_role_json: the first chat chunk (delta {"role":"assistant","content":null}, as OpenAI and
 // llama-server send it).
 std::string openai_chunk_role_json(const openai_response_meta & m);
 
-// openai_chunk_text_json: one chunk carrying generated text.
-std::string openai_chunk_text_json(const openai_response_meta & m, const std::string & text);
+// openai_chunk_delta_json: one chunk carrying generated text (chat: delta.content and/or
+// delta.reasoning_content; /completion: content and the token ids). n_generated counts the tokens so far.
+std::string openai_chunk_delta_json(const openai_response_meta & m, const reasoning_delta & d,
+                                    const std::vector<token_id> & tokens, uint32_t n_generated, uint32_t n_prompt);
 
-// openai_chunk_finish_json: the last choice chunk (empty text/delta and the finish reason).
-std::string openai_chunk_finish_json(const openai_response_meta & m, finish_reason finish);
+// openai_chunk_finish_json: the last choice chunk (empty text/delta and the finish reason; /completion: the
+// final object with "stop": true).
+std::string openai_chunk_finish_json(const openai_response_meta & m, const openai_result & r);
 
-// openai_chunk_usage_json: the usage chunk of stream_options.include_usage (empty choices).
-std::string openai_chunk_usage_json(const openai_response_meta & m, const usage_counts & usage);
+// openai_chunk_usage_json: the usage chunk of stream_options.include_usage (empty choices, with timings).
+std::string openai_chunk_usage_json(const openai_response_meta & m, const openai_result & r);
 
+// openai_stream_ends_with_done: OpenAI's streams end with "data: [DONE]"; llama-server's /completion does not.
+inline bool openai_stream_ends_with_done(const openai_response_meta & m) {
+    return m.endpoint != openai_endpoint::completion;
+}
 
 }  // namespace baton

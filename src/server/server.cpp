@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <thread>
 
+#include <llama.h>
+
 #include "baton/buffer_pool.h"
 #include "server_impl.h"
 #include "server_test_seam.h"
@@ -14,9 +16,13 @@ namespace baton {
 // ---- request helpers ----
 
 server_impl::server_impl(server_config c)
-    : cfg(std::move(c)),
-      http(std::make_unique<http_server>(http_server_config{
-          .host = cfg.host, .port = cfg.port, .limits = cfg.limits, .threads = cfg.http_threads, .api_key = cfg.api_key, .log_name = "serve"})) {}
+    : cfg(std::move(c)), http(std::make_unique<http_server>(http_server_config{.host = cfg.host,
+                                                                               .port = cfg.port,
+                                                                               .limits = cfg.limits,
+                                                                               .threads = cfg.http_threads,
+                                                                               .api_key = cfg.api_key,
+                                                                               .log_name = "serve",
+                                                                               .cors = cfg.cors})) {}
 
 Status server_impl::check_serving() const {
     if (stopping.load()) return {status_code::unavailable, "the node is draining: send the request to another node"};
@@ -99,7 +105,7 @@ node_record server_impl::record() const {
     node_record r;
     r.role = cfg.role;
     r.url = cfg.cluster ? cfg.cluster->advertise : std::string();
-    r.model_id = model_name;
+    r.model_id = model_file;
     r.model_alias = cfg.alias;
     r.fingerprint = model->identity().fingerprint;
     r.kv = eng->layout();
@@ -135,11 +141,17 @@ void server_impl::install_routes() {
     blob_body.max_body_bytes = cfg.max_blob_bytes;
     blob_body.pooled_body = true;
     add("GET", "/health", open, false, &server_impl::on_health);
+    add("GET", "/v1/health", open, false, &server_impl::on_health);
     add("GET", "/metrics", none, false, &server_impl::on_metrics);
     add("GET", "/v1/models", none, true, &server_impl::on_models);
     add("GET", "/models", none, true, &server_impl::on_models);
     add("POST", "/tokenize", json_body, true, &server_impl::on_tokenize);
     add("POST", "/detokenize", json_body, true, &server_impl::on_detokenize);
+    add("POST", "/apply-template", json_body, true, &server_impl::on_apply_template);
+    add("GET", "/props", none, true, &server_impl::on_props);
+    add("POST", "/props", json_body, true, &server_impl::on_props);
+    add("GET", "/slots", none, true, &server_impl::on_llama_slots);
+    add("POST", "/slots/{id}", json_body, true, &server_impl::on_slot_action);
     add("GET", "/v1/slots", none, true, &server_impl::on_slots);
     add("GET", "/v1/slots/{id}/state", none, true, &server_impl::on_state_get);
     add("DELETE", "/v1/slots/{id}/state", none, true, &server_impl::on_state_delete);
@@ -154,6 +166,10 @@ void server_impl::install_routes() {
             co_await on_openai(ex, openai_endpoint::completions);
         });
     }
+    http->route("POST", "/completion", json_body, [this](http_exchange & ex) -> net::awaitable<void> {
+        if (Status st = check_serving(); !st.ok()) co_return (void) co_await respond_not_serving(ex, st);
+        co_await on_openai(ex, openai_endpoint::completion);
+    });
     for (const char * path : {"/v1/chat/completions", "/chat/completions"}) {
         http->route("POST", path, json_body, [this](http_exchange & ex) -> net::awaitable<void> {
             if (Status st = check_serving(); !st.ok()) co_return (void) co_await respond_not_serving(ex, st);
@@ -191,7 +207,17 @@ Status server::load() {
     if (!m.ok()) return m.status();
     s.model = std::shared_ptr<const loaded_model>(std::move(m.value()));
     const std::string & p = s.cfg.model_path;
-    s.model_name = p.substr(p.find_last_of('/') == std::string::npos ? 0 : p.find_last_of('/') + 1);
+    s.model_file = p.substr(p.find_last_of('/') == std::string::npos ? 0 : p.find_last_of('/') + 1);
+    s.model_name = s.cfg.alias.empty() ? s.model_file : s.cfg.alias;
+    auto chat = chat_formatter::create(s.model->get(), s.cfg.chat);
+    if (!chat.ok()) return chat.status();
+    s.chat = std::move(chat.value());
+    if (Status u = s.chat->usable(); !u.ok())
+        std::fprintf(stderr, "baton: serve: chat is off: %s\n", u.message().c_str());
+    if (s.cfg.engine.ctx.n_ctx == 0) {  // -c 0: the context the model was trained with (as llama-server)
+        const int32_t train = llama_model_n_ctx_train(s.model->get());
+        s.cfg.engine.ctx.n_ctx = uint32_t(std::clamp<int32_t>(train, 16, 1 << 24));
+    }
     auto e = engine::create(s.model, s.cfg.engine);
     if (!e.ok()) return e.status();
     s.eng = std::move(e.value());

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,10 +18,12 @@
 #include "baton/engine.h"
 #include "baton/http/http_server.h"
 #include "baton/model.h"
+#include "baton/server/chat_format.h"
 #include "baton/server/openai.h"
 #include "baton/server/server.h"
 #include "event_wait.h"
 #include "metrics.h"
+#include "openai_response.h"
 
 namespace baton {
 
@@ -53,7 +56,9 @@ class server_impl {
     std::atomic<bool> stopping{false};
     std::shared_ptr<const loaded_model> model;
     std::unique_ptr<engine> eng;
-    std::string model_name;  // file name of the model, reported by /v1/models and in responses
+    std::string model_file;              // the model's file name (cluster records' model id)
+    std::string model_name;              // --alias, else the model's file name: /v1/models and responses
+    std::optional<chat_formatter> chat;  // from load() on
     server_metrics metrics;
     std::atomic<uint32_t> n_admitted{0};
     std::atomic<bool> drain_requested{false};
@@ -85,10 +90,15 @@ class server_impl {
 
     // ---- server_generate.cpp ----
     net::awaitable<void> on_openai(http_exchange & ex, openai_endpoint endpoint);
+    // prepare parses a generation request with the node's defaults and renders a chat (on the bridge pool).
+    net::awaitable<Result<openai_request>> prepare(std::string_view body, openai_endpoint endpoint,
+                                                   bool allow_endpoint_field);
     net::awaitable<void> on_prefill(http_exchange & ex);
     net::awaitable<void> on_decode(http_exchange & ex);
     // respond_generation submits task and answers in the OpenAI shape of oreq (streamed if it asks).
     net::awaitable<void> respond_generation(http_exchange & ex, engine_task task, const openai_request & oreq);
+    // log_generation: with --verbose, one line per finished generation.
+    void log_generation(const openai_request & oreq, const openai_result & r) const;
 
     // ---- server_slots.cpp ----
     net::awaitable<void> on_health(http_exchange & ex);
@@ -100,6 +110,11 @@ class server_impl {
     net::awaitable<void> on_state_get(http_exchange & ex);
     net::awaitable<void> on_state_put(http_exchange & ex);
     net::awaitable<void> on_state_delete(http_exchange & ex);
+    // llama-server's /props, /slots (list) and /slots/{id}?action=save|restore|erase, /apply-template.
+    net::awaitable<void> on_props(http_exchange & ex);
+    net::awaitable<void> on_llama_slots(http_exchange & ex);
+    net::awaitable<void> on_slot_action(http_exchange & ex);
+    net::awaitable<void> on_apply_template(http_exchange & ex);
 };
 
 }  // namespace baton

@@ -1,11 +1,19 @@
-// server_slots.cpp — /health, /v1/models, /metrics, /v1/slots and the slot state endpoints.
+// server_slots.cpp — /health, /v1/models, /metrics, /props, /v1/slots and /slots, and the slot state
+// endpoints (Baton's /v1/slots/{id}/state and llama-server's /slots/{id}?action=save|restore|erase, which
+// keep the same blobs in files under --slot-save-path).
 //
 // Slot state can hold another user's prompt, so the state endpoints follow the API key like everything
 // else and the role's permissions: exporting (GET) is a prefill-side operation, importing (PUT) a
 // decode-side one; erasing is allowed on every role.
 #include <nlohmann/json.hpp>
 
+#include <cctype>
 #include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include <llama.h>
 
 #include "baton/model.h"
 #include "server_impl.h"
@@ -29,6 +37,52 @@ Result<int32_t> slot_id_param(const http_request & req) {
     if (s.empty() || ec != std::errc() || p != s.data() + s.size() || id < 0)
         return Status(status_code::not_found, "slot \"" + s + "\" does not exist");
     return id;
+}
+
+// slot_file_name checks a --slot-save-path file name: letters, digits, '.', '_', '-', not starting with
+// '.', at most 200 bytes (no directories, so a request cannot name a file outside the directory).
+Status slot_file_name(const std::string & name) {
+    if (name.empty() || name.size() > 200)
+        return Status(status_code::invalid_argument, "filename: must be 1..200 bytes");
+    if (name[0] == '.') return Status(status_code::invalid_argument, "filename: must not start with '.'");
+    for (unsigned char c : name)
+        if (!(std::isalnum(c) || c == '.' || c == '_' || c == '-'))
+            return Status(status_code::invalid_argument,
+                          "filename: only letters, digits, '.', '_' and '-' are allowed");
+    return {};
+}
+
+Status write_file_atomic(const std::string & path, const std::vector<uint8_t> & bytes) {
+    const std::string tmp = path + ".tmp";
+    {
+        std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+        if (!f) return Status(status_code::io_error, "cannot create " + tmp);
+        f.write(reinterpret_cast<const char *>(bytes.data()), std::streamsize(bytes.size()));
+        f.flush();
+        if (!f) return Status(status_code::io_error, "writing " + tmp + " failed");
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        std::remove(tmp.c_str());
+        return Status(status_code::io_error, "cannot rename " + tmp + " to " + path);
+    }
+    return {};
+}
+
+Result<std::vector<uint8_t>> read_file_capped(const std::string & path, uint64_t cap) {
+    std::ifstream f(path, std::ios::binary | std::ios::ate);
+    if (!f) return Status(status_code::not_found, "slot file " + path + " does not exist");
+    const std::streamoff n = f.tellg();
+    if (n < 0) return Status(status_code::io_error, "cannot read " + path);
+    if (uint64_t(n) > cap) return Status(status_code::too_large, path + ": over the blob limit (--max-blob-mb)");
+    std::vector<uint8_t> out(static_cast<size_t>(n));
+    f.seekg(0);
+    f.read(reinterpret_cast<char *>(out.data()), n);
+    if (!f) return Status(status_code::io_error, "reading " + path + " failed");
+    return out;
+}
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace
@@ -106,6 +160,127 @@ net::awaitable<void> server_impl::on_state_delete(http_exchange & ex) {
     auto done = co_await run_to_done(ex, task_slot_erase{id.value()});
     if (!done.ok()) co_return (void) co_await ex.respond_error(done.status());
     co_await ex.respond(json_response({{"slot", id.value()}, {"erased", true}}));
+}
+
+}  // namespace baton
+
+namespace baton {
+
+net::awaitable<void> server_impl::on_props(http_exchange & ex) {
+    if (ex.request().method == "POST")
+        co_return (void) co_await ex.respond_error(Status(
+            status_code::not_implemented, "this server does not support changing global properties (POST /props)"));
+    openai_request defaults;
+    defaults.max_tokens = cfg.defaults.max_tokens;
+    defaults.sampling = cfg.defaults.sampling;
+    const kv_layout c = eng->layout();
+    const auto vocab = model->vocab();
+    auto text_of = [&](llama_token t) -> std::string {
+        const char * s = t == LLAMA_TOKEN_NULL ? nullptr : llama_vocab_get_text(vocab, t);
+        return s ? s : "";
+    };
+    json props = {{"default_generation_settings",
+                   {{"params", openai_generation_settings(defaults, c.n_ctx)}, {"n_ctx", c.n_ctx}}},
+                  {"total_slots", c.n_seq_max},
+                  {"model_alias", model_name},
+                  {"model_path", cfg.model_path},
+                  {"modalities", {{"vision", false}, {"video", false}, {"audio", false}}},
+                  {"endpoint_slots", cfg.slots_endpoint},
+                  {"endpoint_props", false},
+                  {"endpoint_metrics", true},
+                  {"chat_template", chat->source()},
+                  {"bos_token", text_of(llama_vocab_bos(vocab))},
+                  {"eos_token", text_of(llama_vocab_eos(vocab))},
+                  {"build_info", cfg.build_info},
+                  {"is_sleeping", false},
+                  {"baton",
+                   {{"role", node_role_name(cfg.role)},
+                    {"jinja", chat->jinja()},
+                    {"chat_template_origin", chat->origin()},
+                    {"chat_usable", chat->usable().ok()},
+                    {"reasoning_format", reasoning_format_name(cfg.chat.reasoning)},
+                    {"slot_save_path", !cfg.slot_save_path.empty()}}}};
+    co_await ex.respond(json_response(props));
+}
+
+net::awaitable<void> server_impl::on_llama_slots(http_exchange & ex) {
+    if (!cfg.slots_endpoint)
+        co_return (void) co_await ex.respond_error(Status(
+            status_code::not_implemented, "this server does not support the slots endpoint: start it with --slots"));
+    const kv_layout c = eng->layout();
+    json arr = json::array();
+    for (const slot_info & s : eng->slots())
+        arr.push_back({{"id", s.id},
+                       {"n_ctx", c.n_ctx},
+                       {"speculative", false},
+                       {"is_processing", s.busy},
+                       {"n_tokens", s.n_tokens},
+                       {"parked", s.parked},
+                       {"n_checkpoints", s.n_checkpoints}});
+    co_await ex.respond(json_response(arr));
+}
+
+net::awaitable<void> server_impl::on_slot_action(http_exchange & ex) {
+    auto id = slot_id_param(ex.request());
+    if (!id.ok()) co_return (void) co_await ex.respond_error(id.status());
+    std::string action;
+    for (std::string_view q = ex.request().query; !q.empty();) {
+        const size_t amp = q.find('&');
+        const std::string_view kv = q.substr(0, amp);
+        if (kv.substr(0, 7) == "action=") action = std::string(kv.substr(7));
+        q = amp == std::string_view::npos ? std::string_view() : q.substr(amp + 1);
+    }
+    if (action != "save" && action != "restore" && action != "erase")
+        co_return (void) co_await ex.respond_error(
+            Status(status_code::invalid_argument, "action: must be save, restore or erase (?action=...)"));
+    const auto t0 = std::chrono::steady_clock::now();
+    if (action == "erase") {
+        auto done = co_await run_to_done(ex, task_slot_erase{id.value()});
+        if (!done.ok()) co_return (void) co_await ex.respond_error(done.status());
+        co_return (void) co_await ex.respond(
+            json_response({{"id_slot", id.value()}, {"n_erased", done->usage.cached_tokens}}));
+    }
+    if (cfg.slot_save_path.empty())
+        co_return (void) co_await ex.respond_error(
+            Status(status_code::not_implemented,
+                   "this server does not support slots actions: start it with --slot-save-path"));
+    const json body = json::parse(ex.request().body_text(), nullptr, false);
+    const auto fn = body.is_object() ? body.find("filename") : body.end();
+    if (!body.is_object() || fn == body.end() || !fn->is_string())
+        co_return (void) co_await ex.respond_error(Status(status_code::invalid_argument, "filename: must be a string"));
+    const std::string name = fn->get<std::string>();
+    if (Status st = slot_file_name(name); !st.ok()) co_return (void) co_await ex.respond_error(st);
+    const std::string path = cfg.slot_save_path + "/" + name;
+    if (action == "save") {
+        Status st = check_role(cfg.role != node_role::decode, "POST /slots/{id}?action=save");
+        if (!st.ok()) co_return (void) co_await ex.respond_error(st);
+        auto done = co_await run_to_done(ex, task_slot_save{id.value()});
+        if (!done.ok()) co_return (void) co_await ex.respond_error(done.status());
+        const size_t n_bytes = done->blob.size();
+        st = co_await http->offload([&] { return write_file_atomic(path, done->blob); });
+        if (!st.ok()) co_return (void) co_await ex.respond_error(st);
+        co_return (void) co_await ex.respond(json_response({{"id_slot", id.value()},
+                                                            {"filename", name},
+                                                            {"n_saved", done->usage.cached_tokens},
+                                                            {"n_written", n_bytes},
+                                                            {"timings", {{"save_ms", ms_since(t0)}}}}));
+    }
+    Status st = check_role(cfg.role != node_role::prefill, "POST /slots/{id}?action=restore");
+    if (!st.ok()) co_return (void) co_await ex.respond_error(st);
+    const uint64_t cap = cfg.max_blob_bytes;
+    auto bytes = co_await http->offload([&] { return read_file_capped(path, cap); });
+    if (!bytes.ok()) co_return (void) co_await ex.respond_error(bytes.status());
+    const size_t n_read = bytes->size();
+    // The file is as untrusted as a PUT body: the same total verification and the one restore routine.
+    auto blob = co_await blob_parse_edge(std::move(bytes.value()));
+    if (!blob.ok()) co_return (void) co_await ex.respond_error(blob.status());
+    auto done = co_await run_to_done(ex, task_slot_restore{id.value(), blob.value()});
+    if (!done.ok()) co_return (void) co_await ex.respond_error(done.status());
+    co_await ex.respond(json_response({{"id_slot", id.value()},
+                                       {"filename", name},
+                                       {"n_restored", done->usage.cached_tokens},
+                                       {"n_read", n_read},
+                                       {"timings", {{"restore_ms", ms_since(t0)}}}}));
 }
 
 }  // namespace baton

@@ -1,9 +1,11 @@
-// server_tokens.cpp — llama-server's POST /tokenize and POST /detokenize on a node.
+// server_tokens.cpp — llama-server's POST /tokenize, POST /detokenize and POST /apply-template on a node.
 //
 //   /tokenize   {"content": TEXT, "add_special": false, "parse_special": true, "with_pieces": false}
 //               -> {"tokens": [ID, ...]}, or with_pieces {"tokens": [{"id": ID, "piece": TEXT}, ...]} where a
 //               piece that is not valid UTF-8 on its own is an array of its bytes (as llama-server renders it)
 //   /detokenize {"tokens": [ID, ...]} -> {"content": TEXT}
+//   /apply-template {"messages": [...], "chat_template_kwargs": {...}, "add_generation_prompt": true}
+//               -> {"prompt": TEXT}: the chat as this node's template renders it (what it tokenizes)
 // Bad fields are 400 naming the field; token ids outside the vocabulary are 400. Tokenizing runs on the
 // bridge pool, not the event loop (a long text takes a while).
 #include <nlohmann/json.hpp>
@@ -102,6 +104,14 @@ net::awaitable<void> server_impl::on_detokenize(http_exchange & ex) {
     const llama_vocab * vocab = model->vocab();
     const std::string text = co_await http->offload([&] { return text_detokenize(vocab, tokens); });
     co_await ex.respond(json_response({{"content", text}}));
+}
+
+net::awaitable<void> server_impl::on_apply_template(http_exchange & ex) {
+    auto oreq = openai_parse(ex.request().body_text(), openai_endpoint::chat, false, cfg.defaults);
+    if (!oreq.ok()) co_return (void) co_await ex.respond_error(oreq.status());
+    auto prompt = co_await http->offload([&] { return chat->render(std::get<openai_chat>(oreq->input)); });
+    if (!prompt.ok()) co_return (void) co_await ex.respond_error(prompt.status());
+    co_await ex.respond(json_response({{"prompt", prompt->text}}));
 }
 
 }  // namespace baton

@@ -641,12 +641,22 @@ TEST(EdgeE2E, AuthOnEveryRoute) {
 const int k_stall_tokens = 8000;
 // On loopback the server's send buffer autotunes up to tcp_wmem[2] (4 MiB by default) whatever the
 // client's SO_RCVBUF, and ~200-byte events would take far longer than the test to fill it. Every chunk
-// echoes the request's "model", so a 16000-byte model name makes each event ~16 KiB: the buffers fill
+// carries the node's model name, so a 16000-byte --alias makes each event ~16 KiB: the buffers fill
 // within a few hundred tokens (seconds even on a loaded CI machine) and the server's writes stall, as
 // with a slow reader on a real network.
 const size_t k_stall_model_bytes = 16000;
 std::vector<std::string> stall_node_args(std::vector<std::string> extra) {
-    std::vector<std::string> a = {"serve", "-m", test_model_path("llama", 1, 512, 4), "-c", "8192", "-np", "1", "-t", "2"};
+    std::vector<std::string> a = {"serve",
+                                  "-m",
+                                  test_model_path("llama", 1, 512, 4),
+                                  "-c",
+                                  "8192",
+                                  "-np",
+                                  "1",
+                                  "-t",
+                                  "2",
+                                  "--alias",
+                                  "stall-" + std::string(k_stall_model_bytes, 'm')};
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
 }
@@ -657,7 +667,6 @@ std::vector<std::string> stall_node_args(std::vector<std::string> extra) {
 void expect_stalled_reader_cancelled(const node_process & front, const node_process & node) {
     json body = long_stream_body();
     body["max_tokens"] = k_stall_tokens;
-    body["model"] = "stall-" + std::string(k_stall_model_bytes, 'm');
     raw_conn c;
     ASSERT_TRUE(c.connect(front.host(), front.port(), 5, /*rcvbuf_bytes=*/4096)) << c.error();
     ASSERT_TRUE(c.send_all(raw_request("POST", "/v1/completions", {"Content-Type: application/json"}, body.dump()), 5)) << c.error();

@@ -127,8 +127,8 @@ TEST(RouterAffinity, TokenPromptsGetTheirOwnKeysRegression) {
     EXPECT_NE(request_affinity_key(a), request_affinity_key(b));
     EXPECT_NE(request_affinity_key(a), request_affinity_key(openai_request{}));
     openai_request chat1, chat2;
-    chat1.input = openai_chat{{{"user", "hi"}}};
-    chat2.input = openai_chat{{{"user", "hi"}, {"assistant", "hello"}}};
+    chat1.input = openai_chat{.messages = {{"user", "hi"}}};
+    chat2.input = openai_chat{.messages = {{"user", "hi"}, {"assistant", "hello"}}};
     EXPECT_NE(request_affinity_key(chat1), request_affinity_key(a));
     EXPECT_EQ(request_affinity_key(chat2), affinity_key("user:hi\nassistant:hello\n"));
 }

@@ -75,11 +75,15 @@ inline std::vector<std::string> sse_payloads(const std::string & body) {
     return out;
 }
 
-// normalized drops the per-response fields ("id", "created") so two responses can be compared whole.
+// normalized drops the per-response fields ("id", "created") and the serving node's own measurements
+// ("timings"; usage.prompt_tokens_details.cached_tokens, which a decode node counts differently: the blob's
+// tokens are cached there) so two responses can be compared whole.
 inline json normalized(json j) {
     if (j.is_object()) {
         j.erase("id");
         j.erase("created");
+        j.erase("timings");
+        if (j.contains("usage") && j["usage"].is_object()) j["usage"].erase("prompt_tokens_details");
     }
     return j;
 }

@@ -15,6 +15,10 @@
 // close — bytes after a refused request are never read as a new request. Pipelined requests are answered
 // in order; `Connection: close` (or HTTP/1.0 without keep-alive) closes after the response. Connections
 // over --max-connections get an immediate 503 and are closed.
+// CORS (as llama-server does it): every response to a request with an Origin the configuration allows
+// carries Access-Control-Allow-Origin (that origin) and, with credentials on, Access-Control-Allow-Credentials;
+// an OPTIONS preflight is answered 200 with the allowed methods and headers before authentication and
+// routing (a browser's preflight carries no credentials).
 // Thread-safety: route() before bind(); bind/start/stop from one thread; handlers run on the connection's
 // strand; request_counter() is safe from any thread.
 #pragma once
@@ -54,6 +58,21 @@ struct http_limits {
 // http_limits_check: invalid_argument naming the flag when a limit is out of range.
 Status http_limits_check(const http_limits & l);
 
+// Cross-origin requests from browsers (--cors-origins, --cors-methods, --cors-headers, --cors-credentials).
+struct http_cors {
+    std::vector<std::string> origins{"*"};  // "*": any origin; "localhost": origins on localhost; else a list
+    std::string methods = "GET, POST, DELETE, OPTIONS";
+    std::string headers = "*";
+    bool credentials = true;
+};
+
+// http_cors_parse_origins splits a comma-separated --cors-origins value (blanks around items dropped);
+// invalid_argument when it names no origin.
+Result<std::vector<std::string>> http_cors_parse_origins(std::string_view csv);
+// http_cors_allow returns the value of Access-Control-Allow-Origin for a request's Origin header, or ""
+// when the configuration does not allow it (or there is no Origin).
+std::string http_cors_allow(const http_cors & c, std::string_view origin);
+
 struct http_server_config {
     std::string host = "127.0.0.1";
     int port = 0;  // 0: any free port
@@ -61,6 +80,7 @@ struct http_server_config {
     uint32_t threads = 2;           // event-loop threads
     std::string api_key;            // empty: no authentication
     std::string log_name = "http";  // prefix of log lines ("serve", "route")
+    http_cors cors;
 };
 
 struct http_route_options {
@@ -117,6 +137,8 @@ class http_exchange {
     std::optional<uint64_t> length_;
     uint64_t written_ = 0;
     int status_ = 0;
+    std::string cors_origin_;  // Access-Control-Allow-Origin of the response, or ""
+    void add_cors(http_headers & h) const;
 };
 
 using http_handler = std::function<net::awaitable<void>(http_exchange &)>;

@@ -13,19 +13,24 @@
 #include <variant>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "baton/engine.h"
 #include "baton/sampling.h"
+#include "baton/server/reasoning.h"
 #include "baton/status.h"
 #include "baton/text.h"
 
+struct llama_vocab;
+
 namespace baton {
 
-class loaded_model;
+// completions: /v1/completions (OpenAI's text completions); chat: /v1/chat/completions; completion:
+// llama-server's own /completion (same prompt shapes as completions, llama-server's response shape).
+enum class openai_endpoint : uint8_t { completions, chat, completion };
+const char * openai_endpoint_name(openai_endpoint e);  // "completions" | "chat" | "completion"
 
-enum class openai_endpoint : uint8_t { completions, chat };
-const char * openai_endpoint_name(openai_endpoint e);  // "completions" | "chat"
-
-// What the model is asked to continue: one of three shapes, decided by the endpoint and the body.
+// What the model is asked to continue: one of four shapes, decided by the endpoint and the body.
 struct openai_prompt_text {  // completions: "prompt" as a string (or a one-string array)
     std::string text;
     bool operator==(const openai_prompt_text &) const = default;
@@ -34,35 +39,64 @@ struct openai_prompt_tokens {  // completions: "prompt" as token ids (non-empty)
     std::vector<token_id> tokens;
     bool operator==(const openai_prompt_tokens &) const = default;
 };
-struct openai_chat {  // chat: "messages" (non-empty), rendered by the chat template
+struct openai_chat {  // chat: "messages" (non-empty), rendered by the node's chat template
     std::vector<chat_message> messages;
+    nlohmann::json template_kwargs = nullptr;                  // "chat_template_kwargs": null or an object
+    bool add_generation_prompt = true;                         // "add_generation_prompt"
+    std::optional<reasoning_format> reasoning = std::nullopt;  // "reasoning_format": else --reasoning-format
     bool operator==(const openai_chat &) const = default;
 };
-using openai_input = std::variant<openai_prompt_text, openai_prompt_tokens, openai_chat>;
+// How a chat's output is split into reasoning_content and content (decided when the prompt was rendered).
+struct openai_reasoning {
+    reasoning_format format = reasoning_format::none;
+    reasoning_tags tags{"<think>", "</think>"};
+    bool starts_open = false;  // the rendered prompt opened the thought (reasoning_prompt_opens)
+    bool operator==(const openai_reasoning &) const = default;
+};
+// chat, already rendered by a node's template and tokenized: what a prefill node embeds in a blob, so the
+// decode node needs no template (canonical JSON: "endpoint":"chat" with "prompt" token ids and "reasoning").
+struct openai_chat_rendered {
+    std::vector<token_id> tokens;
+    openai_reasoning reasoning;
+    bool operator==(const openai_chat_rendered &) const = default;
+};
+using openai_input = std::variant<openai_prompt_text, openai_prompt_tokens, openai_chat, openai_chat_rendered>;
 
 struct openai_request {
-    openai_input input;
-    std::string model;        // echoed back; not used to pick a model
+    openai_endpoint endpoint = openai_endpoint::completions;  // decides the response shape
+    openai_input input;       // chat and chat_rendered for the chat endpoint, text or tokens otherwise
+    std::string model;        // routes among models at a router; a node answers with its own model name
     int32_t max_tokens = -1;  // -1: until end-of-generation or the context is full
     sampling_params sampling;
     std::vector<std::string> stop;
     bool stream = false;
     bool include_usage = false;  // stream_options.include_usage
     bool ignore_eos = false;
+    bool return_tokens = false;  // /completion: "tokens" holds the generated ids
+};
+
+// The node's defaults for what a request leaves out (llama-server's --temp, --top-k, ..., --seed, -n).
+struct openai_defaults {
+    sampling_params sampling;
+    int32_t max_tokens = -1;
 };
 
 // openai_parse parses a request body. endpoint decides which shape is expected. For /v1/prefill the body
-// may carry "endpoint": "completions"|"chat", which overrides it (allow_endpoint_field). Errors are
-// invalid_argument naming the field ("temperature: must be a number").
-// openai_request_endpoint: chat for chat input, else completions.
-openai_endpoint openai_request_endpoint(const openai_request & r);
-
-Result<openai_request> openai_parse(std::string_view body, openai_endpoint endpoint, bool allow_endpoint_field = false);
+// may carry "endpoint": "completions"|"chat"|"completion", which overrides it, and a chat may come rendered
+// ("prompt" token ids and "reasoning") (allow_endpoint_field). Fields the request leaves out take the
+// defaults. Errors are invalid_argument naming the field ("temperature: must be a number"); a field Baton
+// does not implement whose value would change the answer (a grammar, tools, logit_bias, mirostat ...) is
+// an error naming it, never silently dropped (docs/api.md lists them).
+Result<openai_request> openai_parse(std::string_view body, openai_endpoint endpoint, bool allow_endpoint_field = false,
+                                    const openai_defaults & defaults = {});
+// openai_request_endpoint: the endpoint whose response shape the request gets.
+inline openai_endpoint openai_request_endpoint(const openai_request & r) { return r.endpoint; }
 
 // openai_request_json renders the canonical JSON of a request (every field explicit, "endpoint" included).
 std::string openai_request_json(const openai_request & r);
 
-// openai_to_gen tokenizes the prompt (or applies the chat template) and builds the engine request.
-Result<gen_request> openai_to_gen(const openai_request & r, const loaded_model & model);
+// openai_to_gen tokenizes the prompt and builds the engine request. REQUIRES: the input is not an
+// unrendered openai_chat (render it first: chat_formatter in chat_format.h; invalid_argument otherwise).
+Result<gen_request> openai_to_gen(const openai_request & r, const llama_vocab * vocab);
 
 }  // namespace baton

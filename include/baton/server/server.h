@@ -2,7 +2,8 @@
 //
 // The node speaks the OpenAI API (/v1/completions, /v1/chat/completions), the PD endpoints (/v1/prefill
 // returns a state blob, /v1/decode continues one) and the slot state endpoints, plus /health, /v1/models,
-// /v1/slots and /metrics; docs/api.md is the reference. Handlers are coroutines on the HTTP edge's event
+// /v1/slots and /metrics, and llama-server's endpoints (/completion, /tokenize, /detokenize, /apply-template,
+// /props, /slots, unprefixed aliases); docs/api.md is the reference. Handlers are coroutines on the HTTP edge's event
 // loop (include/baton/http/http_server.h): they parse requests, submit typed tasks to the engine and wait for their
 // events without holding a thread; only the engine's scheduler thread touches the llama context. Every
 // error becomes an HTTP response in http/http_errors.cpp.
@@ -22,6 +23,8 @@
 #include "baton/cluster/node_record.h"
 #include "baton/engine.h"
 #include "baton/http/http_server.h"
+#include "baton/server/chat_format.h"
+#include "baton/server/openai.h"
 #include "baton/status.h"
 
 namespace baton {
@@ -46,10 +49,17 @@ struct server_config {
     uint64_t max_json_bytes = uint64_t(8) << 20;  // body cap of JSON endpoints (bytes)
     double timeout_s = 600;                       // per request, from arrival to the last byte; 0: none
     http_limits limits;                           // the HTTP edge's limits and per-phase deadlines (http_server.h)
+    http_cors cors;                               // CORS (--cors-origins ...)
     uint32_t http_threads = 2;                    // event-loop threads of the HTTP edge
     double drain_s = 0;                           // shutdown: wait this long for in-flight requests before cancelling
     std::optional<node_cluster_config> cluster;   // register in etcd when set
-    std::string alias;                            // a second name of the model (cluster records, /v1/models)
+    std::string alias;                            // the model's name in /v1/models and responses (cluster records)
+    openai_defaults defaults;                     // --temp, --top-k, ..., --seed, -n: what requests leave out
+    chat_format_config chat;     // --jinja, --chat-template(-file), --chat-template-kwargs, --reasoning-format
+    bool slots_endpoint = true;  // --slots / --no-slots: GET /slots
+    std::string slot_save_path;  // --slot-save-path: POST /slots/{id}?action=save|restore; "" off
+    bool verbose = false;        // --verbose: one log line per generation
+    std::string build_info;      // /props "build_info" (the CLI's version string)
 };
 
 class server_impl;

@@ -1,0 +1,171 @@
+// chat_format.cpp — choosing the chat template, rendering a chat and deciding its reasoning split.
+#include "baton/server/chat_format.h"
+
+#include <llama.h>
+
+#include <climits>
+#include <optional>
+#include <string_view>
+
+#include "baton/server/chat_template.h"
+
+namespace baton {
+
+using json = nlohmann::json;
+
+struct chat_formatter::state {
+    const llama_vocab * vocab = nullptr;
+    std::string source;  // Jinja source, or the template string / name libllama's formatter gets
+    std::string origin;
+    bool jinja = true;
+    std::optional<chat_template> tmpl;  // jinja: the parsed template
+    Status broken;                      // the model's template did not parse: chat is off
+    json kwargs;                        // the node's defaults
+    reasoning_format reasoning = reasoning_format::deepseek;
+    reasoning_tags tags;
+    std::string bos, eos;  // token texts
+    bool add_bos = false, add_eos = false;
+};
+
+namespace {
+
+Status bad(const std::string & m) { return {status_code::invalid_argument, m}; }
+
+std::string token_text(const llama_vocab * vocab, llama_token t) {
+    if (t == LLAMA_TOKEN_NULL) return {};
+    const char * s = llama_vocab_get_text(vocab, t);
+    return s ? s : "";
+}
+
+bool is_builtin_name(const std::string & name) {
+    std::vector<const char *> names(256);
+    const int32_t n = llama_chat_builtin_templates(names.data(), names.size());
+    for (int32_t i = 0; i < n && i < int32_t(names.size()); ++i)
+        if (name == names[size_t(i)]) return true;
+    return false;
+}
+
+// builtin_render applies libllama's formatter (a built-in name, or a template string it recognizes).
+Result<std::string> builtin_render(const std::string & tmpl, const std::vector<chat_message> & messages, bool add_ass) {
+    std::vector<llama_chat_message> msgs;
+    size_t total = 0;
+    for (const auto & m : messages) {
+        msgs.push_back({m.role.c_str(), m.content.c_str()});
+        total += m.role.size() + m.content.size();
+    }
+    if (total > size_t(INT32_MAX / 4)) return Status(status_code::too_large, "messages: too long");
+    std::string buf(total * 2 + 256, '\0');
+    int32_t n =
+        llama_chat_apply_template(tmpl.c_str(), msgs.data(), msgs.size(), add_ass, buf.data(), int32_t(buf.size()));
+    if (n > int32_t(buf.size())) {
+        buf.resize(size_t(n));
+        n = llama_chat_apply_template(tmpl.c_str(), msgs.data(), msgs.size(), add_ass, buf.data(), int32_t(buf.size()));
+    }
+    if (n < 0)
+        return bad(
+            "chat template: libllama's formatter does not know this template (use --jinja or --chat-template NAME)");
+    buf.resize(size_t(n));
+    return buf;
+}
+
+}  // namespace
+
+Result<chat_formatter> chat_formatter::create(const llama_model * model, const chat_format_config & cfg) {
+    auto st = std::make_shared<state>();
+    st->vocab = llama_model_get_vocab(model);
+    st->bos = token_text(st->vocab, llama_vocab_bos(st->vocab));
+    st->eos = token_text(st->vocab, llama_vocab_eos(st->vocab));
+    st->add_bos = llama_vocab_get_add_bos(st->vocab);
+    st->add_eos = llama_vocab_get_add_eos(st->vocab);
+    st->reasoning = cfg.reasoning;
+    if (!cfg.kwargs.is_null() && !cfg.kwargs.is_object()) return bad("--chat-template-kwargs: must be a JSON object");
+    st->kwargs = cfg.kwargs;
+    const bool from_flag = !cfg.template_text.empty();
+    if (from_flag) {
+        st->source = cfg.template_text;
+        st->origin = cfg.template_origin.empty() ? "--chat-template" : cfg.template_origin;
+    } else if (const char * t = llama_model_chat_template(model, nullptr); t && *t) {
+        st->source = t;
+        st->origin = "model";
+    } else {
+        st->source = std::string(chat_template_chatml_source());
+        st->origin = "chatml fallback";
+    }
+    // A built-in name always goes to libllama's formatter; so does everything under --no-jinja.
+    st->jinja = cfg.jinja && !(from_flag && is_builtin_name(st->source));
+    if (!st->jinja && !st->kwargs.is_null() && !st->kwargs.empty())
+        return bad("--chat-template-kwargs: the template is rendered by libllama's built-in formatter, which takes no "
+                   "variables (use --jinja)");
+    if (st->jinja) {
+        auto t = chat_template::parse(st->source, st->bos, st->eos);
+        if (!t.ok()) {
+            if (from_flag) return bad(st->origin + ": " + t.status().message());
+            st->broken =
+                bad(t.status().message() + " (the model's template; pass --chat-template or --chat-template-file)");
+        } else {
+            st->tmpl = std::move(t.value());
+        }
+    } else {
+        // Check now that libllama knows it, so a wrong --no-jinja setup fails at start, not per request.
+        auto probe = builtin_render(st->source, {{"user", "x"}}, true);
+        if (!probe.ok()) {
+            if (from_flag)
+                return bad(st->origin + ": \"" + st->source.substr(0, 64) +
+                           "\" is not a template libllama's formatter knows");
+            st->broken = bad(probe.status().message());
+        }
+    }
+    st->tags = reasoning_tags_for_template(st->source);
+    chat_formatter f;
+    f.s_ = std::move(st);
+    return f;
+}
+
+Result<chat_prompt> chat_formatter::render(const openai_chat & chat) const {
+    const state & st = *s_;
+    if (!st.broken.ok()) return st.broken;
+    chat_prompt out;
+    if (st.jinja) {
+        chat_template_options o;
+        o.add_generation_prompt = chat.add_generation_prompt;
+        json kwargs = st.kwargs.is_object() ? st.kwargs : json::object();
+        if (chat.template_kwargs.is_object())
+            for (const auto & [k, v] : chat.template_kwargs.items()) kwargs[k] = v;
+        if (!kwargs.empty()) o.kwargs = std::move(kwargs);
+        auto text = st.tmpl->render(chat.messages, o);
+        if (!text.ok()) return text.status();
+        out.text = std::move(text.value());
+    } else {
+        if (chat.template_kwargs.is_object() && !chat.template_kwargs.empty())
+            return bad("chat_template_kwargs: the node renders chats with libllama's built-in formatter, which takes "
+                       "no variables");
+        auto text = builtin_render(st.source, chat.messages, chat.add_generation_prompt);
+        if (!text.ok()) return text.status();
+        out.text = std::move(text.value());
+    }
+    if (st.add_bos && !st.bos.empty() && out.text.starts_with(st.bos)) out.text.erase(0, st.bos.size());
+    if (st.add_eos && !st.eos.empty() && out.text.ends_with(st.eos)) out.text.resize(out.text.size() - st.eos.size());
+    out.reasoning.format = chat.reasoning.value_or(st.reasoning);
+    out.reasoning.tags = st.tags;
+    out.reasoning.starts_open = chat.add_generation_prompt && reasoning_prompt_opens(out.text, st.tags);
+    return out;
+}
+
+Result<openai_request> chat_formatter::render_request(openai_request r) const {
+    const auto * chat = std::get_if<openai_chat>(&r.input);
+    if (!chat) return r;
+    auto p = render(*chat);
+    if (!p.ok()) return p.status();
+    auto toks = text_tokenize(s_->vocab, p->text, true, true);
+    if (!toks.ok()) return toks.status();
+    if (toks->empty()) return bad("messages: the rendered prompt is empty");
+    r.input = openai_chat_rendered{std::move(toks.value()), p->reasoning};
+    return r;
+}
+
+const std::string & chat_formatter::source() const { return s_->source; }
+bool chat_formatter::jinja() const { return s_->jinja; }
+const std::string & chat_formatter::origin() const { return s_->origin; }
+Status chat_formatter::usable() const { return s_->broken; }
+
+}  // namespace baton
