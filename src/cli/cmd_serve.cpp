@@ -75,7 +75,9 @@ Status serve_check_chat(serve_options & o) {
         return {status_code::invalid_argument,
                 "--alias: takes one name (llama-server's comma-separated list is not supported)"};
     if (Status st = sampling_check(o.cfg.defaults.sampling); !st.ok())
-        return {status_code::invalid_argument, "sampling flags: " + st.message()};
+        return {status_code::invalid_argument, "sampling flags (--temp, --top-k, --top-p, --min-p, --repeat-penalty, "
+                                               "--repeat-last-n, --presence-penalty, --frequency-penalty): " +
+                                                   st.message()};
     if (o.cfg.defaults.max_tokens < -1)
         return {status_code::invalid_argument, "--n-predict: must be -1 (no limit) or >= 0"};
     return {};

@@ -749,7 +749,10 @@ void router_impl::routes() {
                     [this](http_exchange & ex) { return on_generation(ex, openai_endpoint::chat); });
     http->route("POST", "/completion", json_body,
                 [this](http_exchange & ex) { return on_generation(ex, openai_endpoint::completion); });
-    http->route("GET", "/props", none, [this](http_exchange & ex) { return forward_to_node(ex, "GET", "/props", ""); });
+    // (A coroutine lambda: forward_to_node keeps a reference to its path, which must outlive the call.)
+    http->route("GET", "/props", none, [this](http_exchange & ex) -> net::awaitable<void> {
+        co_await forward_to_node(ex, "GET", "/props", "");
+    });
     http->route("GET", "/v1/health", open, [this](http_exchange & ex) -> net::awaitable<void> {
         if (decode.n_healthy() > 0) co_return (void) co_await ex.respond(http_response::json("{\"status\":\"ok\"}"));
         co_await ex.respond_error(Status(status_code::unavailable, "no healthy decode node"));

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <fstream>
 #include <future>
 
 #include "server/serve_test_util.h"
@@ -410,6 +411,71 @@ TEST(RouterE2E, LlamaServerAliasesAndTokenizeThroughTheRouter) {
     EXPECT_NE(text.j()["content"].get<std::string>().find("Hello world"), std::string::npos) << text.body;
     EXPECT_EQ(post(*c.router, "/detokenize", R"({"tokens":"x"})", "application/json", "", 60).status, 400)
         << "the node's 400 reaches the client as is";
+}
+
+// llama-server's /completion, /props, /apply-template and CORS through the router; a chat whose template only
+// the prefill nodes have (--chat-template-file, with a forced thought) goes through PD and answers exactly
+// what a single node with that template answers, reasoning split included.
+TEST(RouterE2E, LlamaServerEndpointsAndPrefillOnlyTemplatesThroughPd) {
+    const std::string tmpl = temp_dir() + "/think.jinja";
+    std::ofstream(tmpl)
+        << "{%- for m in messages -%}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}"
+           "{%- endfor -%}{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n<think>\\n' }}{%- endif -%}";
+    cluster c = cluster::make(1, 1, {}, {"--chat-template-file", tmpl});
+    auto single = node_process::start(serve_args("llama", {"-np", "1", "--chat-template-file", tmpl}));
+    const std::string long_text = "Tell me about the state blob and the decode node " + std::string(40, 'x');
+    for (bool stream : {false, true}) {
+        SCOPED_TRACE(stream ? "stream" : "whole");
+        const json chat = {{"messages", {{{"role", "user"}, {"content", long_text}}}},
+                           {"max_tokens", 6},
+                           {"temperature", 0},
+                           {"stream", stream}};
+        const http_reply a = post(*single, "/v1/chat/completions", chat.dump());
+        const http_reply b = post(*c.router, "/v1/chat/completions", chat.dump(), "application/json", "", 60);
+        ASSERT_EQ(b.status, 200) << b.body;
+        EXPECT_EQ(b.route, "pd");
+        if (stream) {
+            EXPECT_EQ(normalized_stream(a.body), normalized_stream(b.body));
+        } else {
+            EXPECT_EQ(normalized(a.j()), normalized(b.j()));
+            EXPECT_TRUE(b.j()["choices"][0]["message"].contains("reasoning_content")) << b.body;
+        }
+        const json comp = {{"prompt", long_text}, {"n_predict", 5}, {"temperature", 0}, {"stream", stream}};
+        const http_reply ca = post(*single, "/completion", comp.dump());
+        const http_reply cb = post(*c.router, "/completion", comp.dump(), "application/json", "", 60);
+        ASSERT_EQ(cb.status, 200) << cb.body;
+        EXPECT_EQ(cb.route, "pd");
+        auto strip = [](json j) {
+            j.erase("timings");
+            j.erase("tokens_cached");
+            j.erase("id_slot");
+            return j;
+        };
+        if (stream) {
+            std::vector<json> x, y;
+            for (const auto & p : sse_payloads(ca.body)) x.push_back(strip(json::parse(p)));
+            for (const auto & p : sse_payloads(cb.body)) y.push_back(strip(json::parse(p)));
+            EXPECT_EQ(x, y);
+        } else {
+            EXPECT_EQ(strip(ca.j()), strip(cb.j()));
+        }
+    }
+    const http_reply props = get(*c.router, "/props");
+    ASSERT_EQ(props.status, 200) << props.body;
+    EXPECT_EQ(props.j()["router"]["prefill_nodes"], 1);
+    EXPECT_EQ(props.j()["router"]["decode_nodes"], 1);
+    EXPECT_EQ(props.j()["router"]["answered_by"], c.decode[0]->url());
+    const http_reply tmpl_reply = post(*c.router, "/apply-template", R"({"messages":[{"role":"user","content":"Hi"}]})",
+                                       "application/json", "", 60);
+    ASSERT_EQ(tmpl_reply.status, 200) << tmpl_reply.body;
+    EXPECT_EQ(tmpl_reply.j()["prompt"], "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
+        << "a decode node's template (the model's)";
+    auto cl = c.router->client(30);
+    auto pre = cl->Options("/v1/chat/completions",
+                           {{"Origin", "http://ui.example"}, {"Access-Control-Request-Method", "POST"}});
+    ASSERT_TRUE(pre);
+    EXPECT_EQ(pre->status, 200);
+    EXPECT_EQ(pre->get_header_value("Access-Control-Allow-Origin"), "http://ui.example");
 }
 
 }  // namespace
