@@ -71,7 +71,10 @@ const std::vector<figure_doc> & figures() {
          "token prompts (256 tokens, 64 generated, ignore_eos); pp tok/s = c x prompt / time to the last first token, "
          "tg tok/s = c x (gen-1) / rest. Runs interleave the servers; ratio = median over runs of Baton / llama-server "
          "in the same run (pair by pair). Both servers keep idle slots' caches (Baton parks them out of the unified KV "
-         "cache while another slot works; docs/engine.md). Headline: the worst of the four ratios.",
+         "cache while another slot works; docs/engine.md). chat ms: the median time of one short chat request (a system "
+         "and a user message rendered by each server's Jinja template, minja on both; one generated token; the system "
+         "turn from each server's prompt cache), its ratio llama-server's time / Baton's. Headline: the worst of the four "
+         "throughput ratios.",
          "x", "", "Baton / llama-server", true, "(\"pp c=1\" 0, \"tg c=1\" 1, \"pp c=4\" 2, \"tg c=4\" 3)", false, false},
         {5, "Router under load",
          "bench/router_load_bench.cpp. Closed-loop clients (1, 4, 16), each sending streaming completions back to back "

@@ -7,6 +7,8 @@
 // neither server's prompt cache helps, ignore_eos so every stream generates exactly --gen tokens):
 //   pp tok/s = c * prompt_tokens / (time until the last stream's first token)
 //   tg tok/s = c * (gen - 1) / (time from the last first token to the last stream's end)
+//   chat ms  = median time of one short chat request (system + user message through each server's Jinja
+//              chat template, one generated token); its ratio is llama-server's time over Baton's
 // Target: Baton >= 0.97x llama-server on every figure.
 //
 // Usage: serve_bench [--quick] [--model GGUF] [--baton PATH] [--llama-server PATH] [-t N] [-c N] [-np N]
@@ -87,6 +89,34 @@ figures measure(int port, int conc, const options & o, unsigned seed) {
     return f;
 }
 
+// measure_chat: the median milliseconds of one short chat request (a system and a user message through
+// the server's Jinja chat template, one generated token), n requests one after another with distinct user
+// messages: the per-request cost of rendering, tokenizing and prefilling a chat (the shared system turn
+// comes from each server's prompt cache).
+double measure_chat(int port, int n, unsigned seed) {
+    httplib::Client cl("127.0.0.1", port);
+    cl.set_read_timeout(std::chrono::seconds(120));
+    std::vector<double> ms;
+    for (int i = 0; i < n; ++i) {
+        const json body = {
+            {"messages",
+             {{{"role", "system"}, {"content", "You are a concise assistant. Answer in one word."}},
+              {{"role", "user"},
+               {"content", "Question " + std::to_string(seed * 1000 + unsigned(i)) + ": name a colour."}}}},
+            {"max_tokens", 1},
+            {"temperature", 0}};  // both servers' prompt caches on (their defaults): the system turn is reused
+        const double t0 = now_ms();
+        auto r = cl.Post("/v1/chat/completions", body.dump(), "application/json");
+        if (!r || r->status != 200) {
+            std::fprintf(stderr, "serve_bench: a chat request to port %d failed: %s\n", port,
+                         r ? r->body.c_str() : "no response");
+            std::exit(1);
+        }
+        ms.push_back(now_ms() - t0);
+    }
+    return summarize(ms).median;
+}
+
 std::string exe_dir() {
     char buf[4096];
     const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
@@ -137,6 +167,13 @@ int main(int argc, char ** argv) {
                 all[{sname, conc}].pp.push_back(f.pp);
                 all[{sname, conc}].tg.push_back(f.tg);
             }
+    // Chat requests through the Jinja template on both (llama-server's --jinja is its default too).
+    std::vector<double> chat_b, chat_l, chat_r;
+    for (int run = 0; run < o.runs; ++run) {
+        chat_b.push_back(measure_chat(bp, quick ? 5 : 20, unsigned(run)));
+        chat_l.push_back(measure_chat(lp, quick ? 5 : 20, unsigned(run)));
+        chat_r.push_back(chat_l.back() / chat_b.back());  // > 1: Baton answers a chat faster
+    }
     std::printf("\n%-10s %-3s %28s %28s %7s\n", "figure", "c", "baton median [min, max]", "llama-server median [min, max]", "ratio");
     bool all_ok = true;
     for (int conc : {1, 4})
@@ -160,5 +197,15 @@ int main(int argc, char ** argv) {
             result(name + "_llama_server", l, "tok/s", "-", true);
             result(name + "_ratio", r, "x", ">= 0.97", ok);
         }
+    {
+        const stats b = summarize(chat_b), l = summarize(chat_l), r = summarize(chat_r);
+        const bool ok = r.median >= 0.97;
+        all_ok = all_ok && ok;
+        std::printf("%-10s %-3d %10.2f [%7.2f, %7.2f] %10.2f [%7.2f, %7.2f] %6.3fx %s\n", "chat ms", 1, b.median, b.min,
+                    b.max, l.median, l.min, l.max, r.median, ok ? "ok" : "BELOW 0.97x");
+        result("serve_chat_ms_baton", b, "ms", "-", true);
+        result("serve_chat_ms_llama_server", l, "ms", "-", true);
+        result("serve_chat_speed_ratio", r, "x", ">= 0.97", ok);
+    }
     return all_ok ? 0 : 3;
 }

@@ -28,21 +28,12 @@
 #include <nlohmann/json.hpp>
 
 #include "baton/server/chat_template.h"
+#include "server/test_templates.h"
 
 namespace {
 
 using namespace baton;
 using nlohmann::json;
-
-constexpr std::string_view k_llama3 = R"({{- bos_token -}}
-{%- for message in messages -%}
-    {%- set content = message['content'] | trim -%}
-    {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' + content + '<|eot_id|>' -}}
-{%- endfor -%}
-{%- if add_generation_prompt -%}
-    {{- '<|start_header_id|>assistant<|end_header_id|>\n\n' -}}
-{%- endif -%}
-)";
 
 constexpr std::string_view k_tools = R"({%- if tools -%}
     {{- '<tools>' + tools | tojson + '</tools>\n' -}}
@@ -72,7 +63,8 @@ constexpr std::string_view k_tools = R"({%- if tools -%}
 const chat_template & template_for(unsigned which) {
     static const chat_template chatml =
         chat_template::parse(std::string(chat_template_chatml_source()), "", "").value();
-    static const chat_template llama3 = chat_template::parse(std::string(k_llama3), "<|begin_of_text|>", "").value();
+    static const chat_template llama3 =
+        chat_template::parse(std::string(test_templates::k_llama3_template), "<|begin_of_text|>", "").value();
     static const chat_template tools = chat_template::parse(std::string(k_tools), "<s>", "</s>").value();
     return which == 1 ? llama3 : which == 2 ? tools : chatml;
 }

@@ -71,7 +71,9 @@ void cli_add_http_flags(CLI::App & sub, http_limits & l, uint32_t & threads, htt
     sub.add_option("--max-header-bytes", l.max_header_bytes, "Largest request line + headers, bytes (larger: 431 and close)")->capture_default_str();
     sub.add_option("--max-headers", l.max_headers, "Most header fields in a request (more: 431 and close)")->capture_default_str();
     sub.add_option("--max-connections", l.max_connections, "Most open client connections; beyond: an immediate 503 and close")->capture_default_str();
-    sub.add_option("--http-threads", threads, "Event-loop threads of the HTTP edge (connections and streams hold none)")->capture_default_str();
+    sub.add_option("--http-threads,--threads-http", threads,
+                   "Event-loop threads of the HTTP edge (connections and streams hold none)")
+        ->capture_default_str();
     sub.add_option_function<std::string>(
            "--cors-origins",
            [&cors](const std::string & v) {
@@ -88,7 +90,7 @@ void cli_add_http_flags(CLI::App & sub, http_limits & l, uint32_t & threads, htt
 }
 
 void cli_add_sampling_flags(CLI::App & sub, sampling_params & p) {
-    sub.add_option("--temp", p.temperature, "Temperature (0: greedy)")->capture_default_str();
+    sub.add_option("--temp,--temperature", p.temperature, "Temperature (0: greedy)")->capture_default_str();
     sub.add_option("--top-k", p.top_k, "Top-k sampling (0: off)")->capture_default_str();
     sub.add_option("--top-p", p.top_p, "Top-p sampling (1: off)")->capture_default_str();
     sub.add_option("--min-p", p.min_p, "Min-p sampling (0: off)")->capture_default_str();

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "baton/server/chat_template.h"
+#include "server/test_templates.h"
 
 namespace baton::test {
 namespace {
@@ -89,17 +90,6 @@ constexpr std::string_view k_filters_template = R"(
     {{- message['role'] | upper + ': ' + message['content'] -}}
     {{- '\n' if not loop.last -}}
 {%- endfor -%}
-)";
-
-// Llama 3 style: a header per turn, trimmed content, <|eot_id|>; bos_token first.
-constexpr std::string_view k_llama3_template = R"({{- bos_token -}}
-{%- for message in messages -%}
-    {%- set content = message['content'] | trim -%}
-    {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' + content + '<|eot_id|>' -}}
-{%- endfor -%}
-{%- if add_generation_prompt -%}
-    {{- '<|start_header_id|>assistant<|end_header_id|>\n\n' -}}
-{%- endif -%}
 )";
 
 // Gemma style: no system turn (system text, trimmed, opens the next user turn), "model" for the assistant.
@@ -296,9 +286,10 @@ TEST(ChatTemplate, Llama3StyleMatchesHandWrittenAndLibllama) {
                               "<|start_header_id|>user<|end_header_id|>\n\nHi there<|eot_id|>"
                               "<|start_header_id|>assistant<|end_header_id|>\n\nHello.<|eot_id|>"
                               "<|start_header_id|>assistant<|end_header_id|>\n\n";
-    EXPECT_EQ(render_ok(parse_ok(k_llama3_template, "<|begin_of_text|>"), msgs), "<|begin_of_text|>" + turns);
+    EXPECT_EQ(render_ok(parse_ok(test_templates::k_llama3_template, "<|begin_of_text|>"), msgs),
+              "<|begin_of_text|>" + turns);
     // libllama's formatter leaves BOS to the tokenizer.
-    EXPECT_EQ(render_ok(parse_ok(k_llama3_template), msgs), turns);
+    EXPECT_EQ(render_ok(parse_ok(test_templates::k_llama3_template), msgs), turns);
     EXPECT_EQ(llama_builtin("llama3", msgs, true), turns);
 }
 
@@ -416,8 +407,8 @@ TEST(ChatTemplate, ConcurrentRendersAgree) {
 }
 
 TEST(ChatTemplate, KeepsSourceAndTokens) {
-    const chat_template t = parse_ok(k_llama3_template, "<s>", "</s>");
-    EXPECT_EQ(t.source(), k_llama3_template);
+    const chat_template t = parse_ok(test_templates::k_llama3_template, "<s>", "</s>");
+    EXPECT_EQ(t.source(), test_templates::k_llama3_template);
     EXPECT_EQ(t.bos_token(), "<s>");
     EXPECT_EQ(t.eos_token(), "</s>");
 }
