@@ -20,6 +20,7 @@ struct mkmodel_params {
     int n_embd = 64;    // embedding width; a multiple of 32, 32..8192
     int n_layer = 4;    // 1..256 (hybrids need >= 2 to hold both kinds of layer)
     int n_ctx = 4096;   // training context length written to <arch>.context_length, 16..1048576
+    bool chat_template = true;  // write tokenizer.chat_template (ChatML); false: a model without a template
 };
 
 // mkmodel_archs lists the supported architecture names.

@@ -18,6 +18,7 @@ void cli_add_mkmodel(CLI::App & app, cli_run_fn & run) {
     sub->add_option("--n-embd", p->n_embd, "Embedding width (multiple of 32)")->capture_default_str();
     sub->add_option("--n-layer", p->n_layer, "Number of layers")->capture_default_str();
     sub->add_option("--n-ctx", p->n_ctx, "Training context length")->capture_default_str();
+    sub->add_flag("!--no-chat-template", p->chat_template, "Write no tokenizer.chat_template (default: ChatML)");
     sub->callback([&run, p, out] {
         run = [p, out] {
             Status st = mkmodel_check_params(*p);

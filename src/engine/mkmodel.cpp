@@ -215,7 +215,7 @@ void set_hparams(gguf_context * g, const mkmodel_params & mp, const arch_shape &
     if (a == "lfm2") gguf_set_val_u32(g, key("shortconv.l_cache").c_str(), k_lfm2_cache);
 }
 
-void set_vocab(gguf_context * g, const std::vector<vocab_entry> & vocab) {
+void set_vocab(gguf_context * g, const std::vector<vocab_entry> & vocab, bool chat_template) {
     std::vector<const char *> texts;
     std::vector<float> scores;
     std::vector<int32_t> types;
@@ -236,7 +236,7 @@ void set_vocab(gguf_context * g, const std::vector<vocab_entry> & vocab) {
     gguf_set_val_bool(g, "tokenizer.ggml.add_eos_token", false);
     // No SentencePiece space prefix: detokenize(tokenize(text)) == text byte for byte.
     gguf_set_val_bool(g, "tokenizer.ggml.add_space_prefix", false);
-    gguf_set_val_str(g, "tokenizer.chat_template", k_chat_template);
+    if (chat_template) gguf_set_val_str(g, "tokenizer.chat_template", k_chat_template);
 }
 
 arch_shape shape_of(const mkmodel_params & p, int n_vocab) {
@@ -305,7 +305,7 @@ Status mkmodel_write(const mkmodel_params & mp, const std::string & path) {
     gguf_set_val_str(g.get(), "general.name", ("baton-test-" + mp.arch).c_str());
     gguf_set_val_u32(g.get(), "general.file_type", 0);  // all F32
     set_hparams(g.get(), mp, s);
-    set_vocab(g.get(), vocab);
+    set_vocab(g.get(), vocab, mp.chat_template);
 
     tensor_maker tm{ctx.get(), g.get(), rng{mp.seed}};
     const int64_t E = s.n_embd, V = s.n_vocab;

@@ -123,6 +123,23 @@ TEST(ServeChat, BuiltinNamesAndNoJinjaGoThroughLibllamasFormatter) {
         << p.dump();
 }
 
+// A GGUF without tokenizer.chat_template: ChatML, as llama-server falls back (libllama's formatter alone
+// would refuse the chat).
+TEST(ServeChat, ModelWithoutTemplateFallsBackToChatml) {
+    const std::string model = temp_dir() + "/no-template.gguf";
+    const proc_result mk =
+        run_process({baton_bin(), "mkmodel", "--arch", "llama", "-o", model, "--no-chat-template"}, 120);
+    ASSERT_EQ(mk.exit_code, 0) << mk.err;
+    auto n = node_process::start({"serve", "-m", model, "-c", "2048", "-t", "2"});
+    EXPECT_EQ(get(*n, "/props").j()["baton"]["chat_template_origin"], "chatml fallback");
+    EXPECT_EQ(post(*n, "/apply-template", R"({"messages":[{"role":"user","content":"Hi"}]})").j()["prompt"],
+              "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+    // Same weights and vocabulary as the test model with its (ChatML) template: the same answer.
+    auto with = node_process::start(serve_args("llama"));
+    EXPECT_EQ(normalized(post(*n, "/v1/chat/completions", chat_body().dump()).j())["choices"],
+              normalized(post(*with, "/v1/chat/completions", chat_body().dump()).j())["choices"]);
+}
+
 // The prefill node renders with its template and embeds the rendered prompt and the reasoning split: a
 // decode node without the template answers what a single node with it answers.
 TEST(ServeChat, PdWithTemplateAndReasoningMatchesSingleNode) {

@@ -278,6 +278,20 @@ TEST(ServeLlama, ContextZeroIsTheModelsTrainingContextAndAliasNamesTheModel) {
         << "as llama-server: a node answers with its own model whatever the request names";
 }
 
+// --metrics and --offline are accepted (no-ops); --verbose logs one line per finished generation.
+TEST(ServeLlama, VerboseLogsEachGenerationAndCompatibilityNoOpsAreAccepted) {
+    auto n = node_process::start(serve_args("llama", {"--metrics", "--offline", "-v"}));
+    ASSERT_EQ(post(*n, "/v1/completions", R"({"prompt":"Hello","max_tokens":3,"temperature":0})").status, 200);
+    EXPECT_EQ(get(*n, "/metrics").status, 200);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    std::string err;
+    while ((err = n->stderr_text()).find("3 generated") == std::string::npos &&
+           std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_NE(err.find("completions: slot 0:"), std::string::npos) << err;
+    EXPECT_NE(err.find("3 generated"), std::string::npos) << err;
+}
+
 TEST(ServeLlama, FieldsBatonDoesNotImplementAreRefusedByName) {
     auto n = node_process::start(serve_args("llama"));
     const std::string msgs = R"("messages":[{"role":"user","content":"hi"}])";
