@@ -136,7 +136,8 @@ class router_impl {
                                                           const std::vector<size_t> & tried, bool affine, Status & why);
     net::awaitable<void> on_generation(http_exchange & ex, openai_endpoint ep);
     net::awaitable<void> on_models(http_exchange & ex);
-    // forward_to_node relays one small call (models, tokenize, detokenize) to the least-loaded decode node.
+    // forward_to_node relays one small call (tokenize, detokenize, apply-template, props) to the least-loaded
+    // decode node of the model the call names ("model" in the body or ?model=), or of any model.
     net::awaitable<void> forward_to_node(http_exchange & ex, const char * method, const std::string & path,
                                          std::string_view body);
     net::awaitable<Result<prefill_stream>> prefill_hop(http_exchange & ex, route_ctx & ctx);
@@ -686,7 +687,20 @@ net::awaitable<void> router_impl::on_models(http_exchange & ex) {
 
 net::awaitable<void> router_impl::forward_to_node(http_exchange & ex, const char * method, const std::string & path,
                                                   std::string_view body) {
-    auto node = decode.pick_least_loaded();
+    // The model the call is about: the body's "model" or ?model= (in a cluster of several models); else any.
+    std::string model;
+    if (const nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+        j.is_object() && j.contains("model") && j["model"].is_string())
+        model = j["model"].get<std::string>();
+    for (std::string_view q = ex.request().query; !q.empty();) {
+        const size_t amp = q.find('&');
+        if (const std::string_view kv = q.substr(0, amp); kv.substr(0, 6) == "model=")
+            model = std::string(kv.substr(6));
+        q = amp == std::string_view::npos ? std::string_view() : q.substr(amp + 1);
+    }
+    auto filter = model_filter(model);
+    if (!filter.ok()) co_return (void) co_await ex.respond_error(filter.status());
+    auto node = decode.pick_least_loaded({}, filter.value());
     if (!node) co_return (void) co_await ex.respond_error(Status(status_code::unavailable, "no healthy decode node"));
     const http_url url = decode.address(node->index);
     const auto deadline = steady::now() + std::chrono::seconds(10);

@@ -643,6 +643,15 @@ TEST(ClusterE2E, TwoModelsRequestsGoOnlyToTheirNodes) {
         }
     }
     EXPECT_NE(texts["m1"], texts["m2"]) << "the two test models must differ, or this test pins nothing";
+    // The calls the router relays to one node go to a node of the model they name (?model=).
+    for (const auto & [alias, decode] :
+         std::vector<std::pair<std::string, member_process *>>{{"m1", d1.get()}, {"m2", d2.get()}}) {
+        const reply props = get_path(*r, "/props?model=" + alias);
+        ASSERT_EQ(props.status, 200) << props.body;
+        const json pj = json::parse(props.body, nullptr, false);
+        EXPECT_EQ(pj["router"]["answered_by"], decode->url()) << props.body;
+        EXPECT_EQ(pj["model_alias"], alias) << props.body;
+    }
     json unknown = request_body(0, 4, false);
     unknown["model"] = "no-such-model";
     const reply x = send(*r, unknown);
