@@ -7,6 +7,18 @@
 
 namespace baton {
 
+std::string_view http_query_value(std::string_view query, std::string_view key) {
+    std::string_view found;
+    while (!query.empty()) {
+        const size_t amp = query.find('&');
+        const std::string_view kv = query.substr(0, amp);
+        if (kv.size() > key.size() && kv.substr(0, key.size()) == key && kv[key.size()] == '=')
+            found = kv.substr(key.size() + 1);
+        query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    }
+    return found;
+}
+
 std::string_view http_header_find(const http_headers & h, std::string_view name) {
     for (const auto & [k, v] : h)
         if (k.size() == name.size() && strncasecmp(k.data(), name.data(), k.size()) == 0) return v;

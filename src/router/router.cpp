@@ -692,12 +692,7 @@ net::awaitable<void> router_impl::forward_to_node(http_exchange & ex, const char
     if (const nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
         j.is_object() && j.contains("model") && j["model"].is_string())
         model = j["model"].get<std::string>();
-    for (std::string_view q = ex.request().query; !q.empty();) {
-        const size_t amp = q.find('&');
-        if (const std::string_view kv = q.substr(0, amp); kv.substr(0, 6) == "model=")
-            model = std::string(kv.substr(6));
-        q = amp == std::string_view::npos ? std::string_view() : q.substr(amp + 1);
-    }
+    if (const std::string_view q = ex.request().query_value("model"); !q.empty()) model = std::string(q);
     auto filter = model_filter(model);
     if (!filter.ok()) co_return (void) co_await ex.respond_error(filter.status());
     auto node = decode.pick_least_loaded({}, filter.value());

@@ -6,6 +6,8 @@
 #include <climits>
 #include <cmath>
 
+#include "baton/server/chat_template.h"
+
 namespace baton {
 
 using json = nlohmann::json;
@@ -141,9 +143,10 @@ Status parse_rendered(const json & j, openai_request & r) {
     return {};
 }
 
-// json_plain: nested at most 32 levels, every number finite (so the value survives a dump and a re-parse).
+// json_plain: nested at most as deep as a chat template takes (chat_template_json_depth_max), every number
+// finite (so the value survives a dump and a re-parse).
 bool json_plain(const json & v, int depth) {
-    if (depth > 32) return false;
+    if (depth > chat_template_json_depth_max) return false;
     if (v.is_number_float()) return std::isfinite(v.get<double>());
     if (v.is_array() || v.is_object()) {
         for (const auto & e : v)

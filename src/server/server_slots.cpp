@@ -223,13 +223,7 @@ net::awaitable<void> server_impl::on_llama_slots(http_exchange & ex) {
 net::awaitable<void> server_impl::on_slot_action(http_exchange & ex) {
     auto id = slot_id_param(ex.request());
     if (!id.ok()) co_return (void) co_await ex.respond_error(id.status());
-    std::string action;
-    for (std::string_view q = ex.request().query; !q.empty();) {
-        const size_t amp = q.find('&');
-        const std::string_view kv = q.substr(0, amp);
-        if (kv.substr(0, 7) == "action=") action = std::string(kv.substr(7));
-        q = amp == std::string_view::npos ? std::string_view() : q.substr(amp + 1);
-    }
+    const std::string action(ex.request().query_value("action"));
     if (action != "save" && action != "restore" && action != "erase")
         co_return (void) co_await ex.respond_error(
             Status(status_code::invalid_argument, "action: must be save, restore or erase (?action=...)"));

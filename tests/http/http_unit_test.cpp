@@ -113,5 +113,15 @@ TEST(AsyncNotify, NoLostWakeupAndCrossThreadWake) {
     EXPECT_TRUE(second);
 }
 
+TEST(HttpQuery, ValueOfAKeyAsSentLastOneWins) {
+    EXPECT_EQ(http_query_value("a=1&action=save", "action"), "save");
+    EXPECT_EQ(http_query_value("action=save&a=1", "action"), "save");
+    EXPECT_EQ(http_query_value("actions=x&xaction=y", "action"), "") << "a key is matched whole";
+    EXPECT_EQ(http_query_value("action", "action"), "") << "no '=': no value";
+    EXPECT_EQ(http_query_value("action=a&action=b", "action"), "b");
+    EXPECT_EQ(http_query_value("model=m%201", "model"), "m%201") << "not decoded";
+    EXPECT_EQ(http_query_value("", "model"), "");
+}
+
 }  // namespace
 }  // namespace baton

@@ -21,6 +21,10 @@ using http_headers = std::vector<std::pair<std::string, std::string>>;
 // http_header_find: the first value of a header (name compared case-insensitively), or "".
 std::string_view http_header_find(const http_headers & h, std::string_view name);
 
+// http_query_value: the value of the last `key=value` of a query string ("a=1&action=save"), as sent (not
+// percent-decoded), or "" when the key is absent.
+std::string_view http_query_value(std::string_view query, std::string_view key);
+
 struct http_request {
     std::string method;  // "GET", "POST", ... as sent
     std::string target;  // the request target as sent
@@ -32,6 +36,7 @@ struct http_request {
     std::string route;                          // the matched template ("/v1/slots/{id}/state") or ""
 
     std::string_view header(std::string_view name) const { return http_header_find(headers, name); }
+    std::string_view query_value(std::string_view key) const { return http_query_value(query, key); }
     std::string_view body_text() const { return {reinterpret_cast<const char *>(body.data()), body.size()}; }
 };
 
