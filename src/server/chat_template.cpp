@@ -1,20 +1,33 @@
-// chat_template.cpp — chat_template on minja::chat_template: the checks on client input, the lock around
-// minja, and minja's exceptions turned into Status (see chat_template.h for the contract).
+// chat_template.cpp — chat_template on minja: the checks on client input, the polyfills, a render context
+// that cannot leak, the lock around minja, and minja's exceptions turned into Status (see chat_template.h).
 #include "baton/server/chat_template.h"
 
-#include <minja/chat-template.hpp>
+#include <minja/minja.hpp>
 
 #include <array>
 #include <cstddef>
+#include <ctime>
 #include <exception>
+#include <iomanip>
+#include <sstream>
 #include <utility>
 
 #include "baton/thread_annotations.h"
 
 namespace baton {
 
+// What a template does with what it is given, probed once at parse (template_caps_probe).
+struct template_caps {
+    bool system_role = false;     // a system message's text reaches the prompt
+    bool tool_responses = false;  // a "tool" message's text reaches the prompt
+    bool tools = false;           // a tool's name reaches the prompt when tools are given
+    bool typed_content = false;   // content only reaches the prompt as [{"type":"text","text":...}]
+};
+
 struct chat_template::impl {
-    minja::chat_template tmpl;
+    std::string source, bos, eos;
+    std::shared_ptr<minja::TemplateNode> root;
+    template_caps caps;
 };
 
 namespace {
@@ -29,23 +42,146 @@ constexpr size_t error_bytes_max = 1024;
 constexpr std::array<std::string_view, 6> reserved_names = {"messages",  "tools",     "add_generation_prompt",
                                                             "bos_token", "eos_token", "strftime_now"};
 
-// minja_mu serializes every call into minja that may reach its strftime_now, which formats the time with
-// std::localtime: one result buffer for the whole process. parse runs the template too (minja probes it
-// with dummy conversations). The buffer is libc's, so the analysis cannot guard a variable; the two
-// functions below require the lock instead, and they are the only way this file calls minja.
+// minja_mu serializes every call into minja (parse, the probes, renders): minja makes no promise about
+// threads. The functions below that require it are the only way this file calls minja.
 mutex minja_mu;
 
-minja::chat_template minja_parse(const std::string & source, const std::string & bos, const std::string & eos)
-    BATON_REQUIRES(minja_mu) {
-    return minja::chat_template(source, bos, eos);
+std::shared_ptr<minja::TemplateNode> minja_parse(const std::string & source) BATON_REQUIRES(minja_mu) {
+    return minja::Parser::parse(source, {/* .trim_blocks = */ true, /* .lstrip_blocks = */ true,
+                                         /* .keep_trailing_newline = */ false});
 }
 
-std::string minja_apply(const minja::chat_template & t, const minja::chat_template_inputs & in)
+// releasing_context is the context a render runs in. minja has a reference cycle: a macro's callable
+// captures the context it was defined in and is stored in that context, so a render of a template that
+// defines a macro would keep its whole context (the client's messages included) alive forever — on success
+// and, worse, whenever the template raises. release() drops the values after the render, whatever its
+// outcome, which breaks the cycle. (A macro defined inside a for loop lives in the loop's own context and
+// keeps that one, and so this one's empty shell, alive: a few hundred bytes per render of such a template.)
+// This is also why Baton does not use minja::chat_template (its apply and its probes make contexts of
+// their own).
+class releasing_context : public minja::Context {
+  public:
+    explicit releasing_context(minja::Value values) : minja::Context(std::move(values), minja::Context::builtins()) {}
+    void release() { values_ = minja::Value::object(); }
+};
+
+std::string minja_render(const minja::TemplateNode & root, const std::shared_ptr<releasing_context> & ctx)
     BATON_REQUIRES(minja_mu) {
-    return t.apply(in);
+    struct release_at_exit {
+        releasing_context & c;
+        ~release_at_exit() { c.release(); }
+    } at_exit{*ctx};
+    return root.render(ctx);
+}
+
+// strftime_now formats `now` in local time (localtime_r: no shared buffer).
+minja::Value strftime_now(std::chrono::system_clock::time_point now) {
+    return minja::Value::callable([now](const std::shared_ptr<minja::Context> &, minja::ArgumentsValue & args) {
+        args.expectArgs("strftime_now", {1, 1}, {0, 0});
+        const std::time_t t = std::chrono::system_clock::to_time_t(now);
+        std::tm local{};
+        localtime_r(&t, &local);
+        std::ostringstream out;
+        out << std::put_time(&local, args.args[0].get<std::string>().c_str());
+        return minja::Value(out.str());
+    });
+}
+
+// polyfilled_messages gives the messages as the template can take them, as llama-server does for a
+// template without a system role (system text opens the next user turn, or becomes a user turn of its own)
+// or without tool responses (a "tool" message becomes a user message holding {"tool_response": ...}), and
+// with content as typed parts where the template requires them.
+ojson polyfilled_messages(const std::vector<chat_message> & messages, const template_caps & caps) {
+    ojson out = ojson::array();
+    auto add = [&](const std::string & role, const std::string & content) {
+        if (caps.typed_content)
+            out.push_back({{"role", role}, {"content", ojson::array({{{"type", "text"}, {"text", content}}})}});
+        else out.push_back({{"role", role}, {"content", content}});
+    };
+    std::string pending_system;
+    auto flush_system = [&] {
+        if (!pending_system.empty()) add("user", pending_system);
+        pending_system.clear();
+    };
+    for (const chat_message & m : messages) {
+        std::string role = m.role, content = m.content;
+        if (role == "tool" && !caps.tool_responses) {
+            role = "user";
+            content = ojson{{"tool_response", {{"content", m.content}}}}.dump(2);
+        }
+        if (!caps.system_role) {
+            if (role == "system") {
+                pending_system += (pending_system.empty() ? "" : "\n") + content;
+                continue;
+            }
+            if (role == "user" && !pending_system.empty()) {
+                content = pending_system + (content.empty() ? "" : "\n" + content);
+                pending_system.clear();
+            } else {
+                flush_system();
+            }
+        }
+        add(role, content);
+    }
+    flush_system();
+    return out;
 }
 
 Status bad(std::string message) { return Status(status_code::invalid_argument, std::move(message)); }
+
+// context_values: the variables a render sees (see chat_template.h).
+minja::Value context_values(const ojson & messages, const chat_template_options & opts, const std::string & bos,
+                            const std::string & eos) {
+    auto values = minja::Value::object();
+    values.set("messages", minja::Value(messages));
+    values.set("add_generation_prompt", minja::Value(opts.add_generation_prompt));
+    values.set("bos_token", minja::Value(bos));
+    values.set("eos_token", minja::Value(eos));
+    values.set("strftime_now", strftime_now(opts.now.value_or(std::chrono::system_clock::now())));
+    if (!opts.tools.is_null()) values.set("tools", minja::Value(ojson(opts.tools)));
+    if (opts.kwargs.is_object())
+        for (const auto & [key, value] : opts.kwargs.items()) values.set(key, minja::Value(ojson(value)));
+    return values;
+}
+
+// probe_renders: whether rendering messages (with tools) shows `needle`; a template that raises on them
+// does not.
+bool probe_renders(const minja::TemplateNode & root, const ojson & messages, const nlohmann::json & tools,
+                   const std::string & needle) BATON_REQUIRES(minja_mu) {
+    chat_template_options o;
+    o.tools = tools;
+    o.now = std::chrono::system_clock::time_point{};
+    try {
+        return minja_render(root, std::make_shared<releasing_context>(context_values(messages, o, "", "")))
+                   .find(needle) != std::string::npos;
+    } catch (...) {
+        return false;
+    }
+}
+
+// template_caps_probe renders dummy conversations to learn what the template shows (as llama-server's
+// polyfills decide; Baton's own probes).
+template_caps template_caps_probe(const minja::TemplateNode & root) BATON_REQUIRES(minja_mu) {
+    template_caps c;
+    const std::string user = "baton-probe-user-7f3a", sys = "baton-probe-system-7f3a", tool = "baton-probe-tool-7f3a";
+    const ojson plain = ojson::array({{{"role", "user"}, {"content", user}}});
+    const ojson typed =
+        ojson::array({{{"role", "user"}, {"content", ojson::array({{{"type", "text"}, {"text", user}}})}}});
+    c.typed_content = !probe_renders(root, plain, nullptr, user) && probe_renders(root, typed, nullptr, user);
+    auto msg = [&](const std::string & role, const std::string & text) {
+        return c.typed_content ? ojson{{"role", role}, {"content", ojson::array({{{"type", "text"}, {"text", text}}})}}
+                               : ojson{{"role", role}, {"content", text}};
+    };
+    c.system_role = probe_renders(root, ojson::array({msg("system", sys), msg("user", user)}), nullptr, sys);
+    c.tool_responses = probe_renders(
+        root, ojson::array({msg("user", user), msg("assistant", "ok"), msg("tool", tool), msg("user", user)}), nullptr,
+        tool);
+    const nlohmann::json tools = nlohmann::json::array(
+        {{{"type", "function"},
+          {"function", {{"name", "baton_probe_tool_7f3a"}, {"parameters", {{"type", "object"}}}}}}});
+    c.tools = probe_renders(root, ojson::array({msg("user", user)}), tools, "baton_probe_tool_7f3a");
+    return c;
+}
 
 // minja_error returns "chat template: " + the first line of what minja threw. minja appends the source lines
 // around the error once per enclosing node, so the first line (the error, then " at row R, column C") is
@@ -116,7 +252,10 @@ Status check_inputs(const std::vector<chat_message> & messages, const chat_templ
 Result<chat_template> chat_template::parse(std::string source, std::string bos_token, std::string eos_token) {
     try {
         lock_guard lock(minja_mu);
-        auto p = std::make_shared<const impl>(impl{minja_parse(source, bos_token, eos_token)});
+        auto root = minja_parse(source);
+        const template_caps caps = template_caps_probe(*root);
+        auto p = std::make_shared<const impl>(
+            impl{std::move(source), std::move(bos_token), std::move(eos_token), std::move(root), caps});
         return chat_template(std::move(p));
     } catch (const std::exception & e) {
         return minja_error(e.what());
@@ -129,15 +268,12 @@ Result<std::string> chat_template::render(const std::vector<chat_message> & mess
                                           const chat_template_options & opts) const {
     try {
         BATON_RETURN_IF_ERROR(check_inputs(messages, opts));
-        minja::chat_template_inputs in;
-        in.messages = ojson::array();
-        for (const chat_message & m : messages) in.messages.push_back({{"role", m.role}, {"content", m.content}});
-        in.tools = ojson(opts.tools);
-        in.add_generation_prompt = opts.add_generation_prompt;
-        in.extra_context = ojson(opts.kwargs);
-        in.now = opts.now.value_or(std::chrono::system_clock::now());
+        if (opts.tools.is_array() && !opts.tools.empty() && !impl_->caps.tools)
+            return bad("tools: this chat template does not render tools");
+        auto ctx = std::make_shared<releasing_context>(
+            context_values(polyfilled_messages(messages, impl_->caps), opts, impl_->bos, impl_->eos));
         lock_guard lock(minja_mu);
-        return minja_apply(impl_->tmpl, in);
+        return minja_render(*impl_->root, ctx);
     } catch (const std::exception & e) {
         return minja_error(e.what());
     } catch (...) {
@@ -145,9 +281,9 @@ Result<std::string> chat_template::render(const std::vector<chat_message> & mess
     }
 }
 
-const std::string & chat_template::source() const { return impl_->tmpl.source(); }
-const std::string & chat_template::bos_token() const { return impl_->tmpl.bos_token(); }
-const std::string & chat_template::eos_token() const { return impl_->tmpl.eos_token(); }
+const std::string & chat_template::source() const { return impl_->source; }
+const std::string & chat_template::bos_token() const { return impl_->bos; }
+const std::string & chat_template::eos_token() const { return impl_->eos; }
 
 std::string_view chat_template_chatml_source() {
     return "{%- for message in messages -%}"

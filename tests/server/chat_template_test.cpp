@@ -266,17 +266,31 @@ TEST(ChatTemplate, ChatmlFallbackMatchesHandWrittenAndLibllama) {
     EXPECT_EQ(render_ok(t, k_three, opts), llama_builtin("chatml", k_three, false));
 }
 
-// Where a template lacks tool support, minja (like llama-server) rewrites a "tool" message as a user
-// message holding {"tool_response": ...}.
+// Where a template does not show a "tool" message (the preamble template raises on any role but user and
+// assistant), it becomes a user message holding {"tool_response": ...}, as llama-server's polyfill does; a
+// template that shows it (ChatML renders any role) gets it as it is.
 TEST(ChatTemplate, ToolMessageBecomesUserMessageWhereTemplateLacksToolSupport) {
-    const chat_template t = parse_ok(chat_template_chatml_source());
-    EXPECT_EQ(render_ok(t, {{"user", "2+2?"}, {"tool", "4"}}), "<|im_start|>user\n2+2?<|im_end|>\n"
-                                                               "<|im_start|>user\n{\n"
-                                                               "  \"tool_response\": {\n"
-                                                               "    \"content\": \"4\"\n"
-                                                               "  }\n"
-                                                               "}<|im_end|>\n"
-                                                               "<|im_start|>assistant\n");
+    EXPECT_EQ(render_ok(parse_ok(k_preamble_template), {{"user", "2+2?"}, {"tool", "4"}}),
+              "<|system|>\nYou are a helpful assistant.<|end|>\n"
+              "<|user|>\n2+2?<|end|>\n"
+              "<|user|>\n{\n"
+              "  \"tool_response\": {\n"
+              "    \"content\": \"4\"\n"
+              "  }\n"
+              "}<|end|>\n"
+              "<|assistant|>\n");
+    EXPECT_EQ(render_ok(parse_ok(chat_template_chatml_source()), {{"user", "2+2?"}, {"tool", "4"}}),
+              "<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>tool\n4<|im_end|>\n<|im_start|>assistant\n");
+}
+
+// A template without a system role (it raises on one): the system text opens the next user message.
+TEST(ChatTemplate, SystemTextOpensTheUserMessageWhereTheTemplateHasNoSystemRole) {
+    const chat_template t = parse_ok(
+        "{%- for m in messages -%}{%- if m.role == 'system' -%}{{ raise_exception('no system role') }}{%- endif -%}"
+        "[{{ m.role }}:{{ m.content }}]{%- endfor -%}");
+    EXPECT_EQ(render_ok(t, {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello"}}),
+              "[user:Be brief.\nHi][assistant:Hello]");
+    EXPECT_EQ(render_ok(t, {{"system", "Only this."}}), "[user:Only this.]");
 }
 
 TEST(ChatTemplate, Llama3StyleMatchesHandWrittenAndLibllama) {
@@ -411,6 +425,27 @@ TEST(ChatTemplate, KeepsSourceAndTokens) {
     EXPECT_EQ(t.source(), test_templates::k_llama3_template);
     EXPECT_EQ(t.bos_token(), "<s>");
     EXPECT_EQ(t.eos_token(), "</s>");
+}
+
+// minja's macros hold the context they were defined in (a reference cycle); chat_template appends a release
+// of every macro to the source. The output must be exactly what the template says, at the end of the source
+// too (trailing whitespace, a trailing newline or none), and source() stays as given. The release itself is
+// checked by LeakSanitizer in the ASan suite: without it this test leaks every render's context.
+TEST(ChatTemplate, MacroTemplatesRenderAsWrittenAndSourceStaysAsGiven) {
+    const std::string def = "{% macro wrap(x) %}[{{ x }}]{% endmacro %}";
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {def + "{{ wrap(messages[0].content) }}", "[hi]"},
+        {def + "{{ wrap(messages[0].content) }}\n", "[hi]"},
+        {def + "{{ wrap(messages[0].content) }}\n\n", "[hi]\n"},
+        {def + "{{ wrap(messages[0].content) }}\n   \n", "[hi]\n   "},
+        {def + "{{ wrap(messages[0].content) }}   ", "[hi]   "},
+        {"{%- macro a() -%}A{%- endmacro -%}{%- macro b() -%}B{%- endmacro -%}{{ a() }}{{ b() }}", "AB"},
+    };
+    for (const auto & [source, expected] : cases) {
+        const chat_template t = parse_ok(source);
+        EXPECT_EQ(t.source(), source);
+        for (int i = 0; i < 3; ++i) EXPECT_EQ(render_ok(t, {{"user", "hi"}}), expected) << source;
+    }
 }
 
 }  // namespace

@@ -1,14 +1,16 @@
 // chat_template.h — a model's Jinja chat template (tokenizer.chat_template), parsed once, rendered per request.
 //
 // A chat template turns an OpenAI message list, the request's tools and its chat_template_kwargs into the
-// prompt text the model continues. Underneath is minja::chat_template (Debian's libminja-dev; kept out of
-// this header), chosen over a raw minja::Parser/Context because it takes every input we need (messages,
-// tools, add_generation_prompt, extra variables, a fixed `now`) and adds llama-server's polyfills, so Baton
-// renders what llama-server renders: at parse it probes the template with dummy conversations, and where a
-// template drops system messages, tools or tool responses, render folds them into messages it does show
-// (system text merged into the first user message; tools listed in a system message; a "tool" message
-// rewritten as a user message holding {"tool_response": ...}). minja parses with trim_blocks and
-// lstrip_blocks on and drops one trailing newline of the source (Hugging Face's settings).
+// prompt text the model continues. Underneath is Debian's libminja-dev (kept out of this header): the
+// template is parsed by minja::Parser with Hugging Face's settings (trim_blocks and lstrip_blocks on, one
+// trailing newline of the source dropped), and probed once at parse with dummy conversations to learn what
+// it shows (a system message, a tool message, tools, plain or typed content). render then applies llama-server's polyfills itself — for a
+// template without a system role, system text opens the next user message (or becomes one); without tool
+// responses, a "tool" message becomes a user message holding {"tool_response": ...}; typed content where the
+// template requires it — and renders in a context of its own that it empties afterwards, whatever the
+// outcome: minja's macros capture the context they are defined in and are stored in it, a reference cycle
+// that would otherwise keep every render's context (the client's messages included) alive, and every
+// failed render's too. Tools for a template that does not render them are refused (invalid_argument).
 //
 // Variables a template sees: messages ([{role, content}]), add_generation_prompt, bos_token, eos_token,
 // strftime_now(format) (local time of `now`), tools (only when non-null: minja, unlike Jinja, cannot tell an
@@ -19,10 +21,10 @@
 // throws is caught and returned as invalid_argument "chat template: <minja's message>".
 //
 // Thread-safety: a chat_template is an immutable value; copies share the parsed template. render is safe
-// from any thread on one const object. minja's rendering never writes to the parsed tree (each render builds
-// its own context and builtins), but its strftime_now formats through std::localtime's process-wide buffer
-// and minja offers no way to replace it, so parse and render hold one process-wide mutex around their calls
-// into minja (chat_template.cpp): renders are serialized across all templates.
+// from any thread on one const object: minja's rendering never writes to the parsed tree (each render gets
+// its own context and builtins) and strftime_now uses localtime_r. minja itself promises nothing about
+// threads, so parse and render still hold one process-wide mutex around their calls into it
+// (chat_template.cpp): renders are serialized (they take microseconds to a millisecond).
 #pragma once
 
 #include <chrono>
