@@ -20,6 +20,8 @@
 //     a float exactly and rounding is monotone, so the narrowed value stays in range. The dump writes the
 //     float widened to double in shortest round-trip form, so re-parsing and narrowing gives the same
 //     float bits (-0.0 included);
+//   - logit_bias: object keys become ids, in the object's (sorted) order, and false (never) is written as
+//     false, since JSON has no infinity;
 //   - aliases collapse to one spelling (max_completion_tokens/n_predict -> max_tokens, a string stop -> a
 //     one-element array, a one-string prompt array -> a string, text content parts -> one string, null
 //     content -> ""), and the canonical spelling parses to the same value;
@@ -47,11 +49,19 @@ using namespace baton;
 // same_float compares bits: 0.0 and -0.0 render differently, so they must not be confused.
 bool same_float(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
+bool same_bias(const std::vector<std::pair<int32_t, float>> & a, const std::vector<std::pair<int32_t, float>> & b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+        if (a[i].first != b[i].first || !same_float(a[i].second, b[i].second)) return false;
+    return true;
+}
+
 bool same_sampling(const sampling_params & a, const sampling_params & b) {
     return same_float(a.temperature, b.temperature) && a.top_k == b.top_k && same_float(a.top_p, b.top_p) &&
            same_float(a.min_p, b.min_p) && same_float(a.repeat_penalty, b.repeat_penalty) &&
            a.repeat_last_n == b.repeat_last_n && same_float(a.frequency_penalty, b.frequency_penalty) &&
-           same_float(a.presence_penalty, b.presence_penalty) && a.seed == b.seed;
+           same_float(a.presence_penalty, b.presence_penalty) && a.seed == b.seed &&
+           same_bias(a.logit_bias, b.logit_bias);
 }
 
 bool same_request(const openai_request & a, const openai_request & b) {

@@ -137,10 +137,13 @@ int cli_main(int argc, char ** argv) {
     } catch (const CLI::Error & e) {  // a flag defined twice: a bug in Baton, reported instead of aborting
         return cli_fail(k_exit_failure, std::string("internal: the command line is defined wrongly: ") + e.what());
     }
-    // CLI11 cannot hold llama-server's -n next to its -np (it would read -np as -n p): -n is spelled out
-    // before parsing (every subcommand that has -n calls it --n-predict too).
+    // CLI11 cannot hold llama-server's -n next to -np in `baton serve` (it would read -np as -n p): there a
+    // lone -n is spelled out as --n-predict before parsing. The other subcommands have no -np and define -n
+    // themselves, so their arguments (a prompt "-n" included) are left alone.
+    const bool serve = argc > 1 && std::string_view(argv[1]) == "serve";
     std::vector<std::string> args;
-    for (int i = argc - 1; i >= 1; --i) args.emplace_back(std::string_view(argv[i]) == "-n" ? "--n-predict" : argv[i]);
+    for (int i = argc - 1; i >= 1; --i)
+        args.emplace_back(serve && std::string_view(argv[i]) == "-n" ? "--n-predict" : argv[i]);
     try {
         app.parse(args);
     } catch (const CLI::CallForHelp & e) {

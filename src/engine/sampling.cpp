@@ -4,6 +4,7 @@
 #include <llama.h>
 
 #include <cmath>
+#include <vector>
 
 namespace baton {
 
@@ -26,6 +27,13 @@ Status sampling_check(const sampling_params & p) {
         return bad("frequency_penalty: " + std::to_string(p.frequency_penalty) + " is not in -2..2");
     if (!std::isfinite(p.presence_penalty) || std::fabs(p.presence_penalty) > 2)
         return bad("presence_penalty: " + std::to_string(p.presence_penalty) + " is not in -2..2");
+    if (p.logit_bias.size() > 1024) return bad("logit_bias: at most 1024 entries");
+    for (const auto & [token, bias] : p.logit_bias) {
+        if (token < 0) return bad("logit_bias: token " + std::to_string(token) + " is negative");
+        if (!(bias == -INFINITY || (bias >= -100 && bias <= 100)))
+            return bad("logit_bias: bias " + std::to_string(bias) + " of token " + std::to_string(token) +
+                       " is not in -100..100 (or false: never)");
+    }
     return {};
 }
 
@@ -33,6 +41,12 @@ sampler_ptr sampling_make_chain(const sampling_params & p, int32_t n_vocab) {
     llama_sampler_chain_params cp = llama_sampler_chain_default_params();
     cp.no_perf = true;
     sampler_ptr chain(llama_sampler_chain_init(cp));
+    if (!p.logit_bias.empty()) {
+        std::vector<llama_logit_bias> biases;
+        for (const auto & [token, bias] : p.logit_bias) biases.push_back({token, bias});
+        llama_sampler_chain_add(chain.get(),
+                                llama_sampler_init_logit_bias(n_vocab, int32_t(biases.size()), biases.data()));
+    }
     if (p.repeat_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f)
         llama_sampler_chain_add(chain.get(), llama_sampler_init_penalties(n_vocab, p.repeat_last_n, p.repeat_penalty,
                                                                           p.frequency_penalty, p.presence_penalty));

@@ -1,10 +1,12 @@
 // openai.cpp — OpenAI request bodies <-> typed requests.
 #include "baton/server/openai.h"
 
+#include <llama.h>
 #include <nlohmann/json.hpp>
 
 #include <climits>
 #include <cmath>
+#include <cstdlib>
 
 #include "baton/server/chat_template.h"
 
@@ -52,6 +54,53 @@ Status get_bool(const json & j, const char * key, bool & out) {
     if (it == j.end() || it->is_null()) return {};
     if (!it->is_boolean()) return bad(std::string(key) + ": must be true or false");
     out = it->get<bool>();
+    return {};
+}
+
+// parse_logit_bias reads OpenAI's {"TOKEN_ID": bias} or llama-server's [[TOKEN_ID, bias | false], ...]
+// (false: never sample it). Token strings (llama-server's [["text", bias]]) are not supported: give ids.
+Status parse_logit_bias(const json & j, std::vector<std::pair<int32_t, float>> & out) {
+    auto it = j.find("logit_bias");
+    if (it == j.end() || it->is_null()) return {};
+    auto add = [&](const json & id, const json & bias, const std::string & where) -> Status {
+        int64_t token = -1;
+        if (id.is_number_integer()) {
+            token = id.is_number_unsigned() ? int64_t(std::min<uint64_t>(id.get<uint64_t>(), uint64_t(INT64_MAX)))
+                                            : id.get<int64_t>();
+        } else if (id.is_string()) {
+            const std::string s = id.get<std::string>();
+            char * end = nullptr;
+            const long long v = s.empty() ? -1 : std::strtoll(s.c_str(), &end, 10);
+            if (s.empty() || *end != '\0' || s.find_first_not_of("0123456789") != std::string::npos)
+                return bad(where + ": \"" + s.substr(0, 32) +
+                           "\" is not a token id (token strings are not supported: use /tokenize)");
+            token = v;
+        } else {
+            return bad(where + ": a token must be an integer id");
+        }
+        if (token < 0 || token > INT32_MAX) return bad(where + ": token " + id.dump() + " is out of range");
+        float b = 0;
+        if (bias.is_boolean() && !bias.get<bool>()) b = -INFINITY;
+        else if (bias.is_number()) b = float(bias.get<double>());
+        else return bad(where + ": the bias must be a number, or false (never)");
+        if (bias.is_number() && !(bias.get<double>() >= -100 && bias.get<double>() <= 100))
+            return bad(where + ": bias " + bias.dump() + " is not in -100..100");
+        out.emplace_back(int32_t(token), b);
+        return {};
+    };
+    if (it->is_object()) {
+        for (const auto & [k, v] : it->items())
+            BATON_RETURN_IF_ERROR(add(json(k), v, "logit_bias[\"" + k.substr(0, 32) + "\"]"));
+    } else if (it->is_array()) {
+        for (size_t i = 0; i < it->size(); ++i) {
+            const json & e = (*it)[i];
+            if (!e.is_array() || e.size() != 2)
+                return bad("logit_bias[" + std::to_string(i) + "]: must be [token, bias]");
+            BATON_RETURN_IF_ERROR(add(e[0], e[1], "logit_bias[" + std::to_string(i) + "]"));
+        }
+    } else {
+        return bad("logit_bias: must be an object {\"token id\": bias} or an array [[token id, bias], ...]");
+    }
     return {};
 }
 
@@ -214,7 +263,7 @@ Status refuse_unsupported(const json & j, openai_endpoint endpoint) {
     auto number_is = [](const json & v, double want) { return v.is_number() && v.get<double>() == want; };
     auto refuse = [](const char * key, const std::string & why) { return bad(std::string(key) + ": " + why); };
     const std::string later = "not supported yet (structured output, tools and logprobs are planned)";
-    for (const char * key : {"tools", "functions", "logit_bias", "grammar", "lora", "samplers", "response_fields"})
+    for (const char * key : {"tools", "functions", "grammar", "lora", "samplers", "response_fields"})
         if (const json * v = present(key); v && !json_empty(*v)) return refuse(key, later);
     if (present("json_schema")) return refuse("json_schema", later);
     if (const json * v = present("tool_choice"); v && !(v->is_string() && (*v == "none" || *v == "auto")))
@@ -275,6 +324,8 @@ Status parse_fields(const json & j, openai_endpoint endpoint, bool allow_rendere
     int64_t seed = s.seed;  // -1, as llama-server takes it: a random seed (LLAMA_DEFAULT_SEED)
     BATON_RETURN_IF_ERROR(get_int(j, "seed", seed, -1, UINT32_MAX));
     s.seed = seed < 0 ? 0xFFFFFFFFu : uint32_t(seed);
+    if (j.contains("logit_bias")) s.logit_bias.clear();  // the request's own, not added to the node's
+    BATON_RETURN_IF_ERROR(parse_logit_bias(j, s.logit_bias));
     BATON_RETURN_IF_ERROR(sampling_check(s));
     BATON_RETURN_IF_ERROR(parse_stop(j, r.stop));
     BATON_RETURN_IF_ERROR(get_bool(j, "stream", r.stream));
@@ -345,6 +396,9 @@ std::string openai_request_json(const openai_request & r) {
     j["frequency_penalty"] = s.frequency_penalty;
     j["presence_penalty"] = s.presence_penalty;
     j["seed"] = s.seed;
+    json bias = json::array();  // [[id, bias]], never-sampled tokens as false (JSON has no infinity)
+    for (const auto & [token, b] : s.logit_bias) bias.push_back({token, b == -INFINITY ? json(false) : json(b)});
+    j["logit_bias"] = bias;
     j["stop"] = r.stop;
     j["stream"] = r.stream;
     j["stream_options"] = {{"include_usage", r.include_usage}};
@@ -372,6 +426,11 @@ Result<gen_request> openai_to_gen(const openai_request & r, const llama_vocab * 
         g.prompt = std::move(toks.value());
     }
     if (g.prompt.empty()) return bad("prompt: is empty after tokenization");
+    const int32_t n_vocab = llama_vocab_n_tokens(vocab);
+    for (const auto & [token, bias] : g.sampling.logit_bias)
+        if (token >= n_vocab)
+            return bad("logit_bias: token " + std::to_string(token) + " is not in the vocabulary (" +
+                       std::to_string(n_vocab) + " tokens)");
     return g;
 }
 

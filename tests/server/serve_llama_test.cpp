@@ -292,6 +292,54 @@ TEST(ServeLlama, VerboseLogsEachGenerationAndCompatibilityNoOpsAreAccepted) {
     EXPECT_NE(err.find("3 generated"), std::string::npos) << err;
 }
 
+// logit_bias (OpenAI's object form and llama-server's array form, false = never): it steers greedy decoding,
+// bans tokens, and a decode node applies it to the first token it samples from the shipped logits too.
+TEST(ServeLlama, LogitBiasSteersAndBansTokensAlsoThroughPd) {
+    auto n = node_process::start(serve_args("llama", {"-np", "1"}));
+    auto tokens_of = [&](const json & extra) {
+        json b = {{"prompt", "Hello there"}, {"n_predict", 6}, {"temperature", 0}, {"return_tokens", true}};
+        b.update(extra);
+        const http_reply r = post(*n, "/completion", b.dump());
+        EXPECT_EQ(r.status, 200) << r.body;
+        return r.j()["tokens"];
+    };
+    const json plain = tokens_of(json::object());
+    ASSERT_EQ(plain.size(), 6u);
+    const int first = plain[0];
+    const json banned = tokens_of({{"logit_bias", json::array({json::array({first, false})})}});
+    ASSERT_EQ(banned.size(), 6u);
+    for (const auto & t : banned) EXPECT_NE(t.get<int>(), first) << "a banned token was sampled: " << banned.dump();
+    const int pushed = post(*n, "/tokenize", R"({"content":"a"})").j()["tokens"][0];
+    const json forced = tokens_of({{"logit_bias", {{std::to_string(pushed), 100}}}});
+    for (const auto & t : forced) EXPECT_EQ(t.get<int>(), pushed) << forced.dump();
+
+    // PD: the bias is in the embedded request; the decode node's first token is sampled with it.
+    auto pre = node_process::start(serve_args("llama", {"-np", "1", "--role", "prefill"}));
+    auto dec = node_process::start(serve_args("llama", {"-np", "1", "--role", "decode"}));
+    for (bool sampled : {false, true}) {
+        json body = {{"prompt", "Hello there"},
+                     {"max_tokens", 6},
+                     {"temperature", sampled ? 0.9 : 0.0},
+                     {"seed", 7},
+                     {"logit_bias", json::array({json::array({first, false}), json::array({pushed, 3.5})})}};
+        const json single = post(*n, "/v1/completions", body.dump()).j();
+        body["endpoint"] = "completions";
+        const http_reply blob = post(*pre, "/v1/prefill", body.dump());
+        ASSERT_EQ(blob.status, 200) << blob.body;
+        const http_reply pd = post(*dec, "/v1/decode", blob.body, "application/octet-stream");
+        ASSERT_EQ(pd.status, 200) << pd.body;
+        EXPECT_EQ(normalized(single), normalized(pd.j())) << (sampled ? "sampled" : "greedy");
+    }
+    // Typed errors naming the field.
+    for (const char * bad :
+         {R"({"999999":1})", R"({"hello":1})", R"({"5":1000})", R"([[5]])", R"("x")", R"([[5,"y"]])"}) {
+        const http_reply r =
+            post(*n, "/v1/completions", std::string(R"({"prompt":"Hi","max_tokens":1,"logit_bias":)") + bad + "}");
+        EXPECT_EQ(r.status, 400) << bad << ": " << r.body;
+        EXPECT_NE(r.body.find("logit_bias"), std::string::npos) << r.body;
+    }
+}
+
 TEST(ServeLlama, FieldsBatonDoesNotImplementAreRefusedByName) {
     auto n = node_process::start(serve_args("llama"));
     const std::string msgs = R"("messages":[{"role":"user","content":"hi"}])";
@@ -301,7 +349,6 @@ TEST(ServeLlama, FieldsBatonDoesNotImplementAreRefusedByName) {
                                                           {"response_format", R"({"type":"json_object"})"},
                                                           {"grammar", R"("root ::= \"a\"")"},
                                                           {"json_schema", R"({"type":"object"})"},
-                                                          {"logit_bias", R"({"1":5})"},
                                                           {"logprobs", "true"},
                                                           {"top_logprobs", "2"},
                                                           {"n_probs", "3"},
