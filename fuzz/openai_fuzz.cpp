@@ -25,7 +25,10 @@
 //   - aliases collapse to one spelling (max_completion_tokens/n_predict -> max_tokens, a string stop -> a
 //     one-element array, a one-string prompt array -> a string, text content parts -> one string, null
 //     content -> ""), and the canonical spelling parses to the same value;
-//   - "endpoint" is always written, and the re-parse allows it, so the endpoint survives either way.
+//   - "endpoint" is always written, and the re-parse allows it, so the endpoint survives either way;
+//   - a schema (json_schema, response_format) is written as the grammar it compiled to, and a grammar
+//     re-parses as itself; tool-call arguments in the history are re-dumped compactly (a fixed point), and
+//     the logprobs fields collapse to n_probs.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -61,14 +64,14 @@ bool same_sampling(const sampling_params & a, const sampling_params & b) {
            same_float(a.min_p, b.min_p) && same_float(a.repeat_penalty, b.repeat_penalty) &&
            a.repeat_last_n == b.repeat_last_n && same_float(a.frequency_penalty, b.frequency_penalty) &&
            same_float(a.presence_penalty, b.presence_penalty) && a.seed == b.seed &&
-           same_bias(a.logit_bias, b.logit_bias);
+           same_bias(a.logit_bias, b.logit_bias) && a.grammar == b.grammar;
 }
 
 bool same_request(const openai_request & a, const openai_request & b) {
     if (a.endpoint != b.endpoint || a.input != b.input || a.model != b.model) return false;
-    return a.max_tokens == b.max_tokens && same_sampling(a.sampling, b.sampling) && a.stop == b.stop &&
-           a.stream == b.stream && a.include_usage == b.include_usage && a.ignore_eos == b.ignore_eos &&
-           a.return_tokens == b.return_tokens;
+    return a.max_tokens == b.max_tokens && a.n == b.n && a.n_probs == b.n_probs &&
+           same_sampling(a.sampling, b.sampling) && a.stop == b.stop && a.stream == b.stream &&
+           a.include_usage == b.include_usage && a.ignore_eos == b.ignore_eos && a.return_tokens == b.return_tokens;
 }
 
 }  // namespace

@@ -64,8 +64,13 @@ struct gen_request {
     sampling_params sampling;
     std::vector<std::string> stop;     // stop strings (not included in the output)
     bool ignore_eos = false;
+    // Log-probabilities of each generated token: -1 none; 0..gen_top_probs_max: the sampled token's and the
+    // n most likely tokens'. They are the model's distribution (log-softmax of the raw logits, before any
+    // sampler: logit_bias, grammar, penalties, temperature, top-k/p), as llama-server reports them.
+    int32_t n_probs = -1;
     std::string request_json;  // prefill only: embedded in the blob, opaque to the engine
 };
+inline constexpr int32_t gen_top_probs_max = 20;
 
 enum class finish_reason : uint8_t { none, stop, length, cancelled, error };
 const char * finish_reason_name(finish_reason r);
@@ -79,9 +84,21 @@ struct usage_counts {
 // The events of a task, in order: zero or more event_token, then exactly one terminal event (event_done
 // or event_error). Only generate and decode tasks emit tokens.
 
+struct token_prob {
+    token_id token = -1;
+    float logprob = 0;
+    bool operator==(const token_prob &) const = default;
+};
+struct token_probs {
+    float logprob = 0;            // of the sampled token
+    std::vector<token_prob> top;  // the n_probs most likely tokens, most likely first (ties: lower id first)
+    bool operator==(const token_probs &) const = default;
+};
+
 // event_token: one generated token.
 struct event_token {
     token_id token = -1;
+    std::optional<token_probs> probs;  // when the request asked for them (gen_request::n_probs >= 0)
     std::string text;            // bytes that complete UTF-8 and are not part of a stop string; may be empty
                                  // while bytes are held back (they come in a later token's text or the tail)
 };

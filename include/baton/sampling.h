@@ -17,6 +17,18 @@ struct llama_vocab;
 
 namespace baton {
 
+// A GBNF grammar the output must follow (llama-server's "grammar"; response_format and tools compile to one).
+// lazy: the grammar applies only from the first match of one of trigger_patterns (regexes matched against
+// the output from its start; the grammar is fed from the first capture group), e.g. a tool call's opening tag.
+inline constexpr size_t grammar_bytes_max = size_t(1) << 20;
+
+struct sampling_grammar {
+    std::string gbnf;  // empty: no grammar
+    bool lazy = false;
+    std::vector<std::string> trigger_patterns;
+    bool operator==(const sampling_grammar &) const = default;
+};
+
 struct sampling_params {
     float temperature = 0.8f;    // <= 0: greedy
     int32_t top_k = 40;          // <= 0: off
@@ -30,11 +42,13 @@ struct sampling_params {
     // Added to a token's logit before every other sampler (-infinity: the token is never sampled); a
     // token may appear more than once (the biases add up).
     std::vector<std::pair<int32_t, float>> logit_bias;
+    sampling_grammar grammar;
 };
 
 // sampling_check returns invalid_argument naming the first out-of-range field (logit_bias: at most 1024
 // entries, token ids >= 0, biases in -100..100 or -infinity; ids beyond the vocabulary are the caller's to
-// check, sampling_make_chain skips none).
+// check, sampling_make_chain skips none; grammar: at most 1 MiB, at most 16 trigger patterns; whether it
+// parses is sampling_check_grammar's).
 Status sampling_check(const sampling_params & p);
 
 struct sampler_deleter {
@@ -42,8 +56,22 @@ struct sampler_deleter {
 };
 using sampler_ptr = std::unique_ptr<llama_sampler, sampler_deleter>;
 
-// sampling_make_chain builds: logit_bias -> penalties -> top_k -> top_p -> min_p -> temp -> dist(seed), or
-// logit_bias -> penalties -> greedy at temperature <= 0. REQUIRES: every logit_bias id < n_vocab.
-sampler_ptr sampling_make_chain(const sampling_params & p, int32_t n_vocab);
+// The text of every token of a vocabulary (control tokens as ""), indexed by id: what the UTF-8 guard of a
+// grammar chain checks candidates against. Built once per model (sampling_token_pieces), shared.
+using token_pieces = std::shared_ptr<const std::vector<std::string>>;
+token_pieces sampling_token_pieces(const llama_vocab * vocab);
+
+// sampling_make_chain builds: logit_bias -> [utf8 guard -> grammar] -> penalties -> top_k -> top_p -> min_p -> temp ->
+// dist(seed), or logit_bias -> grammar -> penalties -> greedy at temperature <= 0 (the grammar, when there is
+// one, removes every token that cannot continue it, so nothing after it can pick one). A grammar comes with
+// a guard that keeps the output valid UTF-8 (libllama's grammar sampler does not check the bytes of a
+// character split over byte tokens, src/engine/utf8_guard.h); pieces is its table (null: built here).
+// REQUIRES: every logit_bias id < the vocabulary's size. Errors: invalid_argument when libllama's GBNF
+// parser rejects the grammar (or a trigger pattern).
+Result<sampler_ptr> sampling_make_chain(const sampling_params & p, const llama_vocab * vocab,
+                                        const token_pieces & pieces = nullptr);
+
+// sampling_check_grammar: whether libllama accepts p's grammar for vocab (builds and frees its sampler).
+Status sampling_check_grammar(const sampling_params & p, const llama_vocab * vocab);
 
 }  // namespace baton

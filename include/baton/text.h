@@ -30,14 +30,6 @@ std::string text_token_piece(const llama_vocab * vocab, token_id token, bool spe
 // text_detokenize concatenates the pieces of tokens (special: control tokens as their text, "<s>").
 std::string text_detokenize(const llama_vocab * vocab, const std::vector<token_id> & tokens, bool special = false);
 
-// One chat turn (rendered into a prompt by the server's chat templates, include/baton/server/chat_format.h).
-struct chat_message {
-    std::string role;     // system | user | assistant | tool
-    std::string content;
-
-    bool operator==(const chat_message &) const = default;
-};
-
 // utf8_complete_prefix returns the length of the longest prefix of s that does not end inside an
 // incomplete UTF-8 sequence (invalid bytes count as complete, so nothing is held back forever).
 size_t utf8_complete_prefix(std::string_view s);

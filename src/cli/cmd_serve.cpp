@@ -202,6 +202,10 @@ void cli_add_serve(CLI::App & app, cli_run_fn & run) {
     sub->add_option("-a,--alias", c.alias,
                     "The model's name in /v1/models and responses (default: the file name; cluster records)");
     cli_add_sampling_flags(*sub, c.defaults.sampling);
+    sub->add_option("--n-max", c.defaults.n_max,
+                    "Largest \"n\" (choices per request) a request may ask for; each choice takes a slot")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 64));
     sub->add_option("--n-predict,--predict", c.defaults.max_tokens,  // -n too (cli.cpp spells it out)
                     "Tokens to generate when a request does not say (-1: until the end or the context is full)")
         ->capture_default_str();

@@ -108,6 +108,7 @@ Result<std::unique_ptr<engine_impl>> engine_impl::create(std::shared_ptr<const l
     impl->ctx = std::move(ctx.value());
     impl->partial_state = model->has_partial_state();
     impl->n_vocab = int32_t(model->identity().n_vocab);
+    impl->pieces = sampling_token_pieces(model->vocab());
     impl->batch = llama_batch_init(int32_t(impl->cfg.ctx.n_batch), 0, 1);
 
     const model_identity & mi = model->identity();

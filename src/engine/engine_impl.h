@@ -60,6 +60,7 @@ class engine_impl {
     restore_env env;
     bool partial_state = false;
     int32_t n_vocab = 0;
+    token_pieces pieces;  // every token's text, for grammar chains' UTF-8 guard (built at create)
     llama_batch batch{};
     std::shared_ptr<const engine_test_seam> seam;  // immutable after create; null in production
 
@@ -119,5 +120,8 @@ class engine_impl {
 
 // sample_from_logits applies the chain to logits and accepts the chosen token.
 token_id sample_from_logits(llama_sampler * chain, const std::vector<float> & logits);
+
+// probs_of: the chosen token's log-probability and the n_top most likely tokens' under softmax(logits).
+token_probs probs_of(const std::vector<float> & logits, token_id chosen, int32_t n_top);
 
 }  // namespace baton

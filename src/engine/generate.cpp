@@ -61,7 +61,9 @@ Result<generate_output> generate_run(const loaded_model & model, const generate_
         st = feed(out.prompt_tokens.data() + at, end - at, at, end == n_prompt);
         at = end;
     }
-    sampler_ptr chain = sampling_make_chain(params.sampling, n_vocab);
+    auto made = sampling_make_chain(params.sampling, model.vocab());
+    if (!made.ok()) st = made.status();
+    sampler_ptr chain = made.ok() ? std::move(made.value()) : nullptr;
     for (int32_t step = 0; st.ok() && step < params.n_predict; ++step) {
         if (params.record_logits) {
             const float * lg = llama_get_logits_ith(lctx, -1);

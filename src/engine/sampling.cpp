@@ -6,6 +6,9 @@
 #include <cmath>
 #include <vector>
 
+#include "baton/text.h"
+#include "utf8_guard.h"
+
 namespace baton {
 
 void sampler_deleter::operator()(llama_sampler * s) const { llama_sampler_free(s); }
@@ -34,10 +37,51 @@ Status sampling_check(const sampling_params & p) {
             return bad("logit_bias: bias " + std::to_string(bias) + " of token " + std::to_string(token) +
                        " is not in -100..100 (or false: never)");
     }
+    if (p.grammar.gbnf.size() > grammar_bytes_max) return bad("grammar: more than 1 MiB");
+    if (p.grammar.trigger_patterns.size() > 16) return bad("grammar_triggers: at most 16 patterns");
+    if (p.grammar.lazy && p.grammar.trigger_patterns.empty())
+        return bad("grammar_triggers: a lazy grammar needs at least one trigger pattern");
+    if (p.grammar.gbnf.empty() && (p.grammar.lazy || !p.grammar.trigger_patterns.empty()))
+        return bad("grammar_triggers: triggers without a grammar");
     return {};
 }
 
-sampler_ptr sampling_make_chain(const sampling_params & p, int32_t n_vocab) {
+namespace {
+
+// make_grammar: the grammar sampler, or null when libllama's parser rejects the grammar.
+llama_sampler * make_grammar(const sampling_grammar & g, const llama_vocab * vocab) {
+    if (!g.lazy) return llama_sampler_init_grammar(vocab, g.gbnf.c_str(), "root");
+    std::vector<const char *> patterns;
+    for (const auto & t : g.trigger_patterns) patterns.push_back(t.c_str());
+    return llama_sampler_init_grammar_lazy_patterns(vocab, g.gbnf.c_str(), "root", patterns.data(), patterns.size(),
+                                                    nullptr, 0);
+}
+
+Status grammar_rejected() {
+    return {status_code::invalid_argument, "grammar: libllama's GBNF parser rejected it (or a trigger pattern)"};
+}
+
+}  // namespace
+
+Status sampling_check_grammar(const sampling_params & p, const llama_vocab * vocab) {
+    if (p.grammar.gbnf.empty()) return {};
+    llama_sampler * g = make_grammar(p.grammar, vocab);
+    if (!g) return grammar_rejected();
+    llama_sampler_free(g);
+    return {};
+}
+
+token_pieces sampling_token_pieces(const llama_vocab * vocab) {
+    auto out = std::make_shared<std::vector<std::string>>();
+    const int32_t n = llama_vocab_n_tokens(vocab);
+    out->reserve(size_t(n));
+    for (int32_t t = 0; t < n; ++t) out->push_back(text_token_piece(vocab, t));
+    return out;
+}
+
+Result<sampler_ptr> sampling_make_chain(const sampling_params & p, const llama_vocab * vocab,
+                                        const token_pieces & pieces) {
+    const int32_t n_vocab = llama_vocab_n_tokens(vocab);
     llama_sampler_chain_params cp = llama_sampler_chain_default_params();
     cp.no_perf = true;
     sampler_ptr chain(llama_sampler_chain_init(cp));
@@ -46,6 +90,12 @@ sampler_ptr sampling_make_chain(const sampling_params & p, int32_t n_vocab) {
         for (const auto & [token, bias] : p.logit_bias) biases.push_back({token, bias});
         llama_sampler_chain_add(chain.get(),
                                 llama_sampler_init_logit_bias(n_vocab, int32_t(biases.size()), biases.data()));
+    }
+    if (!p.grammar.gbnf.empty()) {
+        llama_sampler * g = make_grammar(p.grammar, vocab);
+        if (!g) return grammar_rejected();
+        llama_sampler_chain_add(chain.get(), utf8_guard_make(pieces ? pieces : sampling_token_pieces(vocab)));
+        llama_sampler_chain_add(chain.get(), g);
     }
     if (p.repeat_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f)
         llama_sampler_chain_add(chain.get(), llama_sampler_init_penalties(n_vocab, p.repeat_last_n, p.repeat_penalty,

@@ -3,6 +3,7 @@
 #include <llama.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "baton/buffer_pool.h"
@@ -24,6 +25,28 @@ token_id sample_from_logits(llama_sampler * chain, const std::vector<float> & lo
     const token_id t = (arr.selected >= 0 && size_t(arr.selected) < arr.size) ? arr.data[arr.selected].id : 0;
     llama_sampler_accept(chain, t);
     return t;
+}
+
+token_probs probs_of(const std::vector<float> & logits, token_id chosen, int32_t n_top) {
+    // log-softmax in double: the same bytes give the same numbers on every node.
+    double mx = -INFINITY;
+    for (float l : logits) mx = std::max(mx, double(l));
+    double sum = 0;
+    for (float l : logits) sum += std::exp(double(l) - mx);
+    const double log_z = mx + std::log(sum);
+    auto lp = [&](token_id t) { return float(double(logits[size_t(t)]) - log_z); };
+    token_probs p;
+    p.logprob = (chosen >= 0 && size_t(chosen) < logits.size()) ? lp(chosen) : -INFINITY;
+    const size_t n = std::min(size_t(std::max(n_top, 0)), logits.size());
+    if (n == 0) return p;
+    std::vector<token_id> ids(logits.size());
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = token_id(i);
+    std::partial_sort(ids.begin(), ids.begin() + std::ptrdiff_t(n), ids.end(), [&](token_id a, token_id b) {
+        const float la = logits[size_t(a)], lb = logits[size_t(b)];
+        return la != lb ? la > lb : a < b;
+    });
+    for (size_t i = 0; i < n; ++i) p.top.push_back({ids[i], lp(ids[i])});
+    return p;
 }
 
 void engine_impl::deliver(const request_ptr & h, engine_event ev) {
@@ -140,7 +163,9 @@ int32_t engine_impl::pick_slot(const std::vector<token_id> & prompt) const {
 
 void engine_impl::bind_task(slot & s, std::unique_ptr<active_task> t, engine_task & task) {
     s.last_used = step_no;
-    t->chain = sampling_make_chain(t->req.sampling, n_vocab);
+    auto chain = sampling_make_chain(t->req.sampling, model->vocab(), pieces);
+    if (!chain.ok()) return deliver(t->h, event_error{chain.status()});
+    t->chain = std::move(chain.value());
     t->text = text_stream(t->req.stop);
     if (t->kind == task_kind::decode) {
         // Decode-apply: the one restore routine, then sample the first token from the shipped logits.
@@ -420,6 +445,7 @@ void engine_impl::sample_one(slot & s) {
     if (!t.req.ignore_eos && llama_vocab_is_eog(model->vocab(), tok)) return finish(s, finish_reason::stop);
     event_token ev;
     ev.token = tok;
+    if (t.req.n_probs >= 0) ev.probs = probs_of(s.logits, tok, t.req.n_probs);
     ev.text = t.text.push(text_token_piece(model->vocab(), tok));
     if (seam && seam->on_sample) seam->on_sample(t.h->id(), s.logits);
     t.h->push(std::move(ev));

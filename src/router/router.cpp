@@ -232,7 +232,10 @@ net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpo
                : ep == openai_endpoint::completion ? "/completion"
                                                    : "/v1/completions";
     const std::string_view body = ex.request().body_text();
-    auto parsed = openai_parse(body, ep);
+    // Parsed for routing (model, affinity, token count); the nodes apply their own limits (n: --n-max).
+    openai_defaults route_defaults;
+    route_defaults.n_max = 64;
+    auto parsed = openai_parse(body, ep, false, route_defaults);
     if (!parsed.ok()) co_return (void) co_await ex.respond_error(parsed.status());
     ctx.req = std::move(parsed.value());
     ctx.affinity = request_affinity_key(ctx.req);

@@ -132,6 +132,7 @@ Result<chat_prompt> chat_formatter::render(const openai_chat & chat) const {
         if (chat.template_kwargs.is_object())
             for (const auto & [k, v] : chat.template_kwargs.items()) kwargs[k] = v;
         if (!kwargs.empty()) o.kwargs = std::move(kwargs);
+        o.tools = chat.tools;
         auto text = st.tmpl->render(chat.messages, o);
         if (!text.ok()) return text.status();
         out.text = std::move(text.value());
@@ -139,6 +140,13 @@ Result<chat_prompt> chat_formatter::render(const openai_chat & chat) const {
         if (chat.template_kwargs.is_object() && !chat.template_kwargs.empty())
             return bad("chat_template_kwargs: the node renders chats with libllama's built-in formatter, which takes "
                        "no variables");
+        if (!chat.tools.is_null())
+            return bad("tools: the node renders chats with libllama's built-in formatter, which cannot show tools "
+                       "(use --jinja)");
+        for (const auto & m : chat.messages)
+            if (!m.tool_calls.empty() || !m.tool_call_id.empty())
+                return bad("messages: tool calls need a Jinja chat template (the node uses libllama's built-in "
+                           "formatter; use --jinja)");
         auto text = builtin_render(st.source, chat.messages, chat.add_generation_prompt);
         if (!text.ok()) return text.status();
         out.text = std::move(text.value());
@@ -159,7 +167,21 @@ Result<openai_request> chat_formatter::render_request(openai_request r) const {
     auto toks = text_tokenize(s_->vocab, p->text, true, true);
     if (!toks.ok()) return toks.status();
     if (toks->empty()) return bad("messages: the rendered prompt is empty");
-    r.input = openai_chat_rendered{std::move(toks.value()), p->reasoning};
+    openai_chat_rendered rendered{std::move(toks.value()), p->reasoning, std::nullopt};
+    if (chat->tools.is_array() && !std::holds_alternative<tool_choice_none>(chat->choice)) {
+        const tool_call_format f = tool_call_format_detect(s_->source);
+        auto g = tool_calls_grammar(f, chat->tools, chat->choice, chat->parallel_tool_calls);
+        if (!g.ok()) return g.status();
+        if (!g->gbnf.empty()) {
+            if (!r.sampling.grammar.gbnf.empty())
+                return bad("tools: cannot be combined with grammar, json_schema or response_format here (tool_choice " +
+                           std::string(std::holds_alternative<tool_choice_auto>(chat->choice) ? "auto" : "required") +
+                           " constrains the output with a grammar of its own)");
+            r.sampling.grammar = {std::move(g->gbnf), g->lazy, std::move(g->trigger_patterns)};
+        }
+        rendered.tools = f;
+    }
+    r.input = std::move(rendered);
     return r;
 }
 

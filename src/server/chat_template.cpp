@@ -93,21 +93,43 @@ minja::Value strftime_now(std::chrono::system_clock::time_point now) {
 // with content as typed parts where the template requires them.
 ojson polyfilled_messages(const std::vector<chat_message> & messages, const template_caps & caps) {
     ojson out = ojson::array();
-    auto add = [&](const std::string & role, const std::string & content) {
-        if (caps.typed_content)
-            out.push_back({{"role", role}, {"content", ojson::array({{{"type", "text"}, {"text", content}}})}});
-        else out.push_back({{"role", role}, {"content", content}});
+    auto add = [&](const std::string & role, const std::string & content, const chat_message * extra) {
+        ojson m = {{"role", role}};
+        if (caps.typed_content) m["content"] = ojson::array({{{"type", "text"}, {"text", content}}});
+        else m["content"] = content;
+        if (extra && !extra->tool_calls.empty()) {
+            // An assistant turn's calls, arguments as objects (what the templates of the tool-calling families
+            // iterate over or pass to tojson); content null when the client sent none, as OpenAI's own form.
+            ojson calls = ojson::array();
+            for (const chat_tool_call & c : extra->tool_calls) {
+                ojson args = ojson::parse(c.arguments, nullptr, false);
+                if (args.is_discarded()) args = ojson::object();
+                ojson call = {{"type", "function"}, {"function", {{"name", c.name}, {"arguments", std::move(args)}}}};
+                if (!c.id.empty()) call["id"] = c.id;
+                calls.push_back(std::move(call));
+            }
+            m["tool_calls"] = std::move(calls);
+            if (content.empty()) m["content"] = nullptr;
+        }
+        if (extra && !extra->tool_call_id.empty()) m["tool_call_id"] = extra->tool_call_id;
+        if (extra && !extra->name.empty()) m["name"] = extra->name;
+        out.push_back(std::move(m));
     };
     std::string pending_system;
     auto flush_system = [&] {
-        if (!pending_system.empty()) add("user", pending_system);
+        if (!pending_system.empty()) add("user", pending_system, nullptr);
         pending_system.clear();
     };
     for (const chat_message & m : messages) {
         std::string role = m.role, content = m.content;
+        const chat_message * extra = &m;
         if (role == "tool" && !caps.tool_responses) {
             role = "user";
-            content = ojson{{"tool_response", {{"content", m.content}}}}.dump(2);
+            ojson response = {{"content", m.content}};
+            if (!m.tool_call_id.empty()) response["tool_call_id"] = m.tool_call_id;
+            if (!m.name.empty()) response["name"] = m.name;
+            content = ojson{{"tool_response", std::move(response)}}.dump(2);
+            extra = nullptr;
         }
         if (!caps.system_role) {
             if (role == "system") {
@@ -121,7 +143,7 @@ ojson polyfilled_messages(const std::vector<chat_message> & messages, const temp
                 flush_system();
             }
         }
-        add(role, content);
+        add(role, content, extra);
     }
     flush_system();
     return out;
@@ -208,7 +230,8 @@ bool utf8_valid(const std::string & s) {
 
 // json_too_deep: j nests arrays and objects more than depth_left levels deep. Descends at most
 // depth_left + 1 levels, so its own recursion is bounded too.
-bool json_too_deep(const nlohmann::json & j, int depth_left) {
+template <typename J>
+bool json_too_deep(const J & j, int depth_left) {
     if (!j.is_structured()) return false;
     if (depth_left == 0) return true;
     for (const auto & v : j)
@@ -233,6 +256,19 @@ Status check_inputs(const std::vector<chat_message> & messages, const chat_templ
         const std::string at = "messages[" + std::to_string(i) + "]";
         if (!utf8_valid(messages[i].role)) return bad(at + ".role: not valid UTF-8");
         if (!utf8_valid(messages[i].content)) return bad(at + ".content: not valid UTF-8");
+        if (!utf8_valid(messages[i].tool_call_id)) return bad(at + ".tool_call_id: not valid UTF-8");
+        if (!utf8_valid(messages[i].name)) return bad(at + ".name: not valid UTF-8");
+        for (size_t k = 0; k < messages[i].tool_calls.size(); ++k) {
+            const chat_tool_call & c = messages[i].tool_calls[k];
+            const std::string call = at + ".tool_calls[" + std::to_string(k) + "]";
+            if (!utf8_valid(c.id) || !utf8_valid(c.name) || !utf8_valid(c.arguments))
+                return bad(call + ": not valid UTF-8");
+            const ojson args = ojson::parse(c.arguments, nullptr, false);
+            if (args.is_discarded() || !args.is_object()) return bad(call + ".function.arguments: not a JSON object");
+            if (json_too_deep(args, chat_template_json_depth_max))
+                return bad(call + ".function.arguments: nested deeper than " +
+                           std::to_string(chat_template_json_depth_max) + " levels");
+        }
     }
     if (!opts.tools.is_null() && !opts.tools.is_array()) return bad("tools: must be null or an array");
     if (!opts.kwargs.is_null() && !opts.kwargs.is_object()) return bad("kwargs: must be null or an object");

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <functional>
+#include <vector>
 
 #include "baton/engine.h"
 #include "baton/http/async_notify.h"
@@ -46,5 +47,31 @@ class event_watch {
 // passed, or cancelled when the client went away (lim.client_gone, or the socket of ex when ex is set);
 // in both cases it cancels the task first, so the slot frees.
 net::awaitable<Status> event_wait(event_watch & w, engine_event & ev, const event_wait_limits & lim, http_exchange * ex = nullptr);
+
+// event_group: the handles of one request's choices (n > 1), all waking one coroutine through one notifier.
+class event_group {
+  public:
+    event_group(std::vector<request_ptr> hs, net::any_io_executor ex);
+    ~event_group();
+    event_group(const event_group &) = delete;
+    event_group & operator=(const event_group &) = delete;
+    size_t size() const { return hs_.size(); }
+    request_handle & handle(size_t i) { return *hs_[i]; }
+    void cancel_all();  // asks every task to stop (each still ends with a terminal event)
+    async_notify & notifier() { return *n_; }
+
+  private:
+    std::vector<request_ptr> hs_;
+    notify_ptr n_;
+    size_t next_ = 0;  // where the next round-robin scan starts
+    friend net::awaitable<Status> event_wait_any(event_group &, const std::vector<bool> &, size_t &, engine_event &,
+                                                 const event_wait_limits &, http_exchange *);
+};
+
+// event_wait_any stores in ev the next event of a member whose `finished` entry is false, and its index in
+// which, scanning the members round robin so no choice starves another. Deadline and client as event_wait;
+// on failure every task is cancelled. REQUIRES: some member is not finished.
+net::awaitable<Status> event_wait_any(event_group & g, const std::vector<bool> & finished, size_t & which,
+                                      engine_event & ev, const event_wait_limits & lim, http_exchange * ex = nullptr);
 
 }  // namespace baton

@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "baton/server/chat_template.h"
+#include "baton/server/json_schema_grammar.h"
 
 namespace baton {
 
@@ -188,6 +189,15 @@ Status parse_rendered(const json & j, openai_request & r) {
                 return bad(std::string("reasoning.") + key + ": must be printable ASCII without blanks");
     }
     BATON_RETURN_IF_ERROR(get_bool(*it, "starts_open", c.reasoning.starts_open));
+    if (auto tf = j.find("tool_format"); tf != j.end() && !tf->is_null()) {
+        if (!tf->is_string()) return bad("tool_format: must be a string or null");
+        bool found = false;
+        for (tool_call_format f :
+             {tool_call_format::generic, tool_call_format::hermes, tool_call_format::llama3, tool_call_format::mistral})
+            if (*tf == tool_call_format_name(f)) c.tools = f, found = true;
+        if (!found)
+            return bad("tool_format: \"" + tf->get<std::string>().substr(0, 32) + "\" is not a tool-call format");
+    }
     r.input = std::move(c);
     return {};
 }
@@ -204,6 +214,21 @@ bool json_plain(const json & v, int depth) {
     return true;
 }
 
+// parse_tools reads "tools", "tool_choice" and "parallel_tool_calls" of a chat.
+Status parse_tools(const json & j, openai_chat & chat) {
+    if (auto t = j.find("tools"); t != j.end() && !t->is_null()) {
+        BATON_RETURN_IF_ERROR(tools_check(*t));
+        if (!json_plain(*t, 0)) return bad("tools: nested deeper than 32 levels or a number out of range");
+        if (!t->empty()) chat.tools = *t;
+    }
+    if (auto c = j.find("tool_choice"); c != j.end() && !c->is_null()) {
+        auto choice = tool_choice_parse(*c, chat.tools.is_null() ? json::array() : chat.tools);
+        if (!choice.ok()) return choice.status();
+        chat.choice = choice.value();
+    }
+    return get_bool(j, "parallel_tool_calls", chat.parallel_tool_calls);
+}
+
 Status parse_messages(const json & j, openai_request & r) {
     auto it = j.find("messages");
     if (it == j.end() || !it->is_array() || it->empty()) return bad("messages: must be a non-empty array");
@@ -216,6 +241,23 @@ Status parse_messages(const json & j, openai_request & r) {
         if (role == m.end() || !role->is_string()) return bad(where + ".role: must be a string");
         chat_message cm;
         cm.role = role->get<std::string>();
+        if (auto calls = m.find("tool_calls"); calls != m.end() && !calls->is_null()) {
+            if (cm.role != "assistant") return bad(where + ".tool_calls: only assistant messages make tool calls");
+            BATON_RETURN_IF_ERROR(tool_calls_history_check(*calls, where + ".tool_calls"));
+            for (const auto & c : *calls) {
+                const json & f = c["function"];
+                const json args = json::parse(f["arguments"].get<std::string>(), nullptr, false);
+                if (!json_plain(args, 0))
+                    return bad(where + ".tool_calls: arguments nested deeper than 32 levels or a number out of range");
+                cm.tool_calls.push_back({c.value("id", ""), f["name"].get<std::string>(), args.dump()});
+            }
+        }
+        for (auto [key, out] : {std::pair{"tool_call_id", &cm.tool_call_id}, std::pair{"name", &cm.name}}) {
+            auto v = m.find(key);
+            if (v == m.end() || v->is_null()) continue;
+            if (!v->is_string()) return bad(where + "." + key + ": must be a string");
+            *out = v->get<std::string>();
+        }
         auto content = m.find("content");
         if (content == m.end() || content->is_null()) {
             cm.content = "";
@@ -245,6 +287,7 @@ Status parse_messages(const json & j, openai_request & r) {
         if (!fmt.ok()) return bad("reasoning_format: " + fmt.status().message());
         chat.reasoning = fmt.value();
     }
+    BATON_RETURN_IF_ERROR(parse_tools(j, chat));
     r.input = std::move(chat);
     return {};
 }
@@ -262,20 +305,19 @@ Status refuse_unsupported(const json & j, openai_endpoint endpoint) {
     };
     auto number_is = [](const json & v, double want) { return v.is_number() && v.get<double>() == want; };
     auto refuse = [](const char * key, const std::string & why) { return bad(std::string(key) + ": " + why); };
-    const std::string later = "not supported yet (structured output, tools and logprobs are planned)";
-    for (const char * key : {"tools", "functions", "grammar", "lora", "samplers", "response_fields"})
-        if (const json * v = present(key); v && !json_empty(*v)) return refuse(key, later);
-    if (present("json_schema")) return refuse("json_schema", later);
-    if (const json * v = present("tool_choice"); v && !(v->is_string() && (*v == "none" || *v == "auto")))
-        return refuse("tool_choice", later);
-    if (const json * v = present("response_format")) {
-        if (!v->is_object() || v->value("type", "") != "text")
-            return refuse("response_format", later + " (only {\"type\":\"text\"})");
+    if (const json * v = present("functions"); v && !json_empty(*v))
+        return refuse("functions", "the deprecated functions API is not supported: use tools");
+    if (const json * v = present("function_call"); v && !(v->is_string() && *v == "none"))
+        return refuse("function_call", "the deprecated functions API is not supported: use tool_choice");
+    for (const char * key : {"lora", "samplers", "response_fields", "grammar_triggers", "preserved_tokens"})
+        if (const json * v = present(key); v && !json_empty(*v)) return refuse(key, "not supported");
+    if (const json * v = present("post_sampling_probs"); v && !(v->is_boolean() && !v->get<bool>()))
+        return refuse("post_sampling_probs", "only false: Baton reports the model's distribution (docs/api.md)");
+    if (endpoint != openai_endpoint::chat) {
+        for (const char * key : {"tools", "tool_choice"})
+            if (const json * v = present(key); v && !json_empty(*v))
+                return refuse(key, "tools are for the chat endpoint (/v1/chat/completions)");
     }
-    if (const json * v = present("logprobs"); v && !(v->is_boolean() ? !v->get<bool>() : number_is(*v, 0)))
-        return refuse("logprobs", later);
-    for (const char * key : {"top_logprobs", "n_probs"})
-        if (const json * v = present(key); v && !number_is(*v, 0)) return refuse(key, later);
     // Samplers Baton's chain does not have: only their "off" values are accepted.
     const std::pair<const char *, double> off[] = {
         {"mirostat", 0}, {"typical_p", 1}, {"dynatemp_range", 0},   {"xtc_probability", 0}, {"dry_multiplier", 0},
@@ -290,6 +332,83 @@ Status refuse_unsupported(const json & j, openai_endpoint endpoint) {
     if (const json * v = present("suffix"); v && !json_empty(*v))
         return refuse("suffix", "insertion (suffix) is not supported");
     (void)endpoint;
+    return {};
+}
+
+// parse_grammar reads the output constraint: llama-server's "grammar" (GBNF) and "json_schema", OpenAI's
+// "response_format" (json_object, optionally with llama-server's "schema"; json_schema with
+// json_schema.schema). At most one of the three. "grammar_lazy" with "grammar_trigger_patterns" (Baton's,
+// what a tool-call grammar resolves to in a blob's request) makes a GBNF grammar lazy.
+Status parse_grammar(const json & j, sampling_grammar & g) {
+    int sources = 0;
+    if (auto it = j.find("grammar"); it != j.end() && !it->is_null()) {
+        if (!it->is_string()) return bad("grammar: must be a string (GBNF)");
+        if (!it->get_ref<const std::string &>().empty()) g.gbnf = it->get<std::string>(), ++sources;
+    }
+    auto from_schema = [&](const json & schema, const std::string & field) -> Status {
+        if (!schema.is_object() && !schema.is_boolean()) return bad(field + ": must be a JSON Schema (an object)");
+        auto gbnf = json_schema_to_gbnf(schema);
+        if (!gbnf.ok()) return bad(field + ": " + gbnf.status().message());
+        g.gbnf = std::move(gbnf.value());
+        ++sources;
+        return {};
+    };
+    if (auto it = j.find("json_schema"); it != j.end() && !it->is_null())
+        BATON_RETURN_IF_ERROR(from_schema(*it, "json_schema"));
+    if (auto it = j.find("response_format"); it != j.end() && !it->is_null()) {
+        if (!it->is_object()) return bad("response_format: must be an object");
+        auto t = it->find("type");
+        if (t == it->end() || !t->is_string()) return bad("response_format.type: must be a string");
+        if (*t == "json_object") {
+            if (auto sc = it->find("schema"); sc != it->end() && !sc->is_null())
+                BATON_RETURN_IF_ERROR(from_schema(*sc, "response_format.schema"));
+            else g.gbnf = json_object_gbnf(), ++sources;
+        } else if (*t == "json_schema") {
+            auto js = it->find("json_schema");
+            if (js == it->end() || !js->is_object()) return bad("response_format.json_schema: must be an object");
+            auto sc = js->find("schema");
+            if (sc == js->end() || sc->is_null()) return bad("response_format.json_schema.schema: is required");
+            BATON_RETURN_IF_ERROR(from_schema(*sc, "response_format.json_schema.schema"));
+        } else if (*t != "text") {
+            return bad("response_format.type: \"" + t->get<std::string>().substr(0, 32) +
+                       "\" is not text, json_object or json_schema");
+        }
+    }
+    if (sources > 1) return bad("grammar: give one of grammar, json_schema and response_format");
+    BATON_RETURN_IF_ERROR(get_bool(j, "grammar_lazy", g.lazy));
+    if (auto it = j.find("grammar_trigger_patterns"); it != j.end() && !it->is_null()) {
+        if (!it->is_array()) return bad("grammar_trigger_patterns: must be an array of strings");
+        for (const auto & p : *it) {
+            if (!p.is_string() || p.get_ref<const std::string &>().empty() ||
+                p.get_ref<const std::string &>().size() > 4096)
+                return bad("grammar_trigger_patterns: each must be a non-empty string of at most 4096 bytes");
+            g.trigger_patterns.push_back(p.get<std::string>());
+        }
+    }
+    return {};
+}
+
+// parse_logprobs: llama-server's "n_probs" on every endpoint; chat's "logprobs" (bool) and "top_logprobs";
+// completions' "logprobs" (the number of top tokens). -1: none.
+Status parse_logprobs(const json & j, openai_endpoint endpoint, openai_request & r) {
+    BATON_RETURN_IF_ERROR(get_int(j, "n_probs", r.n_probs, -1, gen_top_probs_max));
+    if (r.n_probs == 0 && endpoint == openai_endpoint::completion) r.n_probs = -1;  // llama-server: 0 is off
+    auto lp = j.find("logprobs");
+    if (endpoint == openai_endpoint::chat) {
+        bool on = false;
+        BATON_RETURN_IF_ERROR(get_bool(j, "logprobs", on));
+        int32_t top = 0;
+        BATON_RETURN_IF_ERROR(get_int(j, "top_logprobs", top, 0, gen_top_probs_max));
+        if (top > 0 && !on) return bad("top_logprobs: needs \"logprobs\": true");
+        if (on) r.n_probs = top;
+        else if (lp != j.end() && !lp->is_null()) r.n_probs = -1;
+        return {};
+    }
+    if (endpoint == openai_endpoint::completion) return {};  // llama-server's /completion: n_probs only
+    if (lp != j.end() && !lp->is_null()) {
+        if (lp->is_boolean()) r.n_probs = lp->get<bool>() ? std::max(r.n_probs, 0) : -1;
+        else BATON_RETURN_IF_ERROR(get_int(j, "logprobs", r.n_probs, 0, gen_top_probs_max));
+    }
     return {};
 }
 
@@ -310,8 +429,11 @@ Status parse_fields(const json & j, openai_endpoint endpoint, bool allow_rendere
     BATON_RETURN_IF_ERROR(get_int(j, "max_tokens", r.max_tokens, -1, INT32_MAX));
     BATON_RETURN_IF_ERROR(get_int(j, "max_completion_tokens", r.max_tokens, -1, INT32_MAX));
     BATON_RETURN_IF_ERROR(get_int(j, "n_predict", r.max_tokens, -1, INT32_MAX));
-    int32_t n = 1;
-    BATON_RETURN_IF_ERROR(get_int(j, "n", n, 1, 1));
+    BATON_RETURN_IF_ERROR(get_int(j, "n", r.n, 1, std::max(d.n_max, 1)));
+    if (r.n > 1 && endpoint == openai_endpoint::completion)
+        return bad(
+            "n: /completion returns one result; ask /v1/completions or /v1/chat/completions for several choices");
+    BATON_RETURN_IF_ERROR(parse_logprobs(j, endpoint, r));
     sampling_params & s = r.sampling;
     BATON_RETURN_IF_ERROR(get_number(j, "temperature", s.temperature, 0, 100));
     BATON_RETURN_IF_ERROR(get_number(j, "top_p", s.top_p, 0, 1));
@@ -326,6 +448,8 @@ Status parse_fields(const json & j, openai_endpoint endpoint, bool allow_rendere
     s.seed = seed < 0 ? 0xFFFFFFFFu : uint32_t(seed);
     if (j.contains("logit_bias")) s.logit_bias.clear();  // the request's own, not added to the node's
     BATON_RETURN_IF_ERROR(parse_logit_bias(j, s.logit_bias));
+    s.grammar = {};  // the request's own (a node has no default grammar)
+    BATON_RETURN_IF_ERROR(parse_grammar(j, s.grammar));
     BATON_RETURN_IF_ERROR(sampling_check(s));
     BATON_RETURN_IF_ERROR(parse_stop(j, r.stop));
     BATON_RETURN_IF_ERROR(get_bool(j, "stream", r.stream));
@@ -362,17 +486,45 @@ Result<openai_request> openai_parse(std::string_view body, openai_endpoint endpo
     return r;
 }
 
+namespace {
+
+json tool_choice_json(const tool_choice & c) {
+    if (std::holds_alternative<tool_choice_none>(c)) return "none";
+    if (std::holds_alternative<tool_choice_required>(c)) return "required";
+    if (const auto * n = std::get_if<tool_choice_named>(&c))
+        return {{"type", "function"}, {"function", {{"name", n->name}}}};
+    return "auto";
+}
+
+}  // namespace
+
 std::string openai_request_json(const openai_request & r) {
     json j;
     j["endpoint"] = openai_endpoint_name(r.endpoint);
     j["model"] = r.model;
     if (const auto * chat = std::get_if<openai_chat>(&r.input)) {
         json msgs = json::array();
-        for (const auto & m : chat->messages) msgs.push_back({{"role", m.role}, {"content", m.content}});
+        for (const auto & m : chat->messages) {
+            json jm = {{"role", m.role}, {"content", m.content}};
+            if (!m.tool_calls.empty()) {
+                json calls = json::array();
+                for (const auto & c : m.tool_calls)
+                    calls.push_back({{"id", c.id},
+                                     {"type", "function"},
+                                     {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+                jm["tool_calls"] = std::move(calls);
+            }
+            if (!m.tool_call_id.empty()) jm["tool_call_id"] = m.tool_call_id;
+            if (!m.name.empty()) jm["name"] = m.name;
+            msgs.push_back(std::move(jm));
+        }
         j["messages"] = msgs;
         j["chat_template_kwargs"] = chat->template_kwargs;
         j["add_generation_prompt"] = chat->add_generation_prompt;
         j["reasoning_format"] = chat->reasoning ? json(reasoning_format_name(*chat->reasoning)) : json(nullptr);
+        j["tools"] = chat->tools;
+        j["tool_choice"] = tool_choice_json(chat->choice);
+        j["parallel_tool_calls"] = chat->parallel_tool_calls;
     } else if (const auto * rendered = std::get_if<openai_chat_rendered>(&r.input)) {
         j["prompt"] = rendered->tokens;
         const openai_reasoning & x = rendered->reasoning;
@@ -380,12 +532,15 @@ std::string openai_request_json(const openai_request & r) {
                           {"open", x.tags.open},
                           {"close", x.tags.close},
                           {"starts_open", x.starts_open}};
+        j["tool_format"] = rendered->tools ? json(tool_call_format_name(*rendered->tools)) : json(nullptr);
     } else if (const auto * toks = std::get_if<openai_prompt_tokens>(&r.input)) {
         j["prompt"] = toks->tokens;
     } else {
         j["prompt"] = std::get<openai_prompt_text>(r.input).text;
     }
     j["max_tokens"] = r.max_tokens;
+    j["n"] = r.n;
+    j["n_probs"] = r.n_probs;
     const sampling_params & s = r.sampling;
     j["temperature"] = s.temperature;
     j["top_p"] = s.top_p;
@@ -399,6 +554,9 @@ std::string openai_request_json(const openai_request & r) {
     json bias = json::array();  // [[id, bias]], never-sampled tokens as false (JSON has no infinity)
     for (const auto & [token, b] : s.logit_bias) bias.push_back({token, b == -INFINITY ? json(false) : json(b)});
     j["logit_bias"] = bias;
+    j["grammar"] = s.grammar.gbnf;
+    j["grammar_lazy"] = s.grammar.lazy;
+    j["grammar_trigger_patterns"] = s.grammar.trigger_patterns;
     j["stop"] = r.stop;
     j["stream"] = r.stream;
     j["stream_options"] = {{"include_usage", r.include_usage}};
@@ -413,6 +571,7 @@ Result<gen_request> openai_to_gen(const openai_request & r, const llama_vocab * 
     g.sampling = r.sampling;
     g.stop = r.stop;
     g.ignore_eos = r.ignore_eos;
+    g.n_probs = r.n_probs;
     if (std::holds_alternative<openai_chat>(r.input)) {
         return bad("messages: the chat was not rendered by a chat template");
     } else if (const auto * rendered = std::get_if<openai_chat_rendered>(&r.input)) {
@@ -431,6 +590,7 @@ Result<gen_request> openai_to_gen(const openai_request & r, const llama_vocab * 
         if (token >= n_vocab)
             return bad("logit_bias: token " + std::to_string(token) + " is not in the vocabulary (" +
                        std::to_string(n_vocab) + " tokens)");
+    BATON_RETURN_IF_ERROR(sampling_check_grammar(g.sampling, vocab));
     return g;
 }
 

@@ -48,10 +48,54 @@ json head(const openai_response_meta & m, bool chunk) {
             {"system_fingerprint", m.system_fingerprint}};
 }
 
+json bytes_of(const std::string & s) {
+    json b = json::array();
+    for (unsigned char c : s) b.push_back(int(c));
+    return b;
+}
+
+json logprob_json(const openai_logprob & p) {
+    json top = json::array();
+    for (const auto & t : p.top)
+        top.push_back({{"id", t.id}, {"token", t.text}, {"bytes", bytes_of(t.text)}, {"logprob", t.logprob}});
+    return {
+        {"id", p.id}, {"token", p.text}, {"bytes", bytes_of(p.text)}, {"logprob", p.logprob}, {"top_logprobs", top}};
+}
+
+json logprobs_list(const std::vector<openai_logprob> & ps) {
+    json a = json::array();
+    for (const auto & p : ps) a.push_back(logprob_json(p));
+    return a;
+}
+
+// choice_logprobs: OpenAI's choice.logprobs (llama-server's shape on both endpoints: {"content": [...]}).
+json choice_logprobs(const openai_response_meta & m, const std::vector<openai_logprob> & ps) {
+    if (!m.logprobs) return nullptr;
+    return {{"content", logprobs_list(ps)}};
+}
+
 // choice renders one choice of a chunk; finish is null while the stream goes on.
-json chunk_choice(const openai_response_meta & m, const json & delta_or_text, const json & finish) {
-    if (is_chat(m)) return {{"index", 0}, {"delta", delta_or_text}, {"logprobs", nullptr}, {"finish_reason", finish}};
-    return {{"index", 0}, {"text", delta_or_text}, {"logprobs", nullptr}, {"finish_reason", finish}};
+json chunk_choice(const openai_response_meta & m, uint32_t index, const json & delta_or_text, const json & finish,
+                  const std::vector<openai_logprob> & ps = {}) {
+    const json lp = ps.empty() ? json(nullptr) : choice_logprobs(m, ps);
+    if (is_chat(m)) return {{"index", index}, {"delta", delta_or_text}, {"logprobs", lp}, {"finish_reason", finish}};
+    return {{"index", index}, {"text", delta_or_text}, {"logprobs", lp}, {"finish_reason", finish}};
+}
+
+json tool_calls_json(const std::vector<tool_call> & calls) {
+    json a = json::array();
+    for (const auto & c : calls)
+        a.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+    return a;
+}
+
+usage_counts usage_of(const std::vector<openai_result> & choices) {
+    usage_counts u;
+    if (choices.empty()) return u;
+    u.prompt_tokens = choices[0].done.usage.prompt_tokens;
+    u.cached_tokens = choices[0].done.usage.cached_tokens;
+    for (const auto & c : choices) u.generated_tokens += c.done.usage.generated_tokens;
+    return u;
 }
 
 std::string chunk(const openai_response_meta & m, json choice) {
@@ -85,6 +129,7 @@ json completion_final(const openai_response_meta & m, const openai_result & r, c
               // what the slot holds: the prompt and every generated token but the last (never decoded)
               {"tokens_cached", d.usage.prompt_tokens + (d.usage.generated_tokens ? d.usage.generated_tokens - 1 : 0)},
               {"timings", timings_json(d)}};
+    if (m.logprobs) j["completion_probabilities"] = logprobs_list(r.logprobs);
     return j;
 }
 
@@ -125,53 +170,97 @@ json openai_generation_settings(const openai_request & r, uint32_t n_ctx) {
 
 const char * openai_finish_name(finish_reason r) { return r == finish_reason::length ? "length" : "stop"; }
 
-std::string openai_response_json(const openai_response_meta & m, const openai_result & r) {
-    if (m.endpoint == openai_endpoint::completion) return dump(completion_final(m, r, r.content));
+const char * openai_finish_of(const openai_result & r) {
+    if (!r.tool_calls.empty() && r.done.finish != finish_reason::length) return "tool_calls";
+    return openai_finish_name(r.done.finish);
+}
+
+openai_logprob openai_logprob_make(const llama_vocab * vocab, token_id token, const token_probs & p) {
+    openai_logprob out{token, text_token_piece(vocab, token, true), p.logprob, {}};
+    for (const auto & t : p.top) out.top.push_back({t.token, text_token_piece(vocab, t.token, true), t.logprob});
+    return out;
+}
+
+bool openai_delta_empty(const openai_delta & d) {
+    return d.text.content.empty() && d.text.reasoning.empty() && d.tool_calls.empty() && d.tokens.empty() &&
+           d.logprobs.empty();
+}
+
+std::string openai_response_json(const openai_response_meta & m, const std::vector<openai_result> & choices) {
+    if (m.endpoint == openai_endpoint::completion)  // one result (n > 1 is refused there)
+        return dump(completion_final(m, choices.at(0), choices.at(0).content));
     json j = head(m, false);
-    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", openai_finish_name(r.done.finish)}};
-    if (is_chat(m)) {
-        choice["message"] = {{"role", "assistant"}, {"content", r.content}};
-        if (!r.reasoning.empty()) choice["message"]["reasoning_content"] = r.reasoning;
-    } else {
-        choice["text"] = r.content;
+    json out = json::array();
+    for (const openai_result & r : choices) {
+        json choice = {
+            {"index", r.index}, {"logprobs", choice_logprobs(m, r.logprobs)}, {"finish_reason", openai_finish_of(r)}};
+        if (is_chat(m)) {
+            choice["message"] = {{"role", "assistant"}, {"content", r.content}};
+            if (!r.reasoning.empty()) choice["message"]["reasoning_content"] = r.reasoning;
+            if (!r.tool_calls.empty()) {
+                choice["message"]["tool_calls"] = tool_calls_json(r.tool_calls);
+                if (r.content.empty()) choice["message"]["content"] = nullptr;
+            }
+        } else {
+            choice["text"] = r.content;
+        }
+        out.push_back(std::move(choice));
     }
-    j["choices"] = json::array({std::move(choice)});
-    j["usage"] = usage_json(r.done.usage);
-    j["timings"] = timings_json(r.done);
+    j["choices"] = std::move(out);
+    j["usage"] = usage_json(usage_of(choices));
+    if (!choices.empty()) j["timings"] = timings_json(choices[0].done);
     return dump(j);
 }
 
-std::string openai_chunk_role_json(const openai_response_meta & m) {
-    return chunk(m, chunk_choice(m, {{"role", "assistant"}, {"content", nullptr}}, nullptr));
+std::string openai_chunk_role_json(const openai_response_meta & m, uint32_t index) {
+    return chunk(m, chunk_choice(m, index, {{"role", "assistant"}, {"content", nullptr}}, nullptr));
 }
 
-std::string openai_chunk_delta_json(const openai_response_meta & m, const reasoning_delta & d,
-                                    const std::vector<token_id> & tokens, uint32_t n_generated, uint32_t n_prompt) {
-    if (m.endpoint == openai_endpoint::completion)
-        return dump({{"index", 0},
-                     {"content", d.content},
-                     {"tokens", tokens},
-                     {"stop", false},
-                     {"id_slot", -1},
-                     {"tokens_predicted", n_generated},
-                     {"tokens_evaluated", n_prompt}});
-    if (!is_chat(m)) return chunk(m, chunk_choice(m, json(d.content), nullptr));
+std::string openai_chunk_delta_json(const openai_response_meta & m, const openai_delta & d, uint32_t n_generated,
+                                    uint32_t n_prompt) {
+    if (m.endpoint == openai_endpoint::completion) {
+        json j = {{"index", 0},    {"content", d.text.content},       {"tokens", d.tokens},          {"stop", false},
+                  {"id_slot", -1}, {"tokens_predicted", n_generated}, {"tokens_evaluated", n_prompt}};
+        if (m.logprobs) j["completion_probabilities"] = logprobs_list(d.logprobs);
+        return dump(j);
+    }
+    if (!is_chat(m)) return chunk(m, chunk_choice(m, d.index, json(d.text.content), nullptr, d.logprobs));
     json delta = json::object();
-    if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
-    if (!d.content.empty()) delta["content"] = d.content;
-    return chunk(m, chunk_choice(m, delta, nullptr));
+    if (!d.text.reasoning.empty()) delta["reasoning_content"] = d.text.reasoning;
+    if (!d.text.content.empty()) delta["content"] = d.text.content;
+    if (!d.tool_calls.empty()) {
+        json calls = json::array();
+        for (const auto & c : d.tool_calls) {
+            json call = {{"index", c.index}};
+            if (!c.name.empty()) {
+                call["id"] = c.id;
+                call["type"] = "function";
+                call["function"] = {{"name", c.name}, {"arguments", c.arguments}};
+            } else {
+                call["function"] = {{"arguments", c.arguments}};
+            }
+            calls.push_back(std::move(call));
+        }
+        delta["tool_calls"] = std::move(calls);
+    }
+    return chunk(m, chunk_choice(m, d.index, delta, nullptr, d.logprobs));
 }
 
-std::string openai_chunk_finish_json(const openai_response_meta & m, const openai_result & r) {
-    if (m.endpoint == openai_endpoint::completion) return dump(completion_final(m, r, ""));
-    return chunk(m, chunk_choice(m, is_chat(m) ? json::object() : json(""), openai_finish_name(r.done.finish)));
+std::string openai_chunk_finish_json(const openai_response_meta & m, const openai_result & r,
+                                     const std::vector<openai_logprob> & logprobs) {
+    if (m.endpoint == openai_endpoint::completion) {
+        openai_result last = r;
+        last.logprobs = logprobs;
+        return dump(completion_final(m, last, ""));
+    }
+    return chunk(m, chunk_choice(m, r.index, is_chat(m) ? json::object() : json(""), openai_finish_of(r), logprobs));
 }
 
-std::string openai_chunk_usage_json(const openai_response_meta & m, const openai_result & r) {
+std::string openai_chunk_usage_json(const openai_response_meta & m, const std::vector<openai_result> & choices) {
     json j = head(m, true);
     j["choices"] = json::array();
-    j["usage"] = usage_json(r.done.usage);
-    j["timings"] = timings_json(r.done);
+    j["usage"] = usage_json(usage_of(choices));
+    if (!choices.empty()) j["timings"] = timings_json(choices[0].done);
     return dump(j);
 }
 

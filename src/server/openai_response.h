@@ -17,6 +17,7 @@
 #include "baton/engine.h"
 #include "baton/server/openai.h"
 #include "baton/server/reasoning.h"
+#include "baton/server/tool_calls.h"
 
 namespace baton {
 
@@ -32,6 +33,7 @@ struct openai_response_meta {
     nlohmann::json generation_settings;
     std::string prompt_text;
     bool return_tokens = false;
+    bool logprobs = false;  // the request asked for logprobs: choices carry them (else "logprobs": null)
 };
 
 // openai_response_meta_make fills id (unique within the process) and created (now).
@@ -44,32 +46,68 @@ nlohmann::json openai_generation_settings(const openai_request & r, uint32_t n_c
 // openai_finish_name: "stop" | "length" (anything else renders as "stop").
 const char * openai_finish_name(finish_reason r);
 
-// A finished generation.
+// One token's log-probability as a response shows it (llama-server's shape: id, token text, bytes, logprob).
+struct openai_logprob_top {
+    token_id id = -1;
+    std::string text;  // the token's bytes (may be part of a UTF-8 character)
+    float logprob = 0;
+};
+struct openai_logprob {
+    token_id id = -1;
+    std::string text;
+    float logprob = 0;
+    std::vector<openai_logprob_top> top;  // top_logprobs, most likely first
+};
+
+// openai_logprob_make: the response form of one token's probabilities (pieces from the vocabulary).
+openai_logprob openai_logprob_make(const llama_vocab * vocab, token_id token, const token_probs & p);
+
+// One choice of a finished generation.
 struct openai_result {
-    std::string content;           // the answer (without the thought when the reasoning is split out)
+    uint32_t index = 0;            // the choice's index (n > 1)
+    std::string content;           // the answer (without the thought when the reasoning is split out, and
+                                   // without the tool calls when they are parsed out)
     std::string reasoning;         // reasoning_content ("" when none)
     std::vector<token_id> tokens;  // generated ids (/completion's "tokens" with return_tokens)
+    std::vector<openai_logprob> logprobs;  // when the request asked for them
+    std::vector<tool_call> tool_calls;     // parsed from the output, ids filled in
     event_done done;               // finish, stop word, usage, timings, slot (tail and blob unused)
 };
 
-// openai_response_json renders a complete (non-streamed) response.
-std::string openai_response_json(const openai_response_meta & m, const openai_result & r);
+// openai_response_json renders a complete (non-streamed) response of one or more choices (in index order).
+// usage: the prompt counted once, completion tokens summed over the choices; timings: the first choice's.
+std::string openai_response_json(const openai_response_meta & m, const std::vector<openai_result> & choices);
 
-// openai_chunk_role_json: the first chat chunk (delta {"role":"assistant","content":null}, as OpenAI and
-// llama-server send it).
-std::string openai_chunk_role_json(const openai_response_meta & m);
+// openai_chunk_role_json: the first chat chunk of a choice (delta {"role":"assistant","content":null}, as
+// OpenAI and llama-server send it).
+std::string openai_chunk_role_json(const openai_response_meta & m, uint32_t index);
+
+// What one streamed chunk of a choice adds.
+struct openai_delta {
+    uint32_t index = 0;
+    reasoning_delta text;                     // content and reasoning_content
+    std::vector<tool_call_delta> tool_calls;  // chat: OpenAI's delta.tool_calls (id and name on a call's first)
+    std::vector<token_id> tokens;             // /completion: the token ids
+    std::vector<openai_logprob> logprobs;     // the probabilities of the tokens this chunk reports
+};
+bool openai_delta_empty(const openai_delta & d);
 
 // openai_chunk_delta_json: one chunk carrying generated text (chat: delta.content and/or
-// delta.reasoning_content; /completion: content and the token ids). n_generated counts the tokens so far.
-std::string openai_chunk_delta_json(const openai_response_meta & m, const reasoning_delta & d,
-                                    const std::vector<token_id> & tokens, uint32_t n_generated, uint32_t n_prompt);
+// delta.reasoning_content and/or delta.tool_calls; /completion: content and the token ids). n_generated
+// counts the choice's tokens so far.
+std::string openai_chunk_delta_json(const openai_response_meta & m, const openai_delta & d, uint32_t n_generated,
+                                    uint32_t n_prompt);
 
-// openai_chunk_finish_json: the last choice chunk (empty text/delta and the finish reason; /completion: the
-// final object with "stop": true).
-std::string openai_chunk_finish_json(const openai_response_meta & m, const openai_result & r);
+// openai_chunk_finish_json: the last chunk of a choice (empty text/delta and the finish reason, with the
+// logprobs not yet sent; /completion: the final object with "stop": true).
+std::string openai_chunk_finish_json(const openai_response_meta & m, const openai_result & r,
+                                     const std::vector<openai_logprob> & logprobs);
 
 // openai_chunk_usage_json: the usage chunk of stream_options.include_usage (empty choices, with timings).
-std::string openai_chunk_usage_json(const openai_response_meta & m, const openai_result & r);
+std::string openai_chunk_usage_json(const openai_response_meta & m, const std::vector<openai_result> & choices);
+
+// openai_finish_of: the finish_reason a choice reports ("tool_calls" when it made any).
+const char * openai_finish_of(const openai_result & r);
 
 // openai_stream_ends_with_done: OpenAI's streams end with "data: [DONE]"; llama-server's /completion does not.
 inline bool openai_stream_ends_with_done(const openai_response_meta & m) {

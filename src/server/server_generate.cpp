@@ -6,8 +6,10 @@
 // handler's coroutine consumes the events as the engine notifies them and writes the response; if the
 // client goes away or stops reading for --write-timeout, the write fails and the task is cancelled, so its
 // slot frees at the next scheduler step. No thread waits for a stream.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <random>
 
 #include "baton/blob.h"
 #include "baton/http/sse.h"
@@ -46,13 +48,117 @@ openai_reasoning reasoning_of(const openai_request & r) {
     return {};
 }
 
+// The tool-call format the answer is parsed in (none unless a rendered chat with tools).
+std::optional<tool_call_format> tools_of(const openai_request & r) {
+    if (const auto * c = std::get_if<openai_chat_rendered>(&r.input)) return c->tools;
+    return std::nullopt;
+}
+
+// tool_call_id: "call_" and 24 random letters and digits, as OpenAI's ids look (unique per call, not
+// derived from the output: a client matches tool results to calls by id across a conversation).
+std::string tool_call_id() {
+    static constexpr char k_chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    thread_local std::mt19937_64 rng{std::random_device{}()};
+    std::string id = "call_";
+    for (int i = 0; i < 24; ++i) id += k_chars[rng() % (sizeof(k_chars) - 1)];
+    return id;
+}
+
+// choice_tasks: the n tasks of a request's choices; choice i samples with seed + i (a random seed stays
+// random for every choice).
+std::vector<engine_task> choice_tasks(engine_task task, int32_t n) {
+    std::vector<engine_task> out;
+    for (int32_t i = 0; i < std::max(n, 1); ++i) {
+        engine_task t = task;
+        auto bump_seed = [&](gen_request & r) {
+            if (r.sampling.seed == 0xFFFFFFFFu || i == 0) return;
+            r.sampling.seed += uint32_t(i);
+            if (r.sampling.seed == 0xFFFFFFFFu) r.sampling.seed = 0;  // not "random"
+        };
+        if (auto * g = std::get_if<task_generate>(&t)) bump_seed(g->req);
+        if (auto * d = std::get_if<task_decode>(&t)) bump_seed(d->req);
+        out.push_back(std::move(t));
+    }
+    return out;
+}
+
+// One choice's output as it is produced: the reasoning split, then the tool-call parse of the content.
+struct choice_state {
+    reasoning_splitter split;
+    std::optional<tool_call_stream> tools;
+    openai_result res;
+    std::vector<openai_logprob> unsent;  // streamed: probabilities of tokens whose text is not out yet
+    bool finished = false;
+
+    choice_state(uint32_t index, const openai_reasoning & rs, std::optional<tool_call_format> tf)
+        : split(rs.format, rs.tags, rs.starts_open) {
+        res.index = index;
+        if (tf) tools.emplace(*tf);
+    }
+
+    // step folds one event into res and returns what it adds to the output.
+    openai_delta step(const engine_event & e, const llama_vocab * vocab) {
+        openai_delta d;
+        d.index = res.index;
+        if (const auto * t = std::get_if<event_token>(&e)) {
+            res.tokens.push_back(t->token);
+            d.tokens.push_back(t->token);
+            if (t->probs) {
+                res.logprobs.push_back(openai_logprob_make(vocab, t->token, *t->probs));
+                d.logprobs.push_back(res.logprobs.back());
+            }
+        }
+        reasoning_delta rd = split.feed(engine_event_text(e));
+        const auto * done = std::get_if<event_done>(&e);
+        if (done) {
+            reasoning_delta tail = split.finish();
+            rd.reasoning += tail.reasoning;
+            rd.content += tail.content;
+            res.done = *done;
+            res.done.blob.clear();
+            finished = true;
+        }
+        res.reasoning += rd.reasoning;
+        if (tools) {
+            tool_stream_piece piece = tools->push(rd.content);
+            if (done) {
+                tool_stream_piece last = tools->finish();
+                piece.content += last.content;
+                for (auto & c : last.calls) piece.calls.push_back(std::move(c));
+            }
+            rd.content = std::move(piece.content);
+            for (tool_call_delta & c : piece.calls) {
+                if (!c.name.empty()) {
+                    if (c.id.empty()) c.id = tool_call_id();
+                    c.index = res.tool_calls.size();
+                    res.tool_calls.push_back({c.id, c.name, c.arguments});
+                } else if (!res.tool_calls.empty()) {
+                    c.index = res.tool_calls.size() - 1;  // fragments continue the latest call
+                    res.tool_calls.back().arguments += c.arguments;
+                } else {
+                    continue;
+                }
+                d.tool_calls.push_back(std::move(c));
+            }
+        }
+        res.content += rd.content;
+        d.text = std::move(rd);
+        return d;
+    }
+};
+
 }  // namespace
 
 net::awaitable<void> server_impl::respond_generation(http_exchange & ex, engine_task task, const openai_request & oreq) {
     latency_probe probe{metrics, steady_clock::now(), {}, false};
     const auto lim = wait_limits(deadline_from_now());
-    auto ticket = admit();
-    if (!ticket.ok()) co_return (void) co_await ex.respond_error(ticket.status());
+    const size_t n = size_t(std::max(oreq.n, 1));
+    std::vector<admission_ptr> tickets;
+    for (size_t i = 0; i < n; ++i) {
+        auto ticket = admit();
+        if (!ticket.ok()) co_return (void) co_await ex.respond_error(ticket.status());
+        tickets.push_back(std::move(ticket.value()));
+    }
     const gen_request * req = nullptr;
     if (const auto * g = std::get_if<task_generate>(&task)) req = &g->req;
     if (const auto * d = std::get_if<task_decode>(&task)) req = &d->req;
@@ -60,98 +166,148 @@ net::awaitable<void> server_impl::respond_generation(http_exchange & ex, engine_
     openai_response_meta meta = openai_response_meta_make(
         oreq.endpoint, model_name, "fp_" + blob_fingerprint_hex(model->identity().fingerprint).substr(0, 12));
     meta.return_tokens = oreq.return_tokens;
+    meta.logprobs = oreq.n_probs >= 0;
     if (oreq.endpoint == openai_endpoint::completion) {
         // llama-server's "prompt": the prompt as the model saw it, special tokens written out ("<s>...").
         meta.generation_settings = openai_generation_settings(oreq, eng->layout().n_ctx);
         if (req) meta.prompt_text = text_detokenize(model->vocab(), req->prompt, true);
     }
-    auto h = eng->submit(std::move(task));
-    if (!h.ok()) co_return (void) co_await ex.respond_error(h.status());
-    event_watch w(h.value(), ex.executor());
+    std::vector<request_ptr> handles;
+    for (engine_task & t : choice_tasks(std::move(task), oreq.n)) {
+        auto h = eng->submit(std::move(t));
+        if (!h.ok()) {
+            for (auto & started : handles) started->cancel();
+            co_return (void) co_await ex.respond_error(h.status());
+        }
+        handles.push_back(std::move(h.value()));
+    }
+    event_group g(std::move(handles), ex.executor());
 
     const openai_reasoning rs = reasoning_of(oreq);
-    reasoning_splitter split(rs.format, rs.tags, rs.starts_open);
-    openai_result res;
-    engine_event ev;
-    Status st = co_await event_wait(w, ev, lim, &ex);
-    if (!st.ok()) co_return (void) co_await ex.respond_error(st);
-    probe.observe(ev);
-    if (auto * e = std::get_if<event_error>(&ev)) co_return (void) co_await ex.respond_error(e->error);
-
-    // step folds one event into res and returns the split of its text.
-    auto step = [&](const engine_event & e) {
-        if (const auto * t = std::get_if<event_token>(&e)) res.tokens.push_back(t->token);
-        reasoning_delta d = split.feed(engine_event_text(e));
-        if (const auto * done = std::get_if<event_done>(&e)) {
-            reasoning_delta tail = split.finish();
-            d.reasoning += tail.reasoning;
-            d.content += tail.content;
-            res.done = *done;
-            res.done.blob.clear();
-        }
-        res.content += d.content;
-        res.reasoning += d.reasoning;
-        return d;
+    const auto tf = tools_of(oreq);
+    std::vector<choice_state> choices;
+    for (size_t i = 0; i < n; ++i) choices.emplace_back(uint32_t(i), rs, tf);
+    auto results = [&] {
+        std::vector<openai_result> out;
+        for (const auto & c : choices) out.push_back(c.res);
+        return out;
     };
+    const llama_vocab * vocab = model->vocab();
+
+    // Every choice's first event before any byte is written: a request that fails before its first token
+    // gets a real HTTP status even when it asked to stream.
+    std::vector<engine_event> first(n);
+    std::vector<bool> have_first(n, false);
+    for (size_t got = 0; got < n; ++got) {
+        size_t which = 0;
+        engine_event ev;
+        Status st = co_await event_wait_any(g, have_first, which, ev, lim, &ex);
+        if (!st.ok()) co_return (void) co_await ex.respond_error(st);
+        if (auto * e = std::get_if<event_error>(&ev)) {
+            g.cancel_all();
+            co_return (void) co_await ex.respond_error(e->error);
+        }
+        if (which == 0) probe.observe(ev);
+        first[which] = std::move(ev);
+        have_first[which] = true;
+    }
+    std::vector<bool> finished(n, false);
 
     if (!oreq.stream) {
-        for (;;) {
-            if (auto * e = std::get_if<event_error>(&ev)) co_return (void) co_await ex.respond_error(e->error);
-            step(ev);
-            if (std::holds_alternative<event_done>(ev)) {
-                log_generation(oreq, res);
-                co_return (void) co_await ex.respond(http_response::json(openai_response_json(meta, res)));
-            }
-            st = co_await event_wait(w, ev, lim, &ex);
-            if (!st.ok()) co_return (void) co_await ex.respond_error(st);
-            probe.observe(ev);
+        for (size_t i = 0; i < n; ++i) {
+            choices[i].step(first[i], vocab);
+            finished[i] = choices[i].finished;
         }
+        while (std::find(finished.begin(), finished.end(), false) != finished.end()) {
+            size_t which = 0;
+            engine_event ev;
+            Status st = co_await event_wait_any(g, finished, which, ev, lim, &ex);
+            if (!st.ok()) co_return (void) co_await ex.respond_error(st);
+            if (auto * e = std::get_if<event_error>(&ev)) {
+                g.cancel_all();
+                co_return (void) co_await ex.respond_error(e->error);
+            }
+            if (which == 0) probe.observe(ev);
+            choices[which].step(ev, vocab);
+            finished[which] = choices[which].finished;
+        }
+        for (const auto & c : choices) log_generation(oreq, c.res);
+        co_return (void) co_await ex.respond(http_response::json(openai_response_json(meta, results())));
     }
 
-    // Streamed: every write is under --write-timeout; a failed one cancels the task (the watch's handle).
+    // Streamed: every write is under --write-timeout; a failed one cancels every choice's task.
     auto put = [&](const std::string & s) -> net::awaitable<bool> {
         if (co_await ex.write(s)) co_return true;
-        w.handle().cancel();
+        g.cancel_all();
         co_return false;
     };
-    if (!co_await ex.begin(200, "text/event-stream", {{"Cache-Control", "no-cache"}}, std::nullopt)) co_return w.handle().cancel();
+    if (!co_await ex.begin(200, "text/event-stream", {{"Cache-Control", "no-cache"}}, std::nullopt))
+        co_return g.cancel_all();
     // (co_await is kept out of && and ?: : GCC miscompiles short-circuit operands that suspend.)
     if (meta.endpoint == openai_endpoint::chat) {
-        if (!co_await put(sse_event(openai_chunk_role_json(meta)))) co_return;
+        std::string roles;
+        for (size_t i = 0; i < n; ++i) roles += sse_event(openai_chunk_role_json(meta, uint32_t(i)));
+        if (!co_await put(roles)) co_return;
     }
     const bool done_marker = openai_stream_ends_with_done(meta);
+    // emit renders what one event of choice i adds (a delta chunk, and the finish chunk when it ends).
+    auto emit = [&](size_t i, const engine_event & ev) {
+        choice_state & c = choices[i];
+        openai_delta d = c.step(ev, vocab);
+        std::vector<openai_logprob> lps = std::move(c.unsent);
+        c.unsent.clear();
+        for (auto & p : d.logprobs) lps.push_back(std::move(p));
+        d.logprobs.clear();
+        std::string out;
+        const bool has_text = !d.text.content.empty() || !d.text.reasoning.empty() || !d.tool_calls.empty();
+        if (has_text || (meta.endpoint == openai_endpoint::completion && !d.tokens.empty())) {
+            d.logprobs = std::move(lps);
+            lps.clear();
+            out += sse_event(openai_chunk_delta_json(meta, d, uint32_t(c.res.tokens.size()), n_prompt));
+        }
+        if (c.finished) {
+            log_generation(oreq, c.res);
+            out += sse_event(openai_chunk_finish_json(meta, c.res, lps));
+        } else {
+            c.unsent = std::move(lps);
+        }
+        return out;
+    };
+    std::string pending;
+    for (size_t i = 0; i < n; ++i) {
+        pending += emit(i, first[i]);
+        finished[i] = choices[i].finished;
+    }
     for (;;) {
-        if (auto * e = std::get_if<event_error>(&ev)) {
-            if (co_await put(sse_error_and_done(e->error))) co_await ex.end();
-            co_return;
-        }
-        const size_t n_tokens_before = res.tokens.size();
-        const reasoning_delta d = step(ev);  // the token's text, or the done event's tail
-        const bool is_done = std::holds_alternative<event_done>(ev);
-        const std::vector<token_id> new_tokens(res.tokens.begin() + std::ptrdiff_t(n_tokens_before), res.tokens.end());
-        if (!d.content.empty() || !d.reasoning.empty() ||
-            (meta.endpoint == openai_endpoint::completion && !new_tokens.empty())) {
-            if (!co_await put(
-                    sse_event(openai_chunk_delta_json(meta, d, new_tokens, uint32_t(res.tokens.size()), n_prompt))))
-                co_return;
-        }
-        if (is_done) {
-            log_generation(oreq, res);
-            std::string tail = sse_event(openai_chunk_finish_json(meta, res));
+        const bool all_done = std::find(finished.begin(), finished.end(), false) == finished.end();
+        if (all_done) {
             if (oreq.include_usage && meta.endpoint != openai_endpoint::completion)
-                tail += sse_event(openai_chunk_usage_json(meta, res));
-            if (done_marker) tail += sse_done();
-            if (co_await put(tail)) co_await ex.end();
+                pending += sse_event(openai_chunk_usage_json(meta, results()));
+            if (done_marker) pending += sse_done();
+            if (co_await put(pending)) co_await ex.end();
             co_return;
         }
-        st = co_await event_wait(w, ev, lim, &ex);
+        if (!pending.empty()) {
+            if (!co_await put(pending)) co_return;
+            pending.clear();
+        }
+        size_t which = 0;
+        engine_event ev;
+        Status st = co_await event_wait_any(g, finished, which, ev, lim, &ex);
         if (!st.ok()) {
             if (st.code() != status_code::cancelled) {
                 if (co_await put(sse_error_and_done(st))) co_await ex.end();
             }
             co_return;
         }
-        probe.observe(ev);
+        if (auto * e = std::get_if<event_error>(&ev)) {
+            g.cancel_all();
+            if (co_await put(sse_error_and_done(e->error))) co_await ex.end();
+            co_return;
+        }
+        if (which == 0) probe.observe(ev);
+        pending += emit(which, ev);
+        finished[which] = choices[which].finished;
     }
 }
 

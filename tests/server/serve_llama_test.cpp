@@ -344,18 +344,14 @@ TEST(ServeLlama, FieldsBatonDoesNotImplementAreRefusedByName) {
     auto n = node_process::start(serve_args("llama"));
     const std::string msgs = R"("messages":[{"role":"user","content":"hi"}])";
     for (const auto & [field, value] :
-         std::vector<std::pair<std::string, std::string>>{{"tools", R"([{"type":"function","function":{"name":"f"}}])"},
-                                                          {"tool_choice", R"("required")"},
-                                                          {"response_format", R"({"type":"json_object"})"},
-                                                          {"grammar", R"("root ::= \"a\"")"},
-                                                          {"json_schema", R"({"type":"object"})"},
-                                                          {"logprobs", "true"},
-                                                          {"top_logprobs", "2"},
-                                                          {"n_probs", "3"},
+         std::vector<std::pair<std::string, std::string>>{{"functions", R"([{"name":"f"}])"},
+                                                          {"function_call", R"("auto")"},
+                                                          {"grammar_triggers", R"([{"type":"word","value":"x"}])"},
+                                                          {"post_sampling_probs", "true"},
                                                           {"mirostat", "2"},
                                                           {"typical_p", "0.5"},
                                                           {"samplers", R"(["top_k"])"},
-                                                          {"n", "2"}}) {
+                                                          {"n_cmpl", "2"}}) {
         const http_reply r = post(*n, "/v1/chat/completions", "{" + msgs + ",\"" + field + "\":" + value + "}");
         EXPECT_EQ(r.status, 400) << field << ": " << r.body;
         EXPECT_NE(r.body.find(field), std::string::npos) << r.body;

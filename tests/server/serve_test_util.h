@@ -78,12 +78,20 @@ inline std::vector<std::string> sse_payloads(const std::string & body) {
 // normalized drops the per-response fields ("id", "created") and the serving node's own measurements
 // ("timings"; usage.prompt_tokens_details.cached_tokens, which a decode node counts differently: the blob's
 // tokens are cached there) so two responses can be compared whole.
+// Tool calls' ids are random (as OpenAI's and llama-server's): dropped too.
 inline json normalized(json j) {
     if (j.is_object()) {
         j.erase("id");
         j.erase("created");
         j.erase("timings");
         if (j.contains("usage") && j["usage"].is_object()) j["usage"].erase("prompt_tokens_details");
+        if (j.contains("choices") && j["choices"].is_array())
+            for (auto & c : j["choices"])
+                for (const char * key : {"message", "delta"})
+                    if (c.is_object() && c.contains(key) && c[key].is_object() && c[key].contains("tool_calls") &&
+                        c[key]["tool_calls"].is_array())
+                        for (auto & call : c[key]["tool_calls"])
+                            if (call.is_object()) call.erase("id");
     }
     return j;
 }

@@ -17,7 +17,9 @@
 
 #include "baton/engine.h"
 #include "baton/sampling.h"
+#include "baton/server/chat_message.h"
 #include "baton/server/reasoning.h"
+#include "baton/server/tool_calls.h"
 #include "baton/status.h"
 #include "baton/text.h"
 
@@ -44,6 +46,9 @@ struct openai_chat {  // chat: "messages" (non-empty), rendered by the node's ch
     nlohmann::json template_kwargs = nullptr;                  // "chat_template_kwargs": null or an object
     bool add_generation_prompt = true;                         // "add_generation_prompt"
     std::optional<reasoning_format> reasoning = std::nullopt;  // "reasoning_format": else --reasoning-format
+    nlohmann::json tools = nullptr;                            // "tools": null or a checked array (tools_check)
+    tool_choice choice = tool_choice_auto{};                   // "tool_choice"
+    bool parallel_tool_calls = true;                           // "parallel_tool_calls" (OpenAI's default)
     bool operator==(const openai_chat &) const = default;
 };
 // How a chat's output is split into reasoning_content and content (decided when the prompt was rendered).
@@ -58,6 +63,8 @@ struct openai_reasoning {
 struct openai_chat_rendered {
     std::vector<token_id> tokens;
     openai_reasoning reasoning;
+    // The output is parsed into tool_calls in this format (tools were given and tool_choice is not none).
+    std::optional<tool_call_format> tools = std::nullopt;
     bool operator==(const openai_chat_rendered &) const = default;
 };
 using openai_input = std::variant<openai_prompt_text, openai_prompt_tokens, openai_chat, openai_chat_rendered>;
@@ -67,7 +74,9 @@ struct openai_request {
     openai_input input;       // chat and chat_rendered for the chat endpoint, text or tokens otherwise
     std::string model;        // routes among models at a router; a node answers with its own model name
     int32_t max_tokens = -1;  // -1: until end-of-generation or the context is full
-    sampling_params sampling;
+    int32_t n = 1;            // choices, each sampled with seed + index (1..openai_defaults::n_max)
+    int32_t n_probs = -1;     // logprobs: -1 none, else the sampled token's and the n_probs most likely tokens'
+    sampling_params sampling;  // sampling.grammar: from "grammar", "json_schema", "response_format" or the tools
     std::vector<std::string> stop;
     bool stream = false;
     bool include_usage = false;  // stream_options.include_usage
@@ -79,6 +88,7 @@ struct openai_request {
 struct openai_defaults {
     sampling_params sampling;
     int32_t max_tokens = -1;
+    int32_t n_max = 8;  // the largest "n" a request may ask for (--n-max)
 };
 
 // openai_parse parses a request body. endpoint decides which shape is expected. For /v1/prefill the body
