@@ -8,6 +8,8 @@
 // Thread-safety: stream_completion may run on many threads at once (one client per call).
 #pragma once
 
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <httplib.h>
@@ -104,6 +106,19 @@ class bench_process {
     std::unique_ptr<child_process> proc_;
     std::string name_, err_path_;
 };
+
+// free_port: a loopback port free right now (for servers that cannot take --port 0, such as llama-server).
+inline int free_port() {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
+    socklen_t n = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &n);
+    ::close(fd);
+    return ntohs(a.sin_port);
+}
 
 // node_args: `baton serve` arguments. cpus: taskset CPU list ("" = unpinned).
 inline std::vector<std::string> node_args(const std::string & model, const std::string & role, int threads, int slots, int n_ctx,

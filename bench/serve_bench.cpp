@@ -39,18 +39,6 @@ struct options {
     int threads = 2, ctx = 4096, slots = 4, runs = 5, prompt = 256, gen = 64;
 };
 
-int free_port() {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
-    socklen_t n = sizeof a;
-    ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &n);
-    ::close(fd);
-    return ntohs(a.sin_port);
-}
-
 // start runs a server (Baton or llama-server) on a port picked beforehand and waits for /health.
 std::unique_ptr<bench_process> start(const std::string & name, std::vector<std::string> argv, int port) {
     return bench_process::start(std::move(argv), name, 60, "http://127.0.0.1:" + std::to_string(port));

@@ -71,6 +71,12 @@ token_pieces sampling_token_pieces(const llama_vocab * vocab);
 Result<sampler_ptr> sampling_make_chain(const sampling_params & p, const llama_vocab * vocab,
                                         const token_pieces & pieces = nullptr);
 
+// sampling_sample applies chain to logits[0..n) and accepts the chosen token. Returns -1 when every
+// candidate was removed (nothing may follow, e.g. a complete grammar while logit_bias forbids
+// end-of-generation: the generation ends there; accepting a token the grammar removed would make libllama
+// throw or abort), engine_error when libllama's sampler threw.
+Result<int32_t> sampling_sample(llama_sampler * chain, const float * logits, size_t n);
+
 // sampling_check_grammar: whether libllama accepts p's grammar for vocab (builds and frees its sampler).
 Status sampling_check_grammar(const sampling_params & p, const llama_vocab * vocab);
 

@@ -118,9 +118,6 @@ class engine_impl {
     }
 };
 
-// sample_from_logits applies the chain to logits and accepts the chosen token.
-token_id sample_from_logits(llama_sampler * chain, const std::vector<float> & logits);
-
 // probs_of: the chosen token's log-probability and the n_top most likely tokens' under softmax(logits).
 token_probs probs_of(const std::vector<float> & logits, token_id chosen, int32_t n_top);
 

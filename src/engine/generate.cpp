@@ -69,8 +69,13 @@ Result<generate_output> generate_run(const loaded_model & model, const generate_
             const float * lg = llama_get_logits_ith(lctx, -1);
             out.logits.emplace_back(lg, lg + n_vocab);
         }
-        const token_id t = llama_sampler_sample(chain.get(), lctx, -1);
-        if (llama_vocab_is_eog(model.vocab(), t)) {
+        auto sampled = sampling_sample(chain.get(), llama_get_logits_ith(lctx, -1), size_t(n_vocab));
+        if (!sampled.ok()) {
+            st = sampled.status();
+            break;
+        }
+        const token_id t = sampled.value();
+        if (t < 0 || llama_vocab_is_eog(model.vocab(), t)) {
             out.stopped_eog = true;
             break;
         }

@@ -63,6 +63,22 @@ Status grammar_rejected() {
 
 }  // namespace
 
+Result<int32_t> sampling_sample(llama_sampler * chain, const float * logits, size_t n) {
+    std::vector<llama_token_data> cur(n);
+    for (size_t i = 0; i < n; ++i) cur[i] = {llama_token(i), logits[i], 0.0f};
+    llama_token_data_array arr = {cur.data(), cur.size(), -1, false};
+    try {
+        llama_sampler_apply(chain, &arr);
+        if (arr.selected < 0 || size_t(arr.selected) >= arr.size || arr.data[arr.selected].logit == -INFINITY)
+            return int32_t(-1);
+        const llama_token t = arr.data[arr.selected].id;
+        llama_sampler_accept(chain, t);
+        return int32_t(t);
+    } catch (const std::exception & e) {  // libllama's grammar sampler reports a broken state by throwing
+        return Status(status_code::engine_error, std::string("sampling: ") + e.what());
+    }
+}
+
 Status sampling_check_grammar(const sampling_params & p, const llama_vocab * vocab) {
     if (p.grammar.gbnf.empty()) return {};
     llama_sampler * g = make_grammar(p.grammar, vocab);

@@ -17,16 +17,6 @@ double seconds_since(steady::time_point t) { return std::chrono::duration<double
 double ms_between(steady::time_point a, steady::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
 }  // namespace
 
-token_id sample_from_logits(llama_sampler * chain, const std::vector<float> & logits) {
-    std::vector<llama_token_data> cur(logits.size());
-    for (size_t i = 0; i < logits.size(); ++i) cur[i] = {llama_token(i), logits[i], 0.0f};
-    llama_token_data_array arr = {cur.data(), cur.size(), -1, false};
-    llama_sampler_apply(chain, &arr);
-    const token_id t = (arr.selected >= 0 && size_t(arr.selected) < arr.size) ? arr.data[arr.selected].id : 0;
-    llama_sampler_accept(chain, t);
-    return t;
-}
-
 token_probs probs_of(const std::vector<float> & logits, token_id chosen, int32_t n_top) {
     // log-softmax in double: the same bytes give the same numbers on every node.
     double mx = -INFINITY;
@@ -441,7 +431,10 @@ void engine_impl::sample_one(slot & s) {
         return finish(s, finish_reason::stop, {}, std::move(sink.bytes()));
     }
     if (t.req.n_predict == 0) return finish(s, finish_reason::length);
-    const token_id tok = sample_from_logits(t.chain.get(), s.logits);
+    const auto sampled = sampling_sample(t.chain.get(), s.logits.data(), s.logits.size());
+    if (!sampled.ok()) return fail_task(s, sampled.status());
+    const token_id tok = sampled.value();
+    if (tok < 0) return finish(s, finish_reason::stop);  // no token may follow (see sample_from_logits)
     if (!t.req.ignore_eos && llama_vocab_is_eog(model->vocab(), tok)) return finish(s, finish_reason::stop);
     event_token ev;
     ev.token = tok;

@@ -240,7 +240,8 @@ bool json_too_deep(const J & j, int depth_left) {
 }
 
 // check_json validates tools or kwargs: the depth first (dump, like minja, recurses), then the UTF-8.
-Status check_json(const nlohmann::json & j, const std::string & field) {
+template <typename J>
+Status check_json(const J & j, const std::string & field) {
     if (json_too_deep(j, chat_template_json_depth_max))
         return bad(field + ": nested deeper than " + std::to_string(chat_template_json_depth_max) + " levels");
     try {

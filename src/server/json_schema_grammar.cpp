@@ -21,7 +21,7 @@ namespace baton {
 
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;  // properties keep the schema's order
 
 constexpr int64_t int_digits_max = 15;
 constexpr int64_t int_abs_max = 999999999999999;  // 15 nines
@@ -436,7 +436,7 @@ class json_schema_converter {
                 if (k_ignored.count(k)) continue;
                 if (k == "allOf") {
                     if (!v.is_array()) return refuse(child(mptr, k), "must be an array of schemas");
-                    for (size_t i = 0; i < v.size(); ++i)
+                    for (size_t i = v.size(); i-- > 0;)  // a stack: pushed backwards, merged in the members' order
                         todo.push_back({&v[i], child(child(mptr, k), std::to_string(i))});
                 } else if (k == "type") {
                     if (v != "object")
@@ -997,12 +997,12 @@ std::string gbnf_builder::grammar(std::string_view root_rule) const {
     return out;
 }
 
-Result<std::string> gbnf_builder::add_schema(const nlohmann::json & schema, std::string_view name_hint) {
+Result<std::string> gbnf_builder::add_schema(const nlohmann::ordered_json & schema, std::string_view name_hint) {
     json_schema_converter c(*this, schema);
     return c.convert_root(name_hint);
 }
 
-Result<std::string> json_schema_to_gbnf(const nlohmann::json & schema) {
+Result<std::string> json_schema_to_gbnf(const nlohmann::ordered_json & schema) {
     gbnf_builder b;
     auto root = b.add_schema(schema, "schema");
     if (!root.ok()) return root.status();

@@ -4,6 +4,7 @@
 #include <llama.h>
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <climits>
 #include <cmath>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 namespace baton {
 
 using json = nlohmann::json;
+using ordered_json = nlohmann::ordered_json;
 
 const char * openai_endpoint_name(openai_endpoint e) {
     switch (e) {
@@ -214,22 +216,61 @@ bool json_plain(const json & v, int depth) {
     return true;
 }
 
-// parse_tools reads "tools", "tool_choice" and "parallel_tool_calls" of a chat.
-Status parse_tools(const json & j, openai_chat & chat) {
+// ordered_parts re-reads the body keeping the client's key order, but only "tools", "json_schema" and
+// "response_format" (what a chat template shows, or a grammar's properties follow, in that order); the
+// parser skips every other value without building it. nlohmann's ordered objects insert in linear time per
+// key, so the kept values are bounded first, on the sorted parse: at most 2,000 keys in one object and
+// 20,000 in all (a 400 beyond).
+Result<ordered_json> ordered_parts(std::string_view body, const json & j) {
+    static constexpr std::array<const char *, 3> keys = {"tools", "json_schema", "response_format"};
+    size_t total = 0;
+    bool any = false;
+    for (const char * key : keys) {
+        auto it = j.find(key);
+        if (it == j.end() || !it->is_structured()) continue;
+        any = true;
+        std::vector<const json *> todo = {&*it};  // iterative: the value may nest deeply
+        while (!todo.empty()) {
+            const json * v = todo.back();
+            todo.pop_back();
+            if (v->is_object()) {
+                if (v->size() > 2000) return bad(std::string(key) + ": an object with more than 2000 keys");
+                total += v->size();
+                if (total > 20000) return bad(std::string(key) + ": more than 20000 object keys");
+            }
+            if (v->is_structured())
+                for (const auto & e : *v) todo.push_back(&e);
+        }
+    }
+    if (!any) return ordered_json::object();
+    const auto keep = [](int depth, ordered_json::parse_event_t ev, ordered_json & parsed) {
+        if (depth != 1 || ev != ordered_json::parse_event_t::key) return true;
+        for (const char * key : keys)
+            if (parsed == key) return true;
+        return false;
+    };
+    ordered_json o = ordered_json::parse(body.begin(), body.end(), keep, false);
+    if (o.is_discarded() || !o.is_object()) return ordered_json::object();
+    return o;
+}
+
+// parse_tools reads "tools", "tool_choice" and "parallel_tool_calls" of a chat; the tools as the client
+// ordered their keys (ordered: see ordered_parts).
+Status parse_tools(const json & j, const ordered_json & ordered, openai_chat & chat) {
     if (auto t = j.find("tools"); t != j.end() && !t->is_null()) {
-        BATON_RETURN_IF_ERROR(tools_check(*t));
         if (!json_plain(*t, 0)) return bad("tools: nested deeper than 32 levels or a number out of range");
-        if (!t->empty()) chat.tools = *t;
+        BATON_RETURN_IF_ERROR(tools_check(*t));
+        if (!t->empty()) chat.tools = ordered.contains("tools") ? ordered["tools"] : ordered_json(*t);
     }
     if (auto c = j.find("tool_choice"); c != j.end() && !c->is_null()) {
-        auto choice = tool_choice_parse(*c, chat.tools.is_null() ? json::array() : chat.tools);
+        auto choice = tool_choice_parse(*c, chat.tools.is_null() ? ordered_json::array() : chat.tools);
         if (!choice.ok()) return choice.status();
         chat.choice = choice.value();
     }
     return get_bool(j, "parallel_tool_calls", chat.parallel_tool_calls);
 }
 
-Status parse_messages(const json & j, openai_request & r) {
+Status parse_messages(const json & j, const ordered_json & ordered, openai_request & r) {
     auto it = j.find("messages");
     if (it == j.end() || !it->is_array() || it->empty()) return bad("messages: must be a non-empty array");
     openai_chat chat;
@@ -287,7 +328,7 @@ Status parse_messages(const json & j, openai_request & r) {
         if (!fmt.ok()) return bad("reasoning_format: " + fmt.status().message());
         chat.reasoning = fmt.value();
     }
-    BATON_RETURN_IF_ERROR(parse_tools(j, chat));
+    BATON_RETURN_IF_ERROR(parse_tools(j, ordered, chat));
     r.input = std::move(chat);
     return {};
 }
@@ -339,15 +380,22 @@ Status refuse_unsupported(const json & j, openai_endpoint endpoint) {
 // "response_format" (json_object, optionally with llama-server's "schema"; json_schema with
 // json_schema.schema). At most one of the three. "grammar_lazy" with "grammar_trigger_patterns" (Baton's,
 // what a tool-call grammar resolves to in a blob's request) makes a GBNF grammar lazy.
-Status parse_grammar(const json & j, sampling_grammar & g) {
+Status parse_grammar(const json & j, const ordered_json & ordered, sampling_grammar & g) {
     int sources = 0;
     if (auto it = j.find("grammar"); it != j.end() && !it->is_null()) {
         if (!it->is_string()) return bad("grammar: must be a string (GBNF)");
         if (!it->get_ref<const std::string &>().empty()) g.gbnf = it->get<std::string>(), ++sources;
     }
+    // The schema as the client ordered its keys (properties are generated in that order).
     auto from_schema = [&](const json & schema, const std::string & field) -> Status {
         if (!schema.is_object() && !schema.is_boolean()) return bad(field + ": must be a JSON Schema (an object)");
-        auto gbnf = json_schema_to_gbnf(schema);
+        const ordered_json * o = &ordered;
+        std::vector<std::string> path;
+        if (field == "json_schema") path = {"json_schema"};
+        else if (field == "response_format.schema") path = {"response_format", "schema"};
+        else path = {"response_format", "json_schema", "schema"};
+        for (const auto & k : path) o = (o && o->is_object() && o->contains(k)) ? &(*o)[k] : nullptr;
+        auto gbnf = json_schema_to_gbnf(o ? *o : ordered_json(schema));
         if (!gbnf.ok()) return bad(field + ": " + gbnf.status().message());
         g.gbnf = std::move(gbnf.value());
         ++sources;
@@ -412,8 +460,8 @@ Status parse_logprobs(const json & j, openai_endpoint endpoint, openai_request &
     return {};
 }
 
-Status parse_fields(const json & j, openai_endpoint endpoint, bool allow_rendered, const openai_defaults & d,
-                    openai_request & r) {
+Status parse_fields(const json & j, const ordered_json & ordered, openai_endpoint endpoint, bool allow_rendered,
+                    const openai_defaults & d, openai_request & r) {
     r.endpoint = endpoint;
     r.max_tokens = d.max_tokens;
     r.sampling = d.sampling;
@@ -421,7 +469,7 @@ Status parse_fields(const json & j, openai_endpoint endpoint, bool allow_rendere
     if (endpoint == openai_endpoint::chat) {
         if (allow_rendered && !j.contains("messages") && j.contains("prompt"))
             BATON_RETURN_IF_ERROR(parse_rendered(j, r));
-        else BATON_RETURN_IF_ERROR(parse_messages(j, r));
+        else BATON_RETURN_IF_ERROR(parse_messages(j, ordered, r));
     } else {
         BATON_RETURN_IF_ERROR(parse_prompt(j, r));
     }
@@ -449,7 +497,7 @@ Status parse_fields(const json & j, openai_endpoint endpoint, bool allow_rendere
     if (j.contains("logit_bias")) s.logit_bias.clear();  // the request's own, not added to the node's
     BATON_RETURN_IF_ERROR(parse_logit_bias(j, s.logit_bias));
     s.grammar = {};  // the request's own (a node has no default grammar)
-    BATON_RETURN_IF_ERROR(parse_grammar(j, s.grammar));
+    BATON_RETURN_IF_ERROR(parse_grammar(j, ordered, s.grammar));
     BATON_RETURN_IF_ERROR(sampling_check(s));
     BATON_RETURN_IF_ERROR(parse_stop(j, r.stop));
     BATON_RETURN_IF_ERROR(get_bool(j, "stream", r.stream));
@@ -479,7 +527,9 @@ Result<openai_request> openai_parse(std::string_view body, openai_endpoint endpo
         else return bad("endpoint: \"" + e + "\" is not \"completions\", \"chat\" or \"completion\"");
     }
     try {
-        BATON_RETURN_IF_ERROR(parse_fields(j, endpoint, allow_endpoint_field, defaults, r));
+        auto ordered = ordered_parts(body, j);
+        if (!ordered.ok()) return ordered.status();
+        BATON_RETURN_IF_ERROR(parse_fields(j, ordered.value(), endpoint, allow_endpoint_field, defaults, r));
     } catch (const std::exception & e) {  // nlohmann throws on invalid UTF-8 in some accessors
         return bad(std::string("body: ") + e.what());
     }
@@ -488,7 +538,7 @@ Result<openai_request> openai_parse(std::string_view body, openai_endpoint endpo
 
 namespace {
 
-json tool_choice_json(const tool_choice & c) {
+ordered_json tool_choice_json(const tool_choice & c) {
     if (std::holds_alternative<tool_choice_none>(c)) return "none";
     if (std::holds_alternative<tool_choice_required>(c)) return "required";
     if (const auto * n = std::get_if<tool_choice_named>(&c))
@@ -498,16 +548,18 @@ json tool_choice_json(const tool_choice & c) {
 
 }  // namespace
 
+// Built as an ordered object so the tools keep the client's key order (every field is written explicitly,
+// in this order).
 std::string openai_request_json(const openai_request & r) {
-    json j;
+    ordered_json j;
     j["endpoint"] = openai_endpoint_name(r.endpoint);
     j["model"] = r.model;
     if (const auto * chat = std::get_if<openai_chat>(&r.input)) {
-        json msgs = json::array();
+        ordered_json msgs = ordered_json::array();
         for (const auto & m : chat->messages) {
-            json jm = {{"role", m.role}, {"content", m.content}};
+            ordered_json jm = {{"role", m.role}, {"content", m.content}};
             if (!m.tool_calls.empty()) {
-                json calls = json::array();
+                ordered_json calls = ordered_json::array();
                 for (const auto & c : m.tool_calls)
                     calls.push_back({{"id", c.id},
                                      {"type", "function"},
@@ -521,7 +573,8 @@ std::string openai_request_json(const openai_request & r) {
         j["messages"] = msgs;
         j["chat_template_kwargs"] = chat->template_kwargs;
         j["add_generation_prompt"] = chat->add_generation_prompt;
-        j["reasoning_format"] = chat->reasoning ? json(reasoning_format_name(*chat->reasoning)) : json(nullptr);
+        j["reasoning_format"] =
+            chat->reasoning ? ordered_json(reasoning_format_name(*chat->reasoning)) : ordered_json(nullptr);
         j["tools"] = chat->tools;
         j["tool_choice"] = tool_choice_json(chat->choice);
         j["parallel_tool_calls"] = chat->parallel_tool_calls;
@@ -532,7 +585,8 @@ std::string openai_request_json(const openai_request & r) {
                           {"open", x.tags.open},
                           {"close", x.tags.close},
                           {"starts_open", x.starts_open}};
-        j["tool_format"] = rendered->tools ? json(tool_call_format_name(*rendered->tools)) : json(nullptr);
+        j["tool_format"] =
+            rendered->tools ? ordered_json(tool_call_format_name(*rendered->tools)) : ordered_json(nullptr);
     } else if (const auto * toks = std::get_if<openai_prompt_tokens>(&r.input)) {
         j["prompt"] = toks->tokens;
     } else {
@@ -551,8 +605,9 @@ std::string openai_request_json(const openai_request & r) {
     j["frequency_penalty"] = s.frequency_penalty;
     j["presence_penalty"] = s.presence_penalty;
     j["seed"] = s.seed;
-    json bias = json::array();  // [[id, bias]], never-sampled tokens as false (JSON has no infinity)
-    for (const auto & [token, b] : s.logit_bias) bias.push_back({token, b == -INFINITY ? json(false) : json(b)});
+    ordered_json bias = ordered_json::array();  // [[id, bias]], never-sampled tokens as false (JSON has no infinity)
+    for (const auto & [token, b] : s.logit_bias)
+        bias.push_back({token, b == -INFINITY ? ordered_json(false) : ordered_json(b)});
     j["logit_bias"] = bias;
     j["grammar"] = s.grammar.gbnf;
     j["grammar_lazy"] = s.grammar.lazy;
@@ -562,7 +617,7 @@ std::string openai_request_json(const openai_request & r) {
     j["stream_options"] = {{"include_usage", r.include_usage}};
     j["ignore_eos"] = r.ignore_eos;
     j["return_tokens"] = r.return_tokens;
-    return j.dump(-1, ' ', false, json::error_handler_t::replace);
+    return j.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
 }
 
 Result<gen_request> openai_to_gen(const openai_request & r, const llama_vocab * vocab) {

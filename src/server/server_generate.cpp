@@ -172,6 +172,21 @@ net::awaitable<void> server_impl::respond_generation(http_exchange & ex, engine_
         meta.generation_settings = openai_generation_settings(oreq, eng->layout().n_ctx);
         if (req) meta.prompt_text = text_detokenize(model->vocab(), req->prompt, true);
     }
+    req = nullptr;  // (it points into task, which may be replaced below)
+    // n > 1 on a node that serves the whole request: the prompt is processed once, into a blob that is
+    // restored into n slots — the path a PD decode node takes, so the choices start from the same state as
+    // a PD answer's (same logprobs) and the prompt is not computed n times.
+    std::optional<event_done> prefilled;
+    if (auto * g = std::get_if<task_generate>(&task); g && n > 1) {
+        gen_request one = std::move(g->req);
+        auto done = co_await run_to_done(ex, task_prefill{one});
+        if (!done.ok()) co_return (void) co_await ex.respond_error(done.status());
+        auto blob = co_await blob_parse_edge(std::move(done->blob));
+        if (!blob.ok()) co_return (void) co_await ex.respond_error(blob.status());
+        done->blob.clear();
+        prefilled = std::move(done.value());
+        task = task_decode{blob.value(), std::move(one)};
+    }
     std::vector<request_ptr> handles;
     for (engine_task & t : choice_tasks(std::move(task), oreq.n)) {
         auto h = eng->submit(std::move(t));
@@ -189,7 +204,13 @@ net::awaitable<void> server_impl::respond_generation(http_exchange & ex, engine_
     for (size_t i = 0; i < n; ++i) choices.emplace_back(uint32_t(i), rs, tf);
     auto results = [&] {
         std::vector<openai_result> out;
-        for (const auto & c : choices) out.push_back(c.res);
+        for (const auto & c : choices) {
+            out.push_back(c.res);
+            if (prefilled) {  // the prompt was processed by the prefill above, not by the choices' restores
+                out.back().done.usage.cached_tokens = prefilled->usage.cached_tokens;
+                if (out.size() == 1) out.back().done.ms_prompt += prefilled->ms_prompt;
+            }
+        }
         return out;
     };
     const llama_vocab * vocab = model->vocab();

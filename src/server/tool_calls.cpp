@@ -24,7 +24,7 @@ namespace baton {
 
 namespace {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;  // tools keep the client's key order (the template shows them)
 // The model's calls keep their key order: arguments come back as the model wrote them, only compacted.
 using ojson = nlohmann::ordered_json;
 

@@ -337,7 +337,7 @@ TEST_F(JsonSchemaGrammar, RefsAndRecursion) {
             {"required", {"v"}}}}}},
         {"$ref", "#/$defs/node"}};
     const std::string g = gbnf_of(tree);
-    // properties come in nlohmann's (sorted) key order: "kids" before "v"
+    // properties come in the schema's order; this schema is a (key-sorted) nlohmann::json: "kids" before "v"
     EXPECT_ACCEPTS(g, "{\"kids\": [{\"v\": 2}, {\"kids\": [{\"kids\": [], \"v\": 4}], \"v\": 3}], \"v\": 1}");
     EXPECT_REJECTS(g, "{\"kids\": [{\"kids\": []}], \"v\": 1}");
     const json root = {{"type", "object"},

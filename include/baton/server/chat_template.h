@@ -48,7 +48,8 @@ inline constexpr int chat_template_json_depth_max = 32;
 
 struct chat_template_options {
     bool add_generation_prompt = true;
-    nlohmann::json tools;   // null (no tools) or an array of OpenAI tool objects, passed to the template as `tools`
+    nlohmann::ordered_json
+        tools;              // null (no tools) or an array of OpenAI tool objects, passed to the template as `tools`
     nlohmann::json kwargs;  // null or an object: extra template variables (chat_template_kwargs, e.g. enable_thinking)
     std::optional<std::chrono::system_clock::time_point> now;  // for strftime_now; default: the current time
 };

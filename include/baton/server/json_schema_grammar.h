@@ -13,7 +13,8 @@
 //   - strings: escapes are \" \\ \/ \b \f \n \r \t and \uXXXX except surrogates (\uD800-\uDFFF; write
 //     the character itself); enum/const values are their compact dump (nlohmann's dump(): no whitespace,
 //     that key order and that escaping);
-//   - object properties come in the order of "properties" as nlohmann::json holds it (sorted by key), required
+//   - object properties come in the order "properties" lists them (the schema is an ordered_json: the
+//     client's order; allOf members merged in their order), required
 //     ones always, optional ones each possibly left out; a required name missing from "properties" follows
 //     them (its value: the additionalProperties schema, or any value);
 //   - additionalProperties absent: no additional properties are generated, unless the object schema has no
@@ -66,7 +67,7 @@ class gbnf_builder {
     // restrictions) and returns the name of the rule for schema itself. name_hint is a prefix for the new
     // rules' names (sanitized). Refs resolve against schema itself (its $defs/definitions). Errors:
     // invalid_argument "json_schema: /properties/age: 'multipleOf' is not supported".
-    Result<std::string> add_schema(const nlohmann::json & schema, std::string_view name_hint);
+    Result<std::string> add_schema(const nlohmann::ordered_json & schema, std::string_view name_hint);
     // add_rule adds body under a fresh name derived from name_hint and returns the name used; a rule with an
     // identical body added before is reused.
     std::string add_rule(std::string_view name_hint, const std::string & body);
@@ -92,7 +93,7 @@ class gbnf_builder {
 };
 
 // json_schema_to_gbnf converts a schema into a complete grammar whose start rule is "root".
-Result<std::string> json_schema_to_gbnf(const nlohmann::json & schema);
+Result<std::string> json_schema_to_gbnf(const nlohmann::ordered_json & schema);
 
 // json_object_gbnf: the grammar of response_format {type: json_object} (any JSON object, same whitespace
 // and number restrictions).

@@ -46,7 +46,8 @@ struct openai_chat {  // chat: "messages" (non-empty), rendered by the node's ch
     nlohmann::json template_kwargs = nullptr;                  // "chat_template_kwargs": null or an object
     bool add_generation_prompt = true;                         // "add_generation_prompt"
     std::optional<reasoning_format> reasoning = std::nullopt;  // "reasoning_format": else --reasoning-format
-    nlohmann::json tools = nullptr;                            // "tools": null or a checked array (tools_check)
+    nlohmann::ordered_json tools =
+        nullptr;  // "tools": null or a checked array (tools_check), in the client's key order
     tool_choice choice = tool_choice_auto{};                   // "tool_choice"
     bool parallel_tool_calls = true;                           // "parallel_tool_calls" (OpenAI's default)
     bool operator==(const openai_chat &) const = default;

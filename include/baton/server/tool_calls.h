@@ -191,18 +191,18 @@ using tool_choice = std::variant<tool_choice_auto, tool_choice_none, tool_choice
 // tools_check validates an OpenAI tools array: each element {"type": "function", "function": {"name":
 // [A-Za-z0-9_.-]{1,64}, "description"?: string, "parameters"?: object, "strict"?: bool}}, names unique.
 // Other keys are ignored. Errors: invalid_argument naming the path ("tools[1].function.name: ...").
-Status tools_check(const nlohmann::json & tools);
+Status tools_check(const nlohmann::ordered_json & tools);
 
 // tool_choice_parse parses "auto" | "none" | "required" | {"type": "function", "function": {"name": N}}
 // where N names one of tools (REQUIRES: tools passed tools_check, or is null when the request has none).
 // "required" and a named choice need tools. Errors: invalid_argument naming "tool_choice".
-Result<tool_choice> tool_choice_parse(const nlohmann::json & v, const nlohmann::json & tools);
+Result<tool_choice> tool_choice_parse(const nlohmann::ordered_json & v, const nlohmann::ordered_json & tools);
 
 // tool_calls_history_check validates an assistant message's "tool_calls" from the client: an array of
 // {"id": string, "type"?: "function", "function": {"name": non-empty string, "arguments": string holding a
 // JSON object}}. path names the array in errors: invalid_argument
 // "messages[3].tool_calls[0].function.arguments: not a JSON object".
-Status tool_calls_history_check(const nlohmann::json & tool_calls, std::string_view path);
+Status tool_calls_history_check(const nlohmann::ordered_json & tool_calls, std::string_view path);
 
 // A grammar for the grammar sampler. Empty gbnf: no constraint. lazy: the grammar applies only once one of
 // trigger_patterns (regexes for llama_sampler_init_grammar_lazy_patterns: matched against the whole output
@@ -229,7 +229,7 @@ struct tool_grammar {
 // ("; " CALL)*; generic {"tool_call": CALL} or, if parallel, {"tool_calls": [CALL (", " CALL)*]}.
 // REQUIRES: tools passed tools_check and choice came from tool_choice_parse with them. Errors:
 // invalid_argument from the schema converter (naming the tool: "tools[0].function.parameters: ...").
-Result<tool_grammar> tool_calls_grammar(tool_call_format f, const nlohmann::json & tools, const tool_choice & choice,
-                                        bool parallel);
+Result<tool_grammar> tool_calls_grammar(tool_call_format f, const nlohmann::ordered_json & tools,
+                                        const tool_choice & choice, bool parallel);
 
 }  // namespace baton
