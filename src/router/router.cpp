@@ -307,10 +307,15 @@ net::awaitable<void> pump_blob(std::shared_ptr<http_upstream> call, std::shared_
 net::awaitable<Result<prefill_stream>> router_impl::prefill_hop(http_exchange & ex, route_ctx & ctx) {
     // The client's body and the endpoint: the prefill node fills in its defaults and renders a chat with
     // its template, and embeds the request so resolved in the blob.
-    nlohmann::json j = nlohmann::json::parse(ex.request().body_text(), nullptr, false);
+    // The field is added to the client's text, not to a re-serialization of it: a dump would sort every
+    // object's keys, and the order of a schema's properties and of the tools' keys is the client's (the
+    // grammar and the template follow it). Written last, so it wins over an "endpoint" the client sent.
+    const std::string_view text = ex.request().body_text();
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
     if (!j.is_object()) co_return Status(status_code::invalid_argument, "body: must be a JSON object");
-    j["endpoint"] = openai_endpoint_name(ctx.req.endpoint);
-    const std::string body = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    const size_t close = text.find_last_of('}');  // an object's text ends with '}' (and maybe whitespace)
+    const std::string field = std::string("\"endpoint\":\"") + openai_endpoint_name(ctx.req.endpoint) + "\"";
+    const std::string body = j.empty() ? "{" + field + "}" : std::string(text.substr(0, close)) + "," + field + "}";
     std::vector<size_t> tried;
     Status last(status_code::upstream_error, "no healthy prefill node");
     for (;;) {

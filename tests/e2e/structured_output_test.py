@@ -15,7 +15,8 @@ Baton's random-weight llama test model with a Hermes-style chat template that sh
     parameters schema; streamed tool_calls deltas add up to the non-streamed calls.
   * Logprobs: top_logprobs are sorted, distinct and their probabilities sum to <= 1.
   * PD: through the router (X-Baton-Route: pd) a schema request, a tool-call request and an n = 3 request
-    give exactly the single node's choices (content, tool calls but their random ids, logprobs).
+    give the single node's choices (content and tool calls exactly, but their random ids; logprobs: the same
+    tokens, the numbers to 1e-4, since the single node has served other requests meanwhile).
 Exits 1 if any case fails.
 """
 
@@ -177,7 +178,9 @@ class Tools(unittest.TestCase):
             with self.subTest(seed=seed, choice=choice):
                 r = tool_request(client, seed, choice, parallel_tool_calls=seed % 2 == 0)
                 c = r.choices[0]
-                self.assertEqual(c.finish_reason, "tool_calls")
+                # One call: the grammar ends the output after it. Parallel calls: the random model may open
+                # another until max_tokens (that unfinished block stays content); the finished ones are whole.
+                self.assertIn(c.finish_reason, ("tool_calls", "length") if seed % 2 == 0 else ("tool_calls",))
                 self.assertTrue(c.message.tool_calls)
                 if seed % 2:
                     self.assertEqual(len(c.message.tool_calls), 1)
@@ -247,8 +250,19 @@ class RouterPD(unittest.TestCase):
             self.assertEqual(a.index, b.index)
             self.assertEqual(a.message.content, b.message.content)
             self.assertEqual(calls_of(a.message), calls_of(b.message))
-            self.assertEqual(logprobs_of(a), logprobs_of(b))
             self.assertEqual(a.finish_reason, b.finish_reason)
+            la, lb = logprobs_of(a), logprobs_of(b)
+            self.assertEqual(la is None, lb is None)
+            if la is None:
+                continue
+            # The same tokens; the numbers to 1e-4: the single node has served other requests, and where a
+            # sequence sits in the KV cache changes the last bits of its logits (bit-equality needs nodes in
+            # the same state: tests/server/serve_structured_test.cpp).
+            self.assertEqual([(t, [x for x, _ in top]) for t, _, top in la], [(t, [x for x, _ in top]) for t, _, top in lb])
+            for (_, pa, ta), (_, pb, tb) in zip(la, lb):
+                self.assertAlmostEqual(pa, pb, delta=1e-4)
+                for (_, x), (_, y) in zip(ta, tb):
+                    self.assertAlmostEqual(x, y, delta=1e-4)
 
     def test_schema_request_matches_the_single_node(self):
         fmt = {"type": "json_schema", "json_schema": {"name": "person", "schema": SCHEMAS["person"]}}
