@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <utility>
 
+#include "message_quote.h"
+
 namespace baton {
 
 namespace {
@@ -20,29 +22,6 @@ bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c
 std::string_view trim_right(std::string_view s) {
     while (!s.empty() && is_ws(s.back())) s.remove_suffix(1);
     return s;
-}
-
-// quoted_for_message: s in double quotes, printable ASCII kept (backslash and quote escaped), other bytes
-// as \xNN, at most 32 bytes of s: the value may come from a client.
-std::string quoted_for_message(std::string_view s) {
-    constexpr size_t k_max = 32;
-    std::string out = "\"";
-    for (const char c : s.substr(0, k_max)) {
-        const auto u = static_cast<unsigned char>(c);
-        if (c == '"' || c == '\\') {
-            out += '\\';
-            out += c;
-        } else if (u >= 0x20 && u < 0x7f) {
-            out += c;
-        } else {
-            std::array<char, 8> hex{};
-            std::snprintf(hex.data(), hex.size(), "\\x%02x", u);
-            out += hex.data();
-        }
-    }
-    out += '"';
-    if (s.size() > k_max) out += "...";
-    return out;
 }
 
 }  // namespace

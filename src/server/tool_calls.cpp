@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "baton/server/json_schema_grammar.h"
+#include "message_quote.h"
 
 namespace baton {
 
@@ -85,29 +86,6 @@ std::optional<std::vector<tool_call>> calls_from_array(const ojson & j, tool_cal
 
 ojson parse_ojson(std::string_view s) { return ojson::parse(s.begin(), s.end(), nullptr, false); }
 
-// quoted_for_message: s in double quotes, printable ASCII kept (backslash and quote escaped), other bytes
-// as \xNN, at most 32 bytes of s: the value comes from a client.
-std::string quoted_for_message(std::string_view s) {
-    constexpr size_t k_max = 32;
-    std::string out = "\"";
-    for (const char c : s.substr(0, k_max)) {
-        const auto u = static_cast<unsigned char>(c);
-        if (c == '"' || c == '\\') {
-            out += '\\';
-            out += c;
-        } else if (u >= 0x20 && u < 0x7f) {
-            out += c;
-        } else {
-            std::array<char, 8> hex{};
-            std::snprintf(hex.data(), hex.size(), "\\x%02x", u);
-            out += hex.data();
-        }
-    }
-    out += '"';
-    if (s.size() > k_max) out += "...";
-    return out;
-}
-
 Status invalid(const std::string & path, const std::string & what) {
     return Status(status_code::invalid_argument, path + ": " + what);
 }
@@ -144,6 +122,19 @@ tool_call_format tool_call_format_detect(std::string_view src) {
 
 tool_call_stream::tool_call_stream(tool_call_format f)
     : format_(f), phase_(f == tool_call_format::hermes || f == tool_call_format::mistral ? phase::text : phase::whole) {
+}
+
+tool_call_stream::value_step tool_call_stream::scan_value(char c) {
+    if (in_string_) {
+        if (escape_) escape_ = false;
+        else if (c == '\\') escape_ = true;
+        else if (c == '"') in_string_ = false;
+        return value_step::more;
+    }
+    if (c == '"') in_string_ = true;
+    else if (c == '{' || c == '[') return ++depth_ > tool_call_depth_max ? value_step::too_deep : value_step::more;
+    else if (c == '}' || c == ']') return --depth_ == 0 ? value_step::closed : value_step::more;
+    return value_step::more;
 }
 
 tool_stream_piece tool_call_stream::push(std::string_view text) {
@@ -283,23 +274,15 @@ bool tool_call_stream::step_block(bool at_end, tool_stream_piece & out) {
                 }
                 break;
             case stage::value:
-                if (in_string_) {
-                    if (escape_) escape_ = false;
-                    else if (c == '\\') escape_ = true;
-                    else if (c == '"') in_string_ = false;
-                } else if (c == '"') {
-                    in_string_ = true;
-                } else if (c == '{' || c == '[') {
-                    if (++depth_ > tool_call_depth_max) return fail(pos_);
-                } else if (c == '}' || c == ']') {
-                    if (--depth_ == 0) {
-                        pos_value_end_ = pos_ + 1;
-                        if (!hermes) {
-                            ++pos_;
-                            return done(pos_);
-                        }
-                        stage_ = stage::after;
+                if (const value_step v = scan_value(c); v == value_step::too_deep) {
+                    return fail(pos_);
+                } else if (v == value_step::closed) {
+                    pos_value_end_ = pos_ + 1;
+                    if (!hermes) {
+                        ++pos_;
+                        return done(pos_);
                     }
+                    stage_ = stage::after;
                 }
                 ++pos_;
                 break;
@@ -355,16 +338,10 @@ void tool_call_stream::step_whole(bool at_end, tool_stream_piece & out) {
                 }
                 break;
             case stage::value:
-                if (in_string_) {
-                    if (escape_) escape_ = false;
-                    else if (c == '\\') escape_ = true;
-                    else if (c == '"') in_string_ = false;
-                } else if (c == '"') {
-                    in_string_ = true;
-                } else if (c == '{' || c == '[') {
-                    if (++depth_ > tool_call_depth_max) return fail_whole(out);
-                } else if (c == '}' || c == ']') {
-                    if (--depth_ == 0) {
+                if (const value_step v = scan_value(c); v == value_step::too_deep) {
+                    return fail_whole(out);
+                } else if (v == value_step::closed) {
+                    {
                         const ojson j =
                             parse_ojson(std::string_view(pending_).substr(value_start_, pos_ + 1 - value_start_));
                         if (llama3) {

@@ -160,6 +160,9 @@ class tool_call_stream {
     stage stage_ = stage::lead;
     size_t pos_ = 0;          // bytes of pending_ examined
     size_t value_start_ = 0;  // where the current JSON value starts in pending_
+    // scan_value takes one character of the JSON value being scanned (brackets counted outside strings).
+    enum class value_step : uint8_t { more, too_deep, closed };
+    value_step scan_value(char c);
     size_t depth_ = 0;        // open brackets in the current value
     bool in_string_ = false;
     bool escape_ = false;
