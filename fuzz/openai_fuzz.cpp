@@ -20,8 +20,9 @@
 //     a float exactly and rounding is monotone, so the narrowed value stays in range. The dump writes the
 //     float widened to double in shortest round-trip form, so re-parsing and narrowing gives the same
 //     float bits (-0.0 included);
-//   - logit_bias: object keys become ids, in the object's (sorted) order, and false (never) is written as
-//     false, since JSON has no infinity;
+//   - logit_bias: numeric object keys become ids, in the object's (sorted) order; texts (array strings and
+//     other keys) are written after the ids as [text, bias] (an array string: a text again); false (never)
+//     is written as false, since JSON has no infinity;
 //   - aliases collapse to one spelling (max_completion_tokens/n_predict -> max_tokens, a string stop -> a
 //     one-element array, a one-string prompt array -> a string, text content parts -> one string, null
 //     content -> ""), and the canonical spelling parses to the same value;
@@ -59,6 +60,14 @@ bool same_bias(const std::vector<std::pair<int32_t, float>> & a, const std::vect
     return true;
 }
 
+bool same_texts(const std::vector<std::pair<std::string, float>> & a,
+                const std::vector<std::pair<std::string, float>> & b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+        if (a[i].first != b[i].first || !same_float(a[i].second, b[i].second)) return false;
+    return true;
+}
+
 bool same_sampling(const sampling_params & a, const sampling_params & b) {
     return same_float(a.temperature, b.temperature) && a.top_k == b.top_k && same_float(a.top_p, b.top_p) &&
            same_float(a.min_p, b.min_p) && same_float(a.repeat_penalty, b.repeat_penalty) &&
@@ -70,8 +79,9 @@ bool same_sampling(const sampling_params & a, const sampling_params & b) {
 bool same_request(const openai_request & a, const openai_request & b) {
     if (a.endpoint != b.endpoint || a.input != b.input || a.model != b.model) return false;
     return a.max_tokens == b.max_tokens && a.n == b.n && a.n_probs == b.n_probs &&
-           same_sampling(a.sampling, b.sampling) && a.stop == b.stop && a.stream == b.stream &&
-           a.include_usage == b.include_usage && a.ignore_eos == b.ignore_eos && a.return_tokens == b.return_tokens;
+           same_texts(a.logit_bias_text, b.logit_bias_text) && same_sampling(a.sampling, b.sampling) &&
+           a.stop == b.stop && a.stream == b.stream && a.include_usage == b.include_usage &&
+           a.ignore_eos == b.ignore_eos && a.return_tokens == b.return_tokens;
 }
 
 }  // namespace

@@ -61,45 +61,50 @@ Status get_bool(const json & j, const char * key, bool & out) {
 }
 
 // parse_logit_bias reads OpenAI's {"TOKEN_ID": bias} or llama-server's [[TOKEN_ID, bias | false], ...]
-// (false: never sample it). Token strings (llama-server's [["text", bias]]) are not supported: give ids.
-Status parse_logit_bias(const json & j, std::vector<std::pair<int32_t, float>> & out) {
+// (false: never sample it). Text instead of an id — an array entry's string, or an object key that is not
+// a number, as llama-server takes them — goes to texts (openai_to_gen tokenizes it: every token gets the bias).
+Status parse_logit_bias(const json & j, std::vector<std::pair<int32_t, float>> & out,
+                        std::vector<std::pair<std::string, float>> & texts) {
     auto it = j.find("logit_bias");
     if (it == j.end() || it->is_null()) return {};
-    auto add = [&](const json & id, const json & bias, const std::string & where) -> Status {
-        int64_t token = -1;
-        if (id.is_number_integer()) {
-            token = id.is_number_unsigned() ? int64_t(std::min<uint64_t>(id.get<uint64_t>(), uint64_t(INT64_MAX)))
-                                            : id.get<int64_t>();
-        } else if (id.is_string()) {
-            const std::string s = id.get<std::string>();
-            char * end = nullptr;
-            const long long v = s.empty() ? -1 : std::strtoll(s.c_str(), &end, 10);
-            if (s.empty() || *end != '\0' || s.find_first_not_of("0123456789") != std::string::npos)
-                return bad(where + ": \"" + s.substr(0, 32) +
-                           "\" is not a token id (token strings are not supported: use /tokenize)");
-            token = v;
-        } else {
-            return bad(where + ": a token must be an integer id");
-        }
-        if (token < 0 || token > INT32_MAX) return bad(where + ": token " + id.dump() + " is out of range");
+    // key_form: an object's key (a string that is an id when it is all digits).
+    auto add = [&](const json & id, const json & bias, const std::string & where, bool key_form) -> Status {
         float b = 0;
         if (bias.is_boolean() && !bias.get<bool>()) b = -INFINITY;
         else if (bias.is_number()) b = float(bias.get<double>());
         else return bad(where + ": the bias must be a number, or false (never)");
         if (bias.is_number() && !(bias.get<double>() >= -100 && bias.get<double>() <= 100))
             return bad(where + ": bias " + bias.dump() + " is not in -100..100");
+        int64_t token = -1;
+        if (id.is_number_integer()) {
+            token = id.is_number_unsigned() ? int64_t(std::min<uint64_t>(id.get<uint64_t>(), uint64_t(INT64_MAX)))
+                                            : id.get<int64_t>();
+        } else if (id.is_string()) {
+            const std::string s = id.get<std::string>();
+            const bool digits = !s.empty() && s.size() <= 10 && s.find_first_not_of("0123456789") == std::string::npos;
+            if (!key_form || !digits) {
+                if (s.empty() || s.size() > 256) return bad(where + ": a text must be 1..256 bytes");
+                if (texts.size() >= 64) return bad("logit_bias: at most 64 texts");
+                texts.emplace_back(s, b);
+                return {};
+            }
+            token = std::strtoll(s.c_str(), nullptr, 10);
+        } else {
+            return bad(where + ": a token must be an integer id or a text");
+        }
+        if (token < 0 || token > INT32_MAX) return bad(where + ": token " + id.dump() + " is out of range");
         out.emplace_back(int32_t(token), b);
         return {};
     };
     if (it->is_object()) {
         for (const auto & [k, v] : it->items())
-            BATON_RETURN_IF_ERROR(add(json(k), v, "logit_bias[\"" + k.substr(0, 32) + "\"]"));
+            BATON_RETURN_IF_ERROR(add(json(k), v, "logit_bias[\"" + k.substr(0, 32) + "\"]", true));
     } else if (it->is_array()) {
         for (size_t i = 0; i < it->size(); ++i) {
             const json & e = (*it)[i];
             if (!e.is_array() || e.size() != 2)
                 return bad("logit_bias[" + std::to_string(i) + "]: must be [token, bias]");
-            BATON_RETURN_IF_ERROR(add(e[0], e[1], "logit_bias[" + std::to_string(i) + "]"));
+            BATON_RETURN_IF_ERROR(add(e[0], e[1], "logit_bias[" + std::to_string(i) + "]", false));
         }
     } else {
         return bad("logit_bias: must be an object {\"token id\": bias} or an array [[token id, bias], ...]");
@@ -495,7 +500,7 @@ Status parse_fields(const json & j, const ordered_json & ordered, openai_endpoin
     BATON_RETURN_IF_ERROR(get_int(j, "seed", seed, -1, UINT32_MAX));
     s.seed = seed < 0 ? 0xFFFFFFFFu : uint32_t(seed);
     if (j.contains("logit_bias")) s.logit_bias.clear();  // the request's own, not added to the node's
-    BATON_RETURN_IF_ERROR(parse_logit_bias(j, s.logit_bias));
+    BATON_RETURN_IF_ERROR(parse_logit_bias(j, s.logit_bias, r.logit_bias_text));
     s.grammar = {};  // the request's own (a node has no default grammar)
     BATON_RETURN_IF_ERROR(parse_grammar(j, ordered, s.grammar));
     BATON_RETURN_IF_ERROR(sampling_check(s));
@@ -608,6 +613,8 @@ std::string openai_request_json(const openai_request & r) {
     ordered_json bias = ordered_json::array();  // [[id, bias]], never-sampled tokens as false (JSON has no infinity)
     for (const auto & [token, b] : s.logit_bias)
         bias.push_back({token, b == -INFINITY ? ordered_json(false) : ordered_json(b)});
+    for (const auto & [text, b] : r.logit_bias_text)  // texts after ids: a re-parse keeps both orders
+        bias.push_back({text, b == -INFINITY ? ordered_json(false) : ordered_json(b)});
     j["logit_bias"] = bias;
     j["grammar"] = s.grammar.gbnf;
     j["grammar_lazy"] = s.grammar.lazy;
@@ -640,6 +647,13 @@ Result<gen_request> openai_to_gen(const openai_request & r, const llama_vocab * 
         g.prompt = std::move(toks.value());
     }
     if (g.prompt.empty()) return bad("prompt: is empty after tokenization");
+    for (const auto & [text, bias] : r.logit_bias_text) {
+        auto toks = text_tokenize(vocab, text, false, false);
+        if (!toks.ok()) return toks.status();
+        if (toks->empty()) return bad("logit_bias: \"" + text.substr(0, 32) + "\" has no tokens");
+        for (token_id t : toks.value()) g.sampling.logit_bias.emplace_back(t, bias);
+    }
+    if (!r.logit_bias_text.empty()) BATON_RETURN_IF_ERROR(sampling_check(g.sampling));
     const int32_t n_vocab = llama_vocab_n_tokens(vocab);
     for (const auto & [token, bias] : g.sampling.logit_bias)
         if (token >= n_vocab)

@@ -3,6 +3,8 @@
 // fields Baton refuses instead of dropping.
 #include <fstream>
 
+#include <set>
+
 #include "serve_test_util.h"
 
 namespace baton::test {
@@ -332,12 +334,26 @@ TEST(ServeLlama, LogitBiasSteersAndBansTokensAlsoThroughPd) {
     }
     // Typed errors naming the field.
     for (const char * bad :
-         {R"({"999999":1})", R"({"hello":1})", R"({"5":1000})", R"([[5]])", R"("x")", R"([[5,"y"]])"}) {
+         {R"({"999999":1})", R"({"":1})", R"({"5":1000})", R"([[5]])", R"("x")", R"([[5,"y"]])", R"([["",1]])"}) {
         const http_reply r =
             post(*n, "/v1/completions", std::string(R"({"prompt":"Hi","max_tokens":1,"logit_bias":)") + bad + "}");
         EXPECT_EQ(r.status, 400) << bad << ": " << r.body;
         EXPECT_NE(r.body.find("logit_bias"), std::string::npos) << r.body;
     }
+    // Texts (llama-server's [["text", bias]], and a non-numeric key of the object form): every token of the
+    // text's tokenization gets the bias. A digit string in the array form is a text too (as llama-server).
+    const json text_tokens = post(*n, "/tokenize", R"({"content":" the state"})").j()["tokens"];
+    ASSERT_GE(text_tokens.size(), 1u);
+    std::set<int> in_text;
+    for (const auto & t : text_tokens) in_text.insert(t.get<int>());
+    for (const json & lb : {json::array({json::array({" the state", 100})}), json{{" the state", 100}}}) {
+        const json pushed_text = tokens_of({{"logit_bias", lb}});
+        ASSERT_EQ(pushed_text.size(), 6u);
+        for (const auto & t : pushed_text)
+            EXPECT_TRUE(in_text.count(t.get<int>())) << lb.dump() << ": " << pushed_text.dump();
+    }
+    const json banned_text = tokens_of({{"logit_bias", json::array({json::array({" the state", false})})}});
+    for (const auto & t : banned_text) EXPECT_FALSE(in_text.count(t.get<int>())) << banned_text.dump();
 }
 
 TEST(ServeLlama, FieldsBatonDoesNotImplementAreRefusedByName) {

@@ -569,6 +569,7 @@ TEST(ServeStructured, PdEqualsSingleNodeForGrammarToolsBiasAndN4) {
     json bias = {{"prompt", "The node"}, {"max_tokens", 16}};
     bias["logit_bias"] = json::array();
     for (int id = 100; id < 140; ++id) bias["logit_bias"].push_back({id, id % 2 ? 5.0 : -100.0});
+    bias["logit_bias"].push_back({" the node", 3.0});  // a text: every token of its tokenization
     cases.emplace_back("completions", bias);
     json n4 = chat("Four answers", 12);
     n4["n"] = 4;

@@ -78,6 +78,9 @@ struct openai_request {
     int32_t n = 1;            // choices, each sampled with seed + index (1..openai_defaults::n_max)
     int32_t n_probs = -1;     // logprobs: -1 none, else the sampled token's and the n_probs most likely tokens'
     sampling_params sampling;  // sampling.grammar: from "grammar", "json_schema", "response_format" or the tools
+    // logit_bias entries given as text (llama-server's [["text", bias]], or a non-numeric key of the object
+    // form): every token of the text's tokenization gets the bias (openai_to_gen adds them to sampling).
+    std::vector<std::pair<std::string, float>> logit_bias_text;
     std::vector<std::string> stop;
     bool stream = false;
     bool include_usage = false;  // stream_options.include_usage
