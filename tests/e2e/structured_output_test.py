@@ -26,7 +26,6 @@ import math
 import os
 import signal
 import sys
-import tempfile
 import unittest
 
 import jsonschema
@@ -35,20 +34,8 @@ import openai
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import openai_client_test as base  # noqa: E402  (the process helpers)
 
-HERMES_TEMPLATE = (
-    "{%- if tools -%}"
-    "{{ '<|im_start|>system\\n# Tools\\n<tools>\\n' }}"
-    "{%- for t in tools -%}{{ t | tojson }}{{ '\\n' }}{%- endfor -%}"
-    "{{ '</tools>\\nFor each function call, return a json object within <tool_call></tool_call> tags.<|im_end|>\\n' }}"
-    "{%- endif -%}"
-    "{%- for m in messages -%}"
-    "{%- if m.role == 'tool' -%}"
-    "{{ '<|im_start|>user\\n<tool_response>\\n' + m.content + '\\n</tool_response><|im_end|>\\n' }}"
-    "{%- else -%}"
-    "{{ '<|im_start|>' + m.role + '\\n' + (m.content or '') + '<|im_end|>\\n' }}"
-    "{%- endif -%}"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}")
+# A Hermes-style chat template that shows tools (shared with tests/server/serve_structured_test.cpp).
+HERMES_TEMPLATE_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hermes_tools.jinja")
 
 SCHEMAS = {
     "person": {
@@ -112,17 +99,9 @@ MESSAGES = [{"role": "user", "content": "What is the weather in Oslo?"}]
 MODEL = base.MODEL_FILE
 
 
-def template_file():
-    d = tempfile.mkdtemp(prefix="baton-e2e-")
-    path = os.path.join(d, "hermes.jinja")
-    with open(path, "w") as f:
-        f.write(HERMES_TEMPLATE)
-    return path
-
-
 def node(name, *extra, cleanup):
     return base.start(name, "serve", "-m", base.model_path(), "--port", "0", "-np", "3", "-c", "4096",
-                      "--chat-template-file", TEMPLATE, *extra, cleanup=cleanup)
+                      "--chat-template-file", HERMES_TEMPLATE_FILE, *extra, cleanup=cleanup)
 
 
 def schema_request(client, name, seed, **kw):
@@ -146,14 +125,12 @@ def logprobs_of(choice):
     return [(t.token, t.logprob, [(x.token, x.logprob) for x in t.top_logprobs]) for t in choice.logprobs.content]
 
 
-TEMPLATE = None
 NODE = None
 
 
 def setUpModule():
-    global TEMPLATE, NODE
+    global NODE
     base.ensure_model()
-    TEMPLATE = template_file()
     NODE = node("single node", cleanup=unittest.addModuleCleanup)
 
 
@@ -278,10 +255,6 @@ class RouterPD(unittest.TestCase):
                                             seed=7, n=3, logprobs=True, top_logprobs=1))
 
 
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--baton", required=True, help="the baton binary")
@@ -290,7 +263,7 @@ def main():
     args.baton = os.path.abspath(args.baton)
     args.models = os.path.abspath(args.models)
     base.ARGS = args
-    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGTERM, base._interrupt)
     prog = unittest.main(argv=[sys.argv[0], *rest], verbosity=2, exit=False)
     return 0 if prog.result.wasSuccessful() else 1
 

@@ -2,7 +2,6 @@
 // what the output obeys (schema, grammar, tool calls), the shapes (llama-server's logprobs, OpenAI's
 // tool_calls and choices), streamed == whole, and PD == single node for each of them.
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <set>
 
@@ -11,34 +10,10 @@
 namespace baton::test {
 namespace {
 
-// A Hermes/Qwen-style template: tools in a system turn, assistant tool calls as <tool_call> blocks, tool
-// results as <tool_response> in a user turn.
-const char * k_hermes_template =
-    "{%- if tools -%}"
-    "{{ '<|im_start|>system\\n# Tools\\n<tools>\\n' }}"
-    "{%- for t in tools -%}{{ t | tojson }}{{ '\\n' }}{%- endfor -%}"
-    "{{ '</tools>\\nFor each function call, return a json object within <tool_call></tool_call> tags.<|im_end|>\\n' }}"
-    "{%- endif -%}"
-    "{%- for m in messages -%}"
-    "{%- if m.role == 'assistant' and m.tool_calls -%}"
-    "{{ '<|im_start|>assistant\\n' }}"
-    "{%- for tc in m.tool_calls -%}"
-    "{{ '<tool_call>\\n{\"name\": \"' + tc.function.name + '\", \"arguments\": ' }}{{ tc.function.arguments | tojson }}"
-    "{{ '}\\n</tool_call>' }}"
-    "{%- endfor -%}{{ '<|im_end|>\\n' }}"
-    "{%- elif m.role == 'tool' -%}"
-    "{{ '<|im_start|>user\\n<tool_response>\\n' + m.content + '\\n</tool_response><|im_end|>\\n' }}"
-    "{%- else -%}"
-    "{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}"
-    "{%- endif -%}"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}";
-
-std::string hermes_template_file() {
-    const std::string path = temp_dir() + "/hermes.jinja";
-    std::ofstream(path) << k_hermes_template;
-    return path;
-}
+// A Hermes/Qwen-style template (tests/e2e/hermes_tools.jinja, shared with the Python end-to-end test):
+// tools in a system turn, assistant tool calls as <tool_call> blocks, tool results as <tool_response> in a
+// user turn.
+std::string hermes_template_file() { return BATON_TEST_E2E_DIR "/hermes_tools.jinja"; }
 
 const json k_person_schema = json::parse(R"({
   "type": "object",
