@@ -12,12 +12,18 @@ void cli_add_mkmodel(CLI::App & app, cli_run_fn & run) {
     auto p = std::make_shared<mkmodel_params>();
     auto out = std::make_shared<std::string>();
     CLI::App * sub = app.add_subcommand("mkmodel", "Generate a small deterministic GGUF test model");
-    sub->add_option("--arch", p->arch, "Architecture: llama, mamba2, granitehybrid, lfm2")->required();
+    sub->add_option("--arch", p->arch, "Architecture: llama, mamba2, granitehybrid, lfm2, gemma3, qwen3moe, qwen3next")
+        ->required();
     sub->add_option("-o,--output", *out, "Output GGUF file")->required();
     sub->add_option("--seed", p->seed, "Seed for the random weights")->capture_default_str();
     sub->add_option("--n-embd", p->n_embd, "Embedding width (multiple of 32)")->capture_default_str();
     sub->add_option("--n-layer", p->n_layer, "Number of layers")->capture_default_str();
     sub->add_option("--n-ctx", p->n_ctx, "Training context length")->capture_default_str();
+    sub->add_option("--wtype", p->wtype,
+                    "Weight matrix type: f32, f16, q8_0, q4_K (rows that do not fit a block fall back per tensor)")
+        ->capture_default_str();
+    sub->add_option("--vocab", p->vocab, "Vocabulary: spm (SentencePiece byte fallback) or bpe (GPT-2 byte-level)")
+        ->capture_default_str();
     sub->add_flag("!--no-chat-template", p->chat_template, "Write no tokenizer.chat_template (default: ChatML)");
     sub->callback([&run, p, out] {
         run = [p, out] {

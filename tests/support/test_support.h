@@ -23,7 +23,10 @@ inline constexpr bool k_sanitized = false;
 
 // test_model_path returns a test model of arch (made by mkmodel with the given seed and default size on
 // first use, then cached in the build tree). Safe when test processes race: files appear by rename.
-std::string test_model_path(const std::string & arch, unsigned seed = 1, int n_embd = 64, int n_layer = 4);
+// wtype and vocab are mkmodel_params' (f32/spm, the defaults, keep the file names they always had; others
+// add "-w<wtype>" / "-<vocab>" to the name).
+std::string test_model_path(const std::string & arch, unsigned seed = 1, int n_embd = 64, int n_layer = 4,
+                            const std::string & wtype = "f32", const std::string & vocab = "spm");
 
 struct proc_result {
     int exit_code = -1;   // -1 when killed by a signal or the timeout
