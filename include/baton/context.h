@@ -28,6 +28,9 @@ struct context_config : kv_layout {
     uint32_t n_batch = 512;    // max tokens per llama_decode; prompts are fed in chunks of this size
     uint32_t n_ubatch = 512;   // physical micro-batch
     int32_t n_threads = 2;
+    int32_t n_threads_batch = 0;  // threads for prompt batches (-tb); 0: n_threads
+    // -fa auto: flash_attn is decided by context_resolve once the model is loaded (see there).
+    bool flash_attn_auto = false;
     // Where prompts are cut and checkpointed (models with recurrent/SWA state): part of the numerics.
     checkpoint_policy checkpoints;
 };
@@ -35,8 +38,26 @@ struct context_config : kv_layout {
 // context_normalized clamps n_batch and n_ubatch to n_ctx (a batch can never exceed the context).
 context_config context_normalized(const context_config & c);
 
-// context_check returns invalid_argument naming the bad field.
+// context_check returns invalid_argument naming the bad field (and the flag that sets it): sizes, thread
+// counts, KV cache types (those llama-server's -ctk/-ctv allow), and a quantized V cache without flash
+// attention, which libllama refuses.
 Status context_check(const context_config & c);
+
+// kv_cache_type_parse: "f16" -> the ggml type (f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1), else
+// invalid_argument naming `flag`.
+Result<int32_t> kv_cache_type_parse(const std::string & s, const std::string & flag);
+
+// flash_attn_parse: on | off | auto (llama-server's -fa) into c's flash_attn / flash_attn_auto.
+// invalid_argument otherwise.
+Status flash_attn_parse(const std::string & s, context_config & c);
+
+// context_resolve decides -fa auto for a loaded model: on when any layer is on a GPU device or the V cache is
+// quantized (which needs it), off when everything runs on the CPU. (llama-server turns it on for the CPU
+// too; Baton does not, because with flash attention the CPU kernels make a long-running node's output
+// depend in the last bits on where its sequence's cells sit — docs/engine.md, "Flash attention".) The
+// result has flash_attn_auto false; a blob records the resolved value. context_make and the engine resolve
+// their config through it.
+context_config context_resolve(const loaded_model & model, const context_config & c);
 
 struct context_deleter {
     void operator()(llama_context * c) const;

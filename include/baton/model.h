@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "baton/device.h"
 #include "baton/identity.h"
 #include "baton/status.h"
 
@@ -23,7 +24,7 @@ namespace baton {
 Result<std::array<uint8_t, 16>> model_fingerprint_file(const std::string & path);
 
 struct model_load_params {
-    int n_gpu_layers = 0;
+    offload_config offload;  // default: CPU only (-dev none), whatever devices ggml found
     bool quiet = true;       // route libllama's logs to nowhere except errors
     bool vocab_only = false; // load only the vocabulary and metadata (no weights, no fingerprint)
 };
@@ -42,23 +43,31 @@ class loaded_model {
     const llama_vocab * vocab() const;
     const model_identity & identity() const { return identity_; }
     const std::string & path() const { return path_; }
+    // placement: the devices in use and how many layers (with their KV cache) libllama put on them.
+    const offload_placement & placement() const { return placement_; }
     bool is_recurrent() const;
     bool is_hybrid() const;
-    // has_partial_state: recurrent or hybrid, i.e. memory that cannot be truncated and needs checkpoints.
-    bool has_partial_state() const { return is_recurrent() || is_hybrid(); }
+    // n_swa: the sliding window of the model's SWA layers (0: no sliding-window attention).
+    int32_t n_swa() const;
+    // has_partial_state: memory that cannot be truncated and needs checkpoints to roll back: recurrent and
+    // hybrid models, and sliding-window ones (their SWA cache keeps only the last n_swa positions, so
+    // removing the tail cannot bring back the cells the window already dropped).
+    bool has_partial_state() const { return is_recurrent() || is_hybrid() || n_swa() > 0; }
 
   private:
     loaded_model() = default;
     llama_model * model_ = nullptr;
     model_identity identity_;
     std::string path_;
+    offload_placement placement_;
 };
 
 // llama_quiet_logs installs a log callback that drops libllama/ggml logs below error level (or all logs
 // when BATON_LLAMA_LOG is unset and level is not error). Idempotent.
 void llama_quiet_logs();
 
-// llama_backend_once initializes the libllama backend once per process. Thread-safe.
+// llama_backend_once initializes the libllama backend once per process, with the quiet logs installed first
+// (ggml loads its backends then and reports each one). Thread-safe.
 void llama_backend_once();
 
 }  // namespace baton

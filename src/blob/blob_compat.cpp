@@ -54,14 +54,13 @@ Status blob_check_compatible(const blob_view & blob, const model_identity & node
     const kv_layout & c = blob.context;
     if (c.type_k != node_ctx.type_k)
         return incompatible("type_k " + blob_kv_type_name(c.type_k) + " vs " + blob_kv_type_name(node_ctx.type_k) + bn +
-                            ": the node's K cache type must be " + blob_kv_type_name(c.type_k));
+                            ": restart the node with -ctk " + blob_kv_type_name(c.type_k));
     if (c.type_v != node_ctx.type_v)
         return incompatible("type_v " + blob_kv_type_name(c.type_v) + " vs " + blob_kv_type_name(node_ctx.type_v) + bn +
-                            ": the node's V cache type must be " + blob_kv_type_name(c.type_v));
+                            ": restart the node with -ctv " + blob_kv_type_name(c.type_v));
     if (c.flash_attn != node_ctx.flash_attn)
         return incompatible(std::string("flash_attn ") + on_off(c.flash_attn) + " vs " + on_off(node_ctx.flash_attn) +
-                            bn + ": the V cache layout differs; restart the node with flash attention " +
-                            on_off(c.flash_attn));
+                            bn + ": the V cache layout differs; restart the node with -fa " + on_off(c.flash_attn));
     if (c.kv_unified != node_ctx.kv_unified)
         return incompatible(std::string("kv_unified ") + on_off(c.kv_unified) + " vs " + on_off(node_ctx.kv_unified) +
                             bn + ": restart the node with " + (c.kv_unified ? "--kv-unified" : "--no-kv-unified"));

@@ -100,7 +100,7 @@ void cli_add_sampling_flags(CLI::App & sub, sampling_params & p) {
     sub.add_option("--presence-penalty", p.presence_penalty, "Presence penalty (0: off)")->capture_default_str();
     sub.add_option("--frequency-penalty", p.frequency_penalty, "Frequency penalty (0: off)")->capture_default_str();
     sub.add_option_function<int64_t>(
-           "-s,--seed",
+           "--seed",
            [&p](int64_t v) {
                if (v < -1 || v > int64_t(UINT32_MAX))
                    throw CLI::ValidationError("--seed: must be -1 (random) or 0..4294967295");
@@ -108,6 +108,28 @@ void cli_add_sampling_flags(CLI::App & sub, sampling_params & p) {
            },
            "Sampling seed (-1: a random one)")
         ->default_str("-1");
+}
+
+namespace {
+struct short_form {
+    const char * short_name;
+    const char * long_name;
+};
+constexpr short_form k_short_forms[] = {
+    {"-m", "--model"}, {"-c", "--ctx-size"}, {"-t", "--threads"}, {"-s", "--seed"}, {"-n", "--n-predict"}};
+}  // namespace
+
+const char * cli_long_form(std::string_view arg) {
+    for (const auto & f : k_short_forms)
+        if (arg == f.short_name) return f.long_name;
+    return nullptr;
+}
+
+std::string cli_short_forms_footer() {
+    std::string s = "Short forms:";
+    for (const auto & f : k_short_forms) s += std::string(" ") + f.short_name + " = " + f.long_name + ",";
+    s.back() = '.';
+    return s;
 }
 
 int cli_fail(int code, const std::string & msg) {
@@ -122,14 +144,8 @@ int cli_main(int argc, char ** argv) {
     // One line per subcommand; each cmd_*.cpp defines its cli_add_* function.
     using add_fn = void (*)(CLI::App &, cli_run_fn &);
     static const add_fn adders[] = {
-        cli_add_mkmodel,
-        cli_add_generate,
-        cli_add_prefill,
-        cli_add_decode,
-        cli_add_blob,
-        cli_add_route,
-        cli_add_serve,
-        cli_add_demo,
+        cli_add_mkmodel, cli_add_generate, cli_add_prefill, cli_add_decode,  cli_add_blob,
+        cli_add_route,   cli_add_serve,    cli_add_demo,    cli_add_devices,
     };
     std::vector<cli_run_fn> runs(std::size(adders));
     try {
@@ -137,13 +153,18 @@ int cli_main(int argc, char ** argv) {
     } catch (const CLI::Error & e) {  // a flag defined twice: a bug in Baton, reported instead of aborting
         return cli_fail(k_exit_failure, std::string("internal: the command line is defined wrongly: ") + e.what());
     }
-    // CLI11 cannot hold llama-server's -n next to -np in `baton serve` (it would read -np as -n p): there a
-    // lone -n is spelled out as --n-predict before parsing. The other subcommands have no -np and define -n
-    // themselves, so their arguments (a prompt "-n" included) are left alone.
-    const bool serve = argc > 1 && std::string_view(argv[1]) == "serve";
+    // CLI11 cannot hold a one-letter option next to llama-server's multi-letter ones that start with the same
+    // letter (-n and -np/-ngl, -m and -mg, -c and -ctk, -t and -tb/-ts, -s and -sm: it would read -ngl as
+    // -n gl). In the subcommands that take both, a lone -m/-c/-t/-s/-n is spelled out before parsing (not
+    // where it is the value of -p/--prompt); their --help says so (cli_short_forms_footer).
+    const std::string_view sub = argc > 1 ? std::string_view(argv[1]) : std::string_view();
+    const bool spell_out = sub == "serve" || sub == "generate" || sub == "prefill" || sub == "decode";
     std::vector<std::string> args;
-    for (int i = argc - 1; i >= 1; --i)
-        args.emplace_back(serve && std::string_view(argv[i]) == "-n" ? "--n-predict" : argv[i]);
+    for (int i = argc - 1; i >= 1; --i) {
+        const std::string_view prev = i > 1 ? std::string_view(argv[i - 1]) : std::string_view();
+        const char * long_form = spell_out && prev != "-p" && prev != "--prompt" ? cli_long_form(argv[i]) : nullptr;
+        args.emplace_back(long_form ? long_form : argv[i]);
+    }
     try {
         app.parse(args);
     } catch (const CLI::CallForHelp & e) {

@@ -10,6 +10,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "baton/cli/cli_main.h"
 #include "baton/cluster/etcd_client.h"
@@ -35,6 +36,7 @@ void cli_add_blob(CLI::App & app, cli_run_fn & run);
 void cli_add_route(CLI::App & app, cli_run_fn & run);
 void cli_add_serve(CLI::App & app, cli_run_fn & run);
 void cli_add_demo(CLI::App & app, cli_run_fn & run);
+void cli_add_devices(CLI::App & app, cli_run_fn & run);
 
 // cli_block_stop_signals prepares a long-running subcommand (serve, route, demo) to take SIGINT and SIGTERM
 // with sigwait: it restores their default dispositions (a shell starts background jobs with SIGINT
@@ -67,6 +69,30 @@ void cli_add_etcd_flags(CLI::App & sub, cli_etcd_flags & f, std::string & cluste
 // cli_etcd_config: the etcd configuration the flags ask for (nullopt without --etcd); the password from
 // BATON_ETCD_PASSWORD when --etcd-password is not given. invalid_argument naming the flag.
 Result<std::optional<etcd_config>> cli_etcd_config(const cli_etcd_flags & f);
+
+struct context_config;
+struct offload_config;
+// llama-server's placement, KV cache and batch flags, the same on serve, generate, prefill, decode and the
+// benches (cli_device.cpp): -ngl/--n-gpu-layers N|auto|all, -dev/--device, -sm/--split-mode,
+// -ts/--tensor-split, -mg/--main-gpu, --mlock, --no-mmap, -fa/--flash-attn on|off|auto,
+// -ctk/--cache-type-k, -ctv/--cache-type-v, -b/--batch-size, -ub/--ubatch-size, -tb/--threads-batch.
+// Defaults are llama-server's (-ngl auto, every GPU device ggml found, -fa auto, f16 KV) except -b 512.
+struct cli_device_flags {
+    std::string n_gpu_layers = "auto", devices, split_mode = "layer", tensor_split, flash_attn = "auto";
+    std::string cache_type_k = "f16", cache_type_v = "f16";
+    int32_t main_gpu = 0;
+    bool mlock = false, no_mmap = false;
+};
+void cli_add_device_flags(CLI::App & sub, cli_device_flags & f, context_config & ctx);
+// cli_device_resolve folds the flags into the model's offload config and the context config.
+// invalid_argument naming the flag.
+Status cli_device_resolve(const cli_device_flags & f, offload_config & offload, context_config & ctx);
+
+// cli_long_form: the long option a lone one-letter option (-m, -c, -t, -s, -n) stands for in the subcommands
+// with llama-server's multi-letter flags (serve, generate, prefill, decode), or nullptr. Those subcommands
+// define only the long names and show cli_short_forms_footer() ("Short forms: -m = --model, ...") in --help.
+const char * cli_long_form(std::string_view arg);
+std::string cli_short_forms_footer();
 
 // cli_fail prints "baton: MSG" to stderr and returns code.
 int cli_fail(int code, const std::string & msg);

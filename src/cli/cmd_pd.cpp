@@ -57,20 +57,24 @@ struct pd_options {
     bool n_given = false;
     sampling_params sampling;
     context_config ctx;
+    cli_device_flags device;
+    model_load_params load;
 };
 
 void add_common(CLI::App * sub, pd_options & o) {
-    sub->add_option("-m,--model", o.model_path, "GGUF model file")->required();
-    sub->add_option("-c,--ctx-size", o.ctx.n_ctx, "Context size in tokens")->capture_default_str();
-    sub->add_option("-t,--threads", o.ctx.n_threads, "Threads")->capture_default_str();
+    sub->add_option("--model", o.model_path, "GGUF model file")->required();
+    sub->add_option("--ctx-size", o.ctx.n_ctx, "Context size in tokens")->capture_default_str();
+    sub->add_option("--threads", o.ctx.n_threads, "Threads")->capture_default_str();
+    cli_add_device_flags(*sub, o.device, o.ctx);
 }
 
 int run_prefill(pd_options & o) {
-    Status st = sampling_check(o.sampling);
+    Status st = cli_device_resolve(o.device, o.load.offload, o.ctx);
+    if (st.ok()) st = sampling_check(o.sampling);
     if (st.ok()) st = context_check(o.ctx);
     if (st.ok() && o.n_predict < 0) st = Status(status_code::invalid_argument, "n-predict: must be >= 0");
     if (!st.ok()) return cli_fail(k_exit_usage, st.message());
-    auto model = loaded_model::load(o.model_path);
+    auto model = loaded_model::load(o.model_path, o.load);
     if (!model.ok()) return cli_fail(k_exit_failure, model.status().message());
     std::shared_ptr<const loaded_model> m(std::move(model.value()));
     openai_request req;
@@ -96,7 +100,8 @@ int run_prefill(pd_options & o) {
 }
 
 int run_decode(pd_options & o) {
-    Status st = context_check(o.ctx);
+    Status st = cli_device_resolve(o.device, o.load.offload, o.ctx);
+    if (st.ok()) st = context_check(o.ctx);
     if (st.ok() && o.n_given && o.n_predict < 0) st = Status(status_code::invalid_argument, "n-predict: must be >= 0");
     if (!st.ok()) return cli_fail(k_exit_usage, st.message());
     engine_config cfg;
@@ -109,7 +114,7 @@ int run_decode(pd_options & o) {
     auto req = openai_parse(*blob.value()->view().request, openai_endpoint::completions, true);
     if (!req.ok()) return cli_fail(k_exit_failure, "invalid blob: request: " + req.status().message());
     if (o.n_given) req->max_tokens = o.n_predict;
-    auto model = loaded_model::load(o.model_path);
+    auto model = loaded_model::load(o.model_path, o.load);
     if (!model.ok()) return cli_fail(k_exit_failure, model.status().message());
     std::shared_ptr<const loaded_model> m(std::move(model.value()));
     auto gen = openai_to_gen(req.value(), m->vocab());
@@ -143,7 +148,8 @@ void cli_add_prefill(CLI::App & app, cli_run_fn & run) {
     add_common(sub, *o);
     sub->add_option("-p,--prompt", o->prompt, "Prompt text")->required();
     sub->add_option("-o,--output", o->out_path, "Blob file to write")->required();
-    sub->add_option("-n,--n-predict", o->n_predict, "Tokens the decode side generates at most")->capture_default_str();
+    sub->add_option("--n-predict", o->n_predict, "Tokens the decode side generates at most (also -n)")
+        ->capture_default_str();
     cli_add_sampling_flags(*sub, o->sampling);
     sub->callback([&run, o] { run = [o] { return run_prefill(*o); }; });
 }
@@ -153,7 +159,8 @@ void cli_add_decode(CLI::App & app, cli_run_fn & run) {
     CLI::App * sub = app.add_subcommand("decode", "Restore a blob written by prefill and generate with its embedded options");
     add_common(sub, *o);
     sub->add_option("--blob", o->blob_path, "Blob file to restore")->required();
-    sub->add_option("-n,--n-predict", o->n_predict, "Override the embedded token count")->each([o](const std::string &) { o->n_given = true; });
+    sub->add_option("--n-predict", o->n_predict, "Override the embedded token count (also -n)")
+        ->each([o](const std::string &) { o->n_given = true; });
     sub->callback([&run, o] { run = [o] { return run_decode(*o); }; });
 }
 

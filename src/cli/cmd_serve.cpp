@@ -37,6 +37,7 @@ struct serve_options {
     // --etcd and friends (docs/cluster.md): folded into cfg.cluster by serve_check.
     cli_etcd_flags etcd;
     node_cluster_config cluster;
+    cli_device_flags device;  // -ngl, -dev, -fa, -ctk, ... folded into cfg.offload and cfg.engine.ctx
     // llama-server's chat flags, folded into cfg.chat by serve_check_chat.
     std::string chat_template, chat_template_file, chat_template_kwargs, reasoning_format = "auto";
 };
@@ -120,6 +121,7 @@ Status serve_check(serve_options & o) {
     BATON_RETURN_IF_ERROR(http_limits_check(o.cfg.limits));
     BATON_RETURN_IF_ERROR(serve_check_cluster(o));
     BATON_RETURN_IF_ERROR(serve_check_chat(o));
+    BATON_RETURN_IF_ERROR(cli_device_resolve(o.device, o.cfg.offload, o.cfg.engine.ctx));
     if (o.cfg.api_key.empty())
         if (const char * k = std::getenv("BATON_API_KEY"); k && *k) o.cfg.api_key = k;
     context_config ctx = o.cfg.engine.ctx;
@@ -167,16 +169,16 @@ void cli_add_serve(CLI::App & app, cli_run_fn & run) {
     server_config & c = o->cfg;
     CLI::App * sub = app.add_subcommand("serve", "Run an HTTP node: OpenAI API, prefill/decode and slot state endpoints (docs/api.md)");
     sub->allow_non_standard_option_names();  // llama-server's -np
-    sub->add_option("-m,--model", c.model_path, "GGUF model file")->required();
+    sub->add_option("--model", c.model_path, "GGUF model file")->required();
     sub->add_option("--host", c.host, "Address to bind")->capture_default_str();
     sub->add_option("--port", c.port, "Port to bind (0: any free port)")->capture_default_str();
     sub->add_option("--role", o->role, "both | prefill | decode: which PD endpoints this node serves")->capture_default_str();
     sub->add_option("-np,--parallel", o->n_slots, "Slots (concurrent sequences)")->capture_default_str();
-    sub->add_option("-c,--ctx-size", c.engine.ctx.n_ctx,
+    sub->add_option("--ctx-size", c.engine.ctx.n_ctx,
                     "Context size in tokens (shared by all slots when unified; 0: the model's training context)")
         ->capture_default_str();
-    sub->add_option("-b,--batch-size", c.engine.ctx.n_batch, "Tokens per llama_decode")->capture_default_str();
-    sub->add_option("-t,--threads", c.engine.ctx.n_threads, "Compute threads")->capture_default_str();
+    sub->add_option("--threads", c.engine.ctx.n_threads, "Compute threads")->capture_default_str();
+    cli_add_device_flags(*sub, o->device, c.engine.ctx);
     sub->add_flag("--kv-unified,!--no-kv-unified", c.engine.ctx.kv_unified,
                   "One KV buffer for all slots (default; blobs restore into any slot count) or one per slot");
     sub->add_flag("--park-idle,!--no-park-idle", c.engine.park_idle,

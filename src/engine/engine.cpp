@@ -102,7 +102,7 @@ Result<std::unique_ptr<engine_impl>> engine_impl::create(std::shared_ptr<const l
     impl->model = model;
     impl->seam = std::move(seam);
     impl->cfg = cfg;
-    impl->cfg.ctx = context_normalized(cfg.ctx);
+    impl->cfg.ctx = context_resolve(*model, context_normalized(cfg.ctx));
     auto ctx = context_make(*model, impl->cfg.ctx);
     if (!ctx.ok()) return ctx.status();
     impl->ctx = std::move(ctx.value());

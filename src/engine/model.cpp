@@ -40,11 +40,17 @@ void log_drop(ggml_log_level level, const char * text, void *) {
 }
 }  // namespace
 
-void llama_quiet_logs() { llama_log_set(log_drop, nullptr); }
+void llama_quiet_logs() {
+    llama_log_set(log_drop, nullptr);
+    ggml_log_set(log_drop, nullptr);  // the backends' own messages (loading, device discovery)
+}
 
 void llama_backend_once() {
     static std::once_flag once;
-    std::call_once(once, [] { llama_backend_init(); });
+    std::call_once(once, [] {
+        llama_quiet_logs();
+        llama_backend_init();
+    });
 }
 
 loaded_model::~loaded_model() {
@@ -66,7 +72,9 @@ Result<std::unique_ptr<loaded_model>> loaded_model::load(const std::string & pat
     }
 
     llama_model_params mp = llama_model_default_params();
-    mp.n_gpu_layers = params.n_gpu_layers;
+    offload_storage storage;
+    auto placement = offload_apply(params.offload, mp, storage);
+    if (!placement.ok()) return placement.status();
     mp.vocab_only = params.vocab_only;
     llama_model * m = llama_model_load_from_file(path.c_str(), mp);
     if (!m) return Status(status_code::invalid_argument, "cannot load model '" + path + "': libllama rejected it (set BATON_LLAMA_LOG=1 for details)");
@@ -74,6 +82,8 @@ Result<std::unique_ptr<loaded_model>> loaded_model::load(const std::string & pat
     std::unique_ptr<loaded_model> lm(new loaded_model());
     lm->model_ = m;
     lm->path_ = path;
+    lm->placement_ = placement.value();
+    offload_place(lm->placement_, llama_model_n_layer(m));
     auto & id = lm->identity_;
     id.fingerprint = fingerprint;
     id.llama_version = llama_version();
@@ -88,5 +98,6 @@ Result<std::unique_ptr<loaded_model>> loaded_model::load(const std::string & pat
 const llama_vocab * loaded_model::vocab() const { return llama_model_get_vocab(model_); }
 bool loaded_model::is_recurrent() const { return llama_model_is_recurrent(model_); }
 bool loaded_model::is_hybrid() const { return llama_model_is_hybrid(model_); }
+int32_t loaded_model::n_swa() const { return llama_model_n_swa(model_); }
 
 }  // namespace baton

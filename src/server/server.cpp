@@ -203,8 +203,16 @@ bool server::running() const { return impl_->http->running(); }
 
 Status server::load() {
     server_impl & s = *impl_;
-    auto m = loaded_model::load(s.cfg.model_path);
+    model_load_params lp;
+    lp.offload = s.cfg.offload;
+    std::string found;
+    for (const auto & d : devices_available())
+        found += (found.empty() ? "" : ", ") + d.name + " (" + d.description + ")";
+    std::fprintf(stderr, "baton: serve: devices: %s\n", found.c_str());
+    auto m = loaded_model::load(s.cfg.model_path, lp);
     if (!m.ok()) return m.status();
+    std::fprintf(stderr, "baton: serve: %s: %s\n", s.cfg.model_path.c_str(),
+                 offload_placement_text(m.value()->placement()).c_str());
     s.model = std::shared_ptr<const loaded_model>(std::move(m.value()));
     const std::string & p = s.cfg.model_path;
     s.model_file = p.substr(p.find_last_of('/') == std::string::npos ? 0 : p.find_last_of('/') + 1);

@@ -21,6 +21,7 @@
 
 #include "baton/cluster/etcd_client.h"
 #include "baton/cluster/node_record.h"
+#include "baton/device.h"
 #include "baton/engine.h"
 #include "baton/http/http_server.h"
 #include "baton/server/chat_format.h"
@@ -44,6 +45,7 @@ struct server_config {
     int port = 8080;  // 0: any free port
     node_role role = node_role::both;
     engine_config engine;                         // context (slots = ctx.n_seq_max), blob limits
+    offload_config offload;                       // devices and layers (-ngl, -dev, ...); default CPU only
     std::string api_key;                          // empty: no authentication
     uint64_t max_blob_bytes = uint64_t(1) << 30;  // body cap of /v1/decode and PUT state (bytes)
     uint64_t max_json_bytes = uint64_t(8) << 20;  // body cap of JSON endpoints (bytes)
