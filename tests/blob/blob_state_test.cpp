@@ -8,6 +8,7 @@
 
 #include "baton/blob.h"
 #include "baton/context.h"
+#include "baton/mkmodel.h"
 #include "baton/model.h"
 #include "baton/text.h"
 #include "support/test_support.h"
@@ -33,7 +34,7 @@ std::vector<float> decode(llama_context * ctx, const std::vector<int32_t> & toke
     return std::vector<float>(l, l + n_vocab);
 }
 
-class BlobState : public ::testing::TestWithParam<const char *> {};
+class BlobState : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(BlobState, RealStateRoundTripsAndRestoresBitForBit) {
     auto m = loaded_model::load(test::test_model_path(GetParam()));
@@ -113,7 +114,7 @@ TEST_P(BlobState, RealStateRoundTripsAndRestoresBitForBit) {
         << "logits after restoring the blob's state differ from the uninterrupted run";
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, BlobState, ::testing::Values("llama", "mamba2", "granitehybrid", "lfm2"),
+INSTANTIATE_TEST_SUITE_P(Archs, BlobState, ::testing::ValuesIn(mkmodel_archs()),
                          [](const auto & info) { return std::string(info.param); });
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "baton/mkmodel.h"
 #include "support/test_support.h"
 
 namespace baton {
@@ -13,7 +14,7 @@ namespace {
 using test::baton_bin;
 using test::run_process;
 
-class PdCli : public ::testing::TestWithParam<const char *> {};
+class PdCli : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(PdCli, DecodePrintsExactlyWhatGeneratePrints) {
     const std::string m = test::test_model_path(GetParam());
@@ -46,7 +47,7 @@ TEST_P(PdCli, DecodePrintsExactlyWhatGeneratePrints) {
     EXPECT_EQ(shorter.out, want4.out);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllArchs, PdCli, ::testing::Values("llama", "mamba2", "granitehybrid", "lfm2"),
+INSTANTIATE_TEST_SUITE_P(AllArchs, PdCli, ::testing::ValuesIn(mkmodel_archs()),
                          [](const auto & info) { return std::string(info.param); });
 
 TEST(PdCliErrors, BadAndIncompatibleBlobsExitOneWithReason) {

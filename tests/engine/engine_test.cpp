@@ -3,6 +3,7 @@
 // concurrency. Runs on every test architecture.
 #include <llama.h>
 
+#include "baton/mkmodel.h"
 #include "engine_fixture.h"
 
 namespace baton {
@@ -10,7 +11,7 @@ namespace {
 
 using namespace baton::test;
 
-class EngineArch : public ::testing::TestWithParam<const char *> {
+class EngineArch : public ::testing::TestWithParam<std::string> {
   protected:
     std::shared_ptr<const loaded_model> m() { return model_for(GetParam()); }
     int32_t n_vocab() { return int32_t(m()->identity().n_vocab); }
@@ -246,7 +247,7 @@ TEST_P(EngineArch, FourSlotsConcurrentlyMatchSoloRunsAndPrefixReuseIsCounted) {
     EXPECT_EQ(r.tokens, oracle(*m(), again, engine_cfg(1, 4096)).tokens) << "reused prefix must equal a cold run";
 }
 
-INSTANTIATE_TEST_SUITE_P(AllArchs, EngineArch, ::testing::Values("llama", "mamba2", "granitehybrid", "lfm2"),
+INSTANTIATE_TEST_SUITE_P(AllArchs, EngineArch, ::testing::ValuesIn(mkmodel_archs()),
                          [](const auto & info) { return std::string(info.param); });
 
 TEST(EngineSubmit, BadRequestsAreTypedErrors) {

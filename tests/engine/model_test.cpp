@@ -80,7 +80,9 @@ TEST_P(ArchTest, GreedyLogitsAreFiniteAndVary) {
 
 INSTANTIATE_TEST_SUITE_P(AllArchs, ArchTest,
                          ::testing::Values(arch_case{"llama", false, false}, arch_case{"mamba2", true, false},
-                                           arch_case{"granitehybrid", false, true}, arch_case{"lfm2", false, true}),
+                                           arch_case{"granitehybrid", false, true}, arch_case{"lfm2", false, true},
+                                           arch_case{"gemma3", false, false}, arch_case{"qwen3moe", false, false},
+                                           arch_case{"qwen3next", false, true}),
                          [](const auto & info) { return std::string(info.param.arch); });
 
 TEST(Tokenize, RoundTripsUtf8AndInvalidBytes) {

@@ -1,5 +1,6 @@
 // park_test.cpp — idle slots parked in host memory while another slot works (unified KV), and brought
 // back through the restore routine when a prompt reuses them. Runs on every test architecture.
+#include "baton/mkmodel.h"
 #include "engine_fixture.h"
 
 namespace baton {
@@ -7,7 +8,7 @@ namespace {
 
 using namespace baton::test;
 
-class ParkArch : public ::testing::TestWithParam<const char *> {
+class ParkArch : public ::testing::TestWithParam<std::string> {
   protected:
     std::shared_ptr<const loaded_model> m() { return model_for(GetParam()); }
     int32_t n_vocab() { return int32_t(m()->identity().n_vocab); }
@@ -64,7 +65,7 @@ TEST_P(ParkArch, IdleSlotParksWhileAnotherWorksAndComesBackExactly) {
     EXPECT_EQ(e->metrics().restores_ok, 0u) << "unparking is not a blob restore from outside";
 }
 
-INSTANTIATE_TEST_SUITE_P(AllArchs, ParkArch, ::testing::Values("llama", "mamba2", "granitehybrid", "lfm2"),
+INSTANTIATE_TEST_SUITE_P(AllArchs, ParkArch, ::testing::ValuesIn(mkmodel_archs()),
                          [](const auto & info) { return std::string(info.param); });
 
 // Runs A, then B on the other slot; returns A's slot.

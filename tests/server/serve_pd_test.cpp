@@ -2,6 +2,7 @@
 // oracle, and a prefill node + a decode node joined by /v1/prefill then /v1/decode must return the same
 // response (everything but "id" and "created"), for completions and chat, streamed and not, greedy and
 // seeded sampling.
+#include "baton/mkmodel.h"
 #include "serve_test_util.h"
 
 namespace baton::test {
@@ -75,7 +76,7 @@ TEST_P(ServePdTest, PrefillThenDecodeMatchesSingleNode) {
             }
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, ServePdTest, ::testing::Values("llama", "mamba2", "granitehybrid", "lfm2"),
+INSTANTIATE_TEST_SUITE_P(Archs, ServePdTest, ::testing::ValuesIn(mkmodel_archs()),
                          [](const auto & info) { return info.param; });
 
 }  // namespace
