@@ -60,15 +60,15 @@ TEST_F(BlobCompat, LlamaVersion) {
 }
 TEST_F(BlobCompat, TypeK) {
     ctx.type_k = 8;  // GGML_TYPE_Q8_0
-    expect("type_k f16 vs q8_0");
+    expect("type_k f16 vs q8_0 (blob vs node): restart the node with -ctk f16");
 }
 TEST_F(BlobCompat, TypeV) {
     ctx.type_v = 0;  // GGML_TYPE_F32
-    expect("type_v f16 vs f32");
+    expect("type_v f16 vs f32 (blob vs node): restart the node with -ctv f16");
 }
 TEST_F(BlobCompat, FlashAttn) {
     ctx.flash_attn = true;
-    expect("flash_attn off vs on");
+    expect("flash_attn off vs on (blob vs node): the V cache layout differs; restart the node with -fa off");
 }
 TEST_F(BlobCompat, KvUnifiedNamesTheFlag) {
     ctx.kv_unified = false;

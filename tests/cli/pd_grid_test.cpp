@@ -121,5 +121,35 @@ TEST(PdGridInvalid, QuantizedVCacheWithoutFlashAttentionIsAUsageError) {
     }
 }
 
+// A decode side whose KV type or flash attention differs from the blob's refuses it, naming the flag to change;
+// a different device placement is not a difference (CrossDevice and the grid's cells).
+TEST(PdGridMismatch, DecodeWithAnotherKvTypeOrFlashAttentionNamesTheFlag) {
+    const std::string m = test::test_model_path("llama", 1, 256);
+    const std::string blob = test::temp_dir() + "/q8.blob";
+    auto p = run_process({baton_bin(), "prefill", "-m", m, "-p", "Hello world", "-o", blob, "-ctk", "q8_0", "-ctv",
+                          "q8_0", "-fa", "on", "-dev", "none"});
+    ASSERT_EQ(p.exit_code, 0) << p.err;
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+        {{"-fa", "on"}, "restart the node with -ctk q8_0"},
+        {{"-fa", "on", "-ctk", "q8_0"}, "restart the node with -ctv q8_0"},
+        {{"-fa", "off", "-ctk", "q8_0"}, "restart the node with -ctv q8_0"},
+    };
+    for (const auto & [flags, want] : cases) {
+        std::vector<std::string> argv = {baton_bin(), "decode", "-m", m, "--blob", blob, "-dev", "none"};
+        argv.insert(argv.end(), flags.begin(), flags.end());
+        auto r = run_process(argv, 60);
+        EXPECT_EQ(r.exit_code, 1) << r.err;
+        EXPECT_NE(r.err.find(want), std::string::npos) << r.err;
+    }
+    auto ok =
+        run_process({baton_bin(), "decode", "-m", m, "--blob", blob, "-ctk", "q8_0", "-ctv", "q8_0", "-fa", "on"});
+    EXPECT_EQ(ok.exit_code, 0) << ok.err;
+    const std::string f16 = test::temp_dir() + "/f16.blob";
+    ASSERT_EQ(run_process({baton_bin(), "prefill", "-m", m, "-p", "Hello world", "-o", f16, "-fa", "on"}).exit_code, 0);
+    auto fa = run_process({baton_bin(), "decode", "-m", m, "--blob", f16, "-fa", "off"});
+    EXPECT_EQ(fa.exit_code, 1);
+    EXPECT_NE(fa.err.find("restart the node with -fa on"), std::string::npos) << fa.err;
+}
+
 }  // namespace
 }  // namespace baton
