@@ -39,6 +39,9 @@ struct offload_config {
     bool mmap = true;
 };
 
+// offload_all_on: every layer (and its KV cache) on the named device: `-dev NAME -ngl all`.
+offload_config offload_all_on(const std::string & device);
+
 // offload_cli_default: what `baton serve` and the other subcommands start from: llama-server's defaults
 // (-ngl auto, every GPU device ggml found).
 offload_config offload_cli_default();

@@ -70,6 +70,14 @@ offload_config offload_cli_default() {
     return c;
 }
 
+offload_config offload_all_on(const std::string & device) {
+    offload_config c;
+    c.no_devices = false;
+    c.devices = {device};
+    c.n_gpu_layers = k_gpu_layers_all;
+    return c;
+}
+
 std::vector<device_info> devices_available() {
     llama_backend_once();
     std::vector<device_info> out;

@@ -26,7 +26,8 @@ namespace baton {
 namespace {
 
 // The Vulkan device must be visible before ggml loads its backends (the first model load in this process:
-// ctest runs every test in its own process).
+// ctest runs every test in its own process; run by hand, give these tests a process of their own with
+// --gtest_filter='*CrossDevice*', or "no device 'Vulkan0'" is the failure).
 // Under ASan/TSan, llvmpipe's uninstrumented JIT threads make reports that are not Baton's: the release suite
 // runs these.
 #define BATON_SKIP_IF_SANITIZED()                                                                                      \
@@ -36,11 +37,7 @@ void show_software_vulkan() { ::setenv("GGML_VK_VISIBLE_DEVICES", "0", 1); }
 
 std::unique_ptr<loaded_model> load_on(const std::string & path, bool device) {
     model_load_params p;
-    if (device) {
-        p.offload.no_devices = false;
-        p.offload.devices = {"Vulkan0"};
-        p.offload.n_gpu_layers = k_gpu_layers_all;
-    }
+    if (device) p.offload = offload_all_on("Vulkan0");
     auto m = loaded_model::load(path, p);
     if (!m.ok()) {
         ADD_FAILURE() << m.status().to_string();

@@ -1,5 +1,6 @@
 // serve_compat_test.cpp — what a llama-server client finds on a node: the unprefixed aliases, /tokenize and
 // /detokenize, the streamed chat shape (role with null content first), system_fingerprint, seed -1.
+#include "baton/blob.h"
 #include "serve_test_util.h"
 
 namespace baton::test {
@@ -80,6 +81,34 @@ TEST(ServeCompat, SeedMinusOneMeansRandomAsInLlamaServer) {
         post(*n, "/v1/completions", R"({"prompt":"Hello","max_tokens":4,"temperature":0.8,"seed":-1})");
     EXPECT_EQ(r.status, 200) << r.body;
     EXPECT_EQ(post(*n, "/v1/completions", R"({"prompt":"Hello","max_tokens":4,"seed":-2})").status, 400);
+}
+
+}  // namespace
+}  // namespace baton::test
+
+namespace baton::test {
+namespace {
+
+// llama-server's device and KV flags start a node that says where things went; the KV layout the flags chose
+// is what the node's blobs record (and what a decode node must match).
+TEST(ServeCompat, DeviceAndKvFlagsAreTakenAndTheNodeLogsThePlacement) {
+    auto n =
+        node_process::start(serve_args("llama", {"-ngl", "all", "-dev", "none", "-fa", "on", "-ctk", "bf16", "-ctv",
+                                                 "bf16", "-ub", "256", "-tb", "2", "--no-mmap", "-sm", "layer"}));
+    const std::string err = n->stderr_text();
+    EXPECT_NE(err.find("baton: serve: devices: "), std::string::npos) << err;
+    EXPECT_NE(err.find("every layer and the KV cache on the CPU"), std::string::npos) << err;
+    const http_reply r = post(*n, "/v1/completions", k_completion);
+    ASSERT_EQ(r.status, 200) << r.body;
+    const http_reply blob =
+        post(*n, "/v1/prefill", R"({"prompt":"Hello there","max_tokens":4,"endpoint":"completions"})");
+    ASSERT_EQ(blob.status, 200) << blob.body;
+    auto view =
+        blob_parse(std::span<const uint8_t>(reinterpret_cast<const uint8_t *>(blob.body.data()), blob.body.size()));
+    ASSERT_TRUE(view.ok()) << view.status().to_string();
+    EXPECT_EQ(blob_kv_type_name(view->context.type_k), "bf16");
+    EXPECT_EQ(blob_kv_type_name(view->context.type_v), "bf16");
+    EXPECT_TRUE(view->context.flash_attn);
 }
 
 }  // namespace
