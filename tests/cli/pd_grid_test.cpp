@@ -22,9 +22,15 @@ using test::run_process;
 
 struct grid_cell {
     std::string arch, kv, fa, device;
+    std::string wtype = "f32", vocab = "spm";  // the weights' type and the vocabulary (mkmodel --wtype/--vocab)
 };
 
-std::string cell_name(const grid_cell & c) { return c.arch + "_" + c.kv + "_fa" + c.fa + "_" + c.device; }
+std::string cell_name(const grid_cell & c) {
+    std::string n = c.arch + "_" + c.kv + "_fa" + c.fa + "_" + c.device;
+    if (c.wtype != "f32") n += "_w" + c.wtype;
+    if (c.vocab != "spm") n += "_" + c.vocab;
+    return n;
+}
 
 std::vector<grid_cell> grid_cells() {
     std::vector<grid_cell> out;
@@ -35,6 +41,19 @@ std::vector<grid_cell> grid_cells() {
                     if (std::string(kv) == "q8_0" && std::string(fa) == "off") continue;  // not a valid cell
                     out.push_back({arch, kv, fa, dev});
                 }
+    return out;
+}
+
+// Quantized weights (q8_0; q4_K, which at 256 wide is real Q4_K blocks) and the byte-level BPE vocabulary, so
+// the quantized kernels and the BPE tokenizer go through PD too (f16 KV, flash attention on).
+std::vector<grid_cell> weight_cells() {
+    std::vector<grid_cell> out;
+    for (const char * dev : {"cpu", "vulkan"}) {
+        out.push_back({"llama", "f16", "on", dev, "q4_K", "bpe"});
+        out.push_back({"llama", "f16", "on", dev, "q8_0", "spm"});
+        out.push_back({"qwen3moe", "f16", "on", dev, "q4_K", "spm"});
+        out.push_back({"gemma3", "f16", "on", dev, "q8_0", "bpe"});
+    }
     return out;
 }
 
@@ -68,7 +87,7 @@ TEST_P(PdGrid, DecodeInAnotherProcessPrintsWhatASingleNodePrints) {
     if (test::k_sanitized && (c.device != "cpu" || c.kv != "f16"))
         GTEST_SKIP() << "sanitized build: only the CPU f16 cells (the release suite runs this one)";
     // 256 wide: 64-wide attention heads, whole blocks of the quantized cache types.
-    const std::string m = test::test_model_path(c.arch, 1, 256);
+    const std::string m = test::test_model_path(c.arch, 1, 256, 4, c.wtype, c.vocab);
     const std::string d = test::temp_dir();
     const std::vector<std::vector<std::string>> cases = {
         {"-p", k_long_prompt, "-n", "24", "--temp", "0"},
@@ -101,12 +120,16 @@ TEST_P(PdGrid, DecodeInAnotherProcessPrintsWhatASingleNodePrints) {
         EXPECT_EQ(got.out, want.out) << cell_name(c) << (args[5] == "0" ? " greedy" : " seeded");
     }
     if (!HasFailure())
-        std::printf("GRID %s KV %s, flash attention %s, %s: PD == single node (greedy and seeded), blob %zu bytes\n",
-                    c.arch.c_str(), c.kv.c_str(), c.fa.c_str(), c.device == "cpu" ? "CPU" : "Vulkan0 (llvmpipe)",
-                    blob_bytes);
+        std::printf(
+            "GRID %s%s KV %s, flash attention %s, %s: PD == single node (greedy and seeded), blob %zu bytes\n",
+            c.arch.c_str(),
+            (c.wtype == "f32" && c.vocab == "spm" ? "" : " (" + c.wtype + " weights, " + c.vocab + " vocab)").c_str(),
+            c.kv.c_str(), c.fa.c_str(), c.device == "cpu" ? "CPU" : "Vulkan0 (llvmpipe)", blob_bytes);
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, PdGrid, ::testing::ValuesIn(grid_cells()),
+                         [](const auto & info) { return cell_name(info.param); });
+INSTANTIATE_TEST_SUITE_P(Weights, PdGrid, ::testing::ValuesIn(weight_cells()),
                          [](const auto & info) { return cell_name(info.param); });
 
 TEST(PdGridInvalid, QuantizedVCacheWithoutFlashAttentionIsAUsageError) {
