@@ -145,7 +145,7 @@ const std::vector<figure_doc> & figures() {
          "ms", "", "request latency (ms)", true, "(\"P50\" 0, \"P99\" 1)", false, false},
         {11, "Structured output: grammar cost per token, and n = 4 through PD",
          "bench/structured_bench.cpp. Grammar cost: `baton serve` and llama-server on the same 512x8 llama, 2 threads, "
-         "1 slot; one streaming /v1/completions at a time (fresh 64-token random prompt, 128 tokens, temperature 0, "
+         "1 slot, flash attention off on both (-fa off to each); one streaming /v1/completions at a time (fresh 64-token random prompt, 128 tokens, temperature 0, "
          "end-of-generation tokens forbidden through logit_bias so every run generates 128 tokens), without a grammar and "
          "with a JSON-like grammar that never closes (an array of short strings); tok/s = (tokens - 1) / (last - first "
          "token chunk); ratio = grammar / free per run, median of 5. Baton applies the grammar to every candidate "
@@ -155,6 +155,28 @@ const std::vector<figure_doc> & figures() {
          "requests with seeds s..s+3; TTFT (the four: the last first chunk), prompt tokens the prefill node computed "
          "and blob MiB it sent, from its /metrics. Headline: Baton's grammar / free tok/s ratio (info).",
          "tok/s", "", "generation tok/s", true, "(\"free\" 0, \"grammar\" 1)", false, false},
+        {12, "Realistic shape: a quantized 1024x16 llama vs llama-server at 1, 4 and 16 streams",
+         "bench/quant_serve_bench.cpp. A 1024x16 llama (~187M parameters, random weights from `baton mkmodel --wtype`) "
+         "in Q8_0 and in Q4_K (file type Q4_K_M); `baton serve` and llama-server on the same GGUF with -t 2 -tb 2, "
+         "-c 8192, -np 16, -b 512 -ub 512, -fa on (llama-server's default; Baton's -fa auto is off on the CPU, so it is passed to both), f16 K/V, unified KV; all four servers "
+         "start once and stay up. c streams (1, 4, 16) start together with distinct random token prompts of 256, 128 "
+         "and 64 tokens (cache_prompt false), 32 generated tokens each (ignore_eos); pp tok/s = c x prompt / time to "
+         "the last first token, tg tok/s = c x 31 / the rest. Each run measures every figure twice per server, "
+         "interleaved (who goes first alternates) and keeps each server's better attempt (other jobs on the shared "
+         "2-core machine stall libgomp's spinning barriers: a disturbed attempt can be 10-20x slower); ratio = median "
+         "over runs of Baton / llama-server in the same run; 3-5 runs within a 300 s budget. Headline: the worst of "
+         "the twelve ratios.",
+         "x", "", "Baton / llama-server", true,
+         "(\"pp c=1\" 0, \"tg c=1\" 1, \"pp c=4\" 2, \"tg c=4\" 3, \"pp c=16\" 4, \"tg c=16\" 5)", false, false},
+        {13, "KV cache type and device: blob bytes per token, restore into a device-resident cache",
+         "bench/device_bench.cpp. Blob bytes per prompt token with an f16 and a q8_0 KV cache (flash attention on for "
+         "both, CPU) on a 512x8 llama (64-wide heads) at 512 and 2048 tokens; headline: q8_0 / f16 bytes at 2048 "
+         "tokens, target <= 0.56 (q8_0 stores 34 bytes per 32 values, f16 64; cell metadata and the request are the "
+         "same). Restore (verify + apply through the one restore routine) of the same 512-token blob into an engine "
+         "whose layers and KV cache are on the Vulkan device (Mesa llvmpipe, `GGML_VK_VISIBLE_DEVICES=0`, -ngl all) "
+         "vs one on the CPU, median of 3 after a warm-up run; the prefill time on each for scale (llvmpipe is a "
+         "software device: its prefill is slower than the CPU backend's, and its device memory is host memory).",
+         "bytes/token", "prompt tokens", "blob bytes per token", false, "", false, false},
     };
     return f;
 }
@@ -231,6 +253,9 @@ void write_plot(const figure_doc & fd, const std::vector<json> & results, const 
     }
     if (fd.fig == 1) gp << "set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2 lc rgb 'red'\nset label 'target 1%' at graph 0.02, first 1.15 tc rgb 'red'\n";
     if (fd.fig == 4) gp << "set arrow from graph 0, first 0.97 to graph 1, first 0.97 nohead dt 2 lc rgb 'red'\nset label 'target 0.97x' at graph 0.02, first 0.93 tc rgb 'red' front\n";
+    if (fd.fig == 12)
+        gp << "set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2 lc rgb 'red'\nset label 'target 1.0x' "
+              "at graph 0.02, first 0.96 tc rgb 'red' front\n";
     if (fd.fig == 6) gp << "set arrow from graph 0, first 2 to graph 1, first 2 nohead dt 2 lc rgb 'red'\nset label 'target 2%' at graph 0.02, first 2.1 tc rgb 'red'\nset yrange [0:*]\n";
     const double width = series.size() > 1 ? 0.8 / double(series.size()) : 0.6;
     if (fd.categorical) gp << "set boxwidth " << width << "\n";
@@ -247,9 +272,13 @@ void write_plot(const figure_doc & fd, const std::vector<json> & results, const 
             d << x << " " << value << " " << std::min(lo, value) << " " << std::max(hi, value) << "\n";
         }
         if (k) gp << ", \\\n     ";
-        if (fd.categorical) gp << "'" << dat << "' using 1:2:3:4:(" << width << ") with boxerrorbars title \"" << name << "\"";
-        else if (fd.fig == 5 || fd.fig == 9) gp << "'" << dat << "' using 1:2 with linespoints lw 2 pt 7 title \"" << name << "\"";  // percentiles: no min/max bars
-        else gp << "'" << dat << "' using 1:2:3:4 with yerrorlines lw 2 pt 7 title \"" << name << "\"";
+        if (fd.categorical)
+            gp << "'" << dat << "' using 1:2:3:4:(" << width << ") with boxerrorbars title \"" << name
+               << "\" noenhanced";
+        else if (fd.fig == 5 || fd.fig == 9)
+            gp << "'" << dat << "' using 1:2 with linespoints lw 2 pt 7 title \"" << name
+               << "\" noenhanced";  // percentiles: no min/max bars
+        else gp << "'" << dat << "' using 1:2:3:4 with yerrorlines lw 2 pt 7 title \"" << name << "\" noenhanced";
         ++k;
     }
     gp << "\n";
@@ -334,6 +363,8 @@ int main(int argc, char ** argv) {
                 else if (name.rfind("restore", 0) == 0 || name.rfind("prefill_ms", 0) == 0) fig = 1;
                 else if (name.rfind("cluster", 0) == 0) fig = 10;
                 else if (name.rfind("structured", 0) == 0) fig = 11;
+                else if (name.rfind("quant_serve", 0) == 0) fig = 12;
+                else if (name.rfind("device_", 0) == 0 || name.rfind("blob_bytes", 0) == 0) fig = 13;
             }
             if (fig != fd.fig) continue;
             md << "| " << md_escape(name) << " | " << fmt(r["value"]) << " | " << fmt(r.value("min", 0.0)) << " | " << fmt(r.value("max", 0.0))
@@ -345,7 +376,9 @@ int main(int argc, char ** argv) {
     bool other = false;
     for (const auto & r : results) {
         const std::string name = r.value("name", "");
-        if (name.rfind("cluster", 0) == 0) continue;  // figure 10
+        if (name.rfind("cluster", 0) == 0 || name.rfind("quant_serve", 0) == 0 || name.rfind("device_", 0) == 0 ||
+            name.rfind("blob_bytes", 0) == 0)
+            continue;  // figures 10, 12 and 13
         if (r.contains("fig") || name.rfind("router_load", 0) == 0 || name.rfind("router_overhead", 0) == 0 || name.rfind("edge", 0) == 0 || name.rfind("interference", 0) == 0 || name.rfind("blob_", 0) == 0 ||
             name.rfind("pd_ttft", 0) == 0 || name.rfind("restore", 0) == 0 || name.rfind("prefill_ms", 0) == 0)
             continue;

@@ -78,17 +78,21 @@ inline void headline(int fig, const std::string & name, const stats & s, const s
 }
 
 // bench_model returns a cached benchmark model (made with mkmodel on first use) under $BATON_BENCH_DIR
-// (default build/bench-models).
-inline std::string bench_model(const std::string & arch, int n_embd, int n_layer, int n_ctx = 8192) {
+// (default build/bench-models). wtype: mkmodel's weight type (f32, f16, q8_0, q4_K); a non-f32 model's
+// file name ends in -<wtype>.
+inline std::string bench_model(const std::string & arch, int n_embd, int n_layer, int n_ctx = 8192,
+                               const std::string & wtype = "f32") {
     const char * env = std::getenv("BATON_BENCH_DIR");
     const std::string dir = env && *env ? env : "build/bench-models";
     ::mkdir(dir.c_str(), 0755);
-    const std::string path = dir + "/" + arch + "-" + std::to_string(n_embd) + "x" + std::to_string(n_layer) + ".gguf";
+    const std::string path = dir + "/" + arch + "-" + std::to_string(n_embd) + "x" + std::to_string(n_layer) +
+                             (wtype == "f32" ? "" : "-" + wtype) + ".gguf";
     mkmodel_params p;
     p.arch = arch;
     p.n_embd = n_embd;
     p.n_layer = n_layer;
     p.n_ctx = n_ctx;
+    p.wtype = wtype;
     Status s = mkmodel_ensure(p, path);
     if (!s.ok()) {
         std::fprintf(stderr, "bench: %s\n", s.to_string().c_str());

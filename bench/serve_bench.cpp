@@ -1,5 +1,5 @@
 // serve_bench.cpp — `baton serve` vs llama-server on the same GGUF, threads, context, slots and batch sizes
-// (flash attention off on both, unified KV on both): prompt processing and generation tok/s with 1 and 4
+// (flash attention off on both — `-fa off` to each, whose default is on — unified KV on both): prompt processing and generation tok/s with 1 and 4
 // concurrent streams, runs interleaved between the two servers, median of N runs with min/max; each ratio
 // is the median of the per-run ratios (run i of Baton against run i of llama-server, back to back).
 //
@@ -135,8 +135,29 @@ int main(int argc, char ** argv) {
     if (o.model.empty()) o.model = bench_model("llama", 512, 8);
     const std::string t = std::to_string(o.threads), c = std::to_string(o.ctx), np = std::to_string(o.slots);
     const int bp = free_port();
-    auto baton_srv = start("baton", {o.baton_bin, "serve", "-m", o.model, "-t", t, "-c", c, "-np", np, "-b", "512",
-                                     "--kv-unified", "--host", "127.0.0.1", "--port", std::to_string(bp)}, bp);
+    auto baton_srv = start("baton",
+                           {o.baton_bin,
+                            "serve",
+                            "-m",
+                            o.model,
+                            "-t",
+                            t,
+                            "-c",
+                            c,
+                            "-np",
+                            np,
+                            "-b",
+                            "512",
+                            "-ub",
+                            "512",
+                            "-fa",
+                            "off",
+                            "--kv-unified",
+                            "--host",
+                            "127.0.0.1",
+                            "--port",
+                            std::to_string(bp)},
+                           bp);
     const int lp = free_port();
     auto llama_srv = start("llama-server", {o.llama_bin, "-m", o.model, "-t", t, "-tb", t, "-c", c, "-np", np, "-b", "512",
                                             "-ub", "512", "-fa", "off", "-kvu", "--no-webui", "--host", "127.0.0.1",

@@ -1,8 +1,9 @@
 // structured_bench.cpp — figure 11: what a grammar costs per generated token, and n = 4 choices through PD
 // (one prefill, one blob restored four times) against four separate requests.
 //
-// Grammar cost: a `baton serve` node and llama-server on the same GGUF, threads, context and one slot; one
-// streaming /v1/completions at a time (a fresh 64-token random prompt, 128 tokens, temperature 0, the
+// Grammar cost: a `baton serve` node and llama-server on the same GGUF, threads, context, one slot and
+// flash attention off on both (`-fa off` to each: both default to on); one streaming /v1/completions at a
+// time (a fresh 64-token random prompt, 128 tokens, temperature 0, the
 // end-of-generation tokens forbidden through logit_bias so every run generates exactly 128 tokens), once
 // without a grammar and once with a JSON-like grammar that never closes (an array of short strings); tok/s =
 // (tokens - 1) / (last token chunk - first chunk). Per run and server: constrained / unconstrained; median of
@@ -60,7 +61,9 @@ int main(int argc, char ** argv) try {
 
     // ---- grammar cost, Baton and llama-server ----
     {
-        auto baton = bench_process::start(node_args(model, "both", threads, 1, 4096), "baton");
+        std::vector<std::string> baton_argv = node_args(model, "both", threads, 1, 4096);
+        baton_argv.insert(baton_argv.end(), {"-fa", "off"});  // the same attention path as llama-server's below
+        auto baton = bench_process::start(baton_argv, "baton");
         const int lp = free_port();
         auto llama = bench_process::start({"/usr/bin/llama-server", "-m", model, "-t", std::to_string(threads), "-tb",
                                            std::to_string(threads), "-c", "4096", "-np", "1", "-fa", "off",

@@ -67,6 +67,9 @@ class engine_impl {
     // scheduler
     std::vector<slot> slots;
     uint64_t step_no = 0;
+    // Mean llama_decode milliseconds per token over recent prompt-sized batches (>= 16 tokens), 0 until one
+    // ran: the estimate behind the admission window (gather_arrivals).
+    double prompt_ms_per_token = 0;
     std::vector<uint8_t> state_scratch;  // raw state bytes of the export in progress (largest one kept)
 
     // queue
@@ -84,12 +87,19 @@ class engine_impl {
 
     ~engine_impl();
     void run();  // the scheduler thread's loop
+    // gather_arrivals: on an idle engine, the first generation tasks wait briefly for the ones arriving with
+    // them (concurrent clients), so their prompts share the first batch instead of most of them waiting for
+    // a batch planned without them. The wait ends 1 ms after the latest arrival, at 1% of the estimated
+    // prompt time of what is queued (at most 2 ms after the first), or as soon as the queued prompts fill
+    // a batch or the free slots.
+    void gather_arrivals() BATON_REQUIRES(mu);
+    size_t new_prompt_tokens(const std::vector<token_id> & prompt) const;  // not held by any free slot
 
     // ---- scheduler step phases (scheduler.cpp) ----
     void step();
     void phase_admit();
     void phase_cancel();
-    void phase_park();
+    bool phase_park();  // true when it parked a slot (that took time: admit again before planning)
     std::vector<batch_part> phase_plan_batch();
     void phase_guard(const std::vector<batch_part> & parts);
     bool phase_decode(const std::vector<batch_part> & parts);

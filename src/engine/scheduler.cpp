@@ -56,6 +56,8 @@ void engine_impl::run() {
             };
             cv.wait(mu, has_work);
             if (stopping) break;
+            if (std::none_of(slots.begin(), slots.end(), [](const slot & s) { return s.task != nullptr; }))
+                gather_arrivals();
         }
         step();
     }
@@ -67,11 +69,49 @@ void engine_impl::run() {
     queue.clear();
 }
 
+size_t engine_impl::new_prompt_tokens(const std::vector<token_id> & prompt) const {
+    size_t held = 0;
+    for (const auto & s : slots)
+        if (!s.task && s.owner == 0) held = std::max(held, common_prefix(slot_held_tokens(s), prompt));
+    return prompt.size() - held;
+}
+
+void engine_impl::gather_arrivals() {
+    constexpr auto k_max_wait = std::chrono::microseconds(2000);  // from the first arrival
+    constexpr auto k_quiet = std::chrono::microseconds(1000);     // from the latest: a lone request waits this
+    if (prompt_ms_per_token <= 0) return;                         // no estimate yet
+    const auto t0 = steady::now();
+    auto t_last = t0;
+    size_t counted = 0, n_tasks = 0;  // queue entries looked at so far, generation tasks among them
+    double tokens = 0;
+    for (;;) {
+        for (; counted < queue.size(); ++counted) {
+            const engine_task & task = queue[counted].first;
+            const gen_request * req = nullptr;
+            if (const auto * g = std::get_if<task_generate>(&task)) req = &g->req;
+            else if (const auto * p = std::get_if<task_prefill>(&task)) req = &p->req;
+            if (!req) continue;
+            ++n_tasks;
+            tokens += double(new_prompt_tokens(req->prompt));
+        }
+        if (n_tasks == 0 || n_tasks >= slots.size() || tokens >= double(cfg.ctx.n_batch)) return;
+        const auto wait = std::min<steady::duration>(
+            k_max_wait, std::chrono::duration_cast<steady::duration>(
+                            std::chrono::duration<double, std::milli>(0.01 * tokens * prompt_ms_per_token)));
+        const size_t seen = queue.size();
+        if (!cv.wait_until(mu, std::min(t0 + wait, t_last + k_quiet),
+                           [&]() BATON_REQUIRES(mu) { return stopping || queue.size() != seen; }))
+            return;
+        if (stopping) return;
+        t_last = steady::now();
+    }
+}
+
 void engine_impl::step() {
     ++step_no;
     phase_admit();
     phase_cancel();
-    phase_park();
+    if (phase_park()) phase_admit();  // tasks that arrived while slots were parked join this step's batch
     const std::vector<batch_part> parts = phase_plan_batch();
     if (!parts.empty()) {
         phase_guard(parts);
@@ -282,15 +322,17 @@ void engine_impl::phase_cancel() {
 // Every decode attends over all used cells of a unified cache, so idle cells slow every working slot
 // (measured: a 256-token prompt took 1.5x as long with three idle 320-token slots resident).
 
-void engine_impl::phase_park() {
+bool engine_impl::phase_park() {
     // A purely recurrent model's memory is a fixed state per sequence: idle slots cost nothing to others.
-    if (!cfg.park_idle || !cfg.ctx.kv_unified || model->is_recurrent()) return;
+    if (!cfg.park_idle || !cfg.ctx.kv_unified || model->is_recurrent()) return false;
     const bool any_working = std::any_of(slots.begin(), slots.end(), [](const slot & s) { return s.task != nullptr; });
-    if (!any_working) return;
+    if (!any_working) return false;
+    bool parked_any = false;
     for (auto & s : slots) {
         if (s.task || s.owner != 0 || s.tokens.empty()) continue;
         const auto t0 = steady::now();
         auto parked = slot_park(env, s, state_scratch);
+        parked_any = true;  // (a failed park cleared the slot: time spent all the same)
         if (!parked.ok()) {
             std::fprintf(stderr, "baton: could not park slot %d (its cache is dropped): %s\n", s.id, parked.status().message().c_str());
             continue;
@@ -300,6 +342,7 @@ void engine_impl::phase_park() {
             m.park_seconds += seconds_since(t0);
         });
     }
+    return parked_any;
 }
 
 // ---- plan batch: the next token of every generating slot, then prompt chunks within n_batch ----
@@ -372,7 +415,12 @@ bool engine_impl::phase_decode(const std::vector<batch_part> & in) {
         parts.push_back(p);
     }
     if (parts.empty()) return true;
+    const auto t_decode = steady::now();
     int32_t rc = llama_decode(ctx.get(), batch);
+    if (rc == 0 && batch.n_tokens >= 16) {
+        const double ms = ms_between(t_decode, steady::now()) / batch.n_tokens;
+        prompt_ms_per_token = prompt_ms_per_token > 0 ? 0.8 * prompt_ms_per_token + 0.2 * ms : ms;
+    }
     if (rc == 1) {
         // No room in the KV cache: drop the memory of idle slots (LRU caches) and try once more.
         for (auto & s : slots)

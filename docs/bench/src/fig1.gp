@@ -11,5 +11,5 @@ set logscale y
 set offsets graph 0.05, graph 0.05, graph 0.1, graph 0.1
 set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2 lc rgb 'red'
 set label 'target 1%' at graph 0.02, first 1.15 tc rgb 'red'
-plot 'docs/bench/src/fig1_0.dat' using 1:2:3:4 with yerrorlines lw 2 pt 7 title "granitehybrid restore % of prefill", \
-     'docs/bench/src/fig1_1.dat' using 1:2:3:4 with yerrorlines lw 2 pt 7 title "llama restore % of prefill"
+plot 'docs/bench/src/fig1_0.dat' using 1:2:3:4 with yerrorlines lw 2 pt 7 title "granitehybrid restore % of prefill" noenhanced, \
+     'docs/bench/src/fig1_1.dat' using 1:2:3:4 with yerrorlines lw 2 pt 7 title "llama restore % of prefill" noenhanced

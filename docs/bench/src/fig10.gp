@@ -11,5 +11,5 @@ set xrange [-0.6:1.6]
 set style fill solid 0.6 border -1
 set yrange [0:*]
 set boxwidth 0.4
-plot 'docs/bench/src/fig10_0.dat' using 1:2:3:4:(0.4) with boxerrorbars title "rolling restart", \
-     'docs/bench/src/fig10_1.dat' using 1:2:3:4:(0.4) with boxerrorbars title "steady state"
+plot 'docs/bench/src/fig10_0.dat' using 1:2:3:4:(0.4) with boxerrorbars title "rolling restart" noenhanced, \
+     'docs/bench/src/fig10_1.dat' using 1:2:3:4:(0.4) with boxerrorbars title "steady state" noenhanced

@@ -11,5 +11,5 @@ set xrange [-0.6:1.6]
 set style fill solid 0.6 border -1
 set yrange [0:*]
 set boxwidth 0.4
-plot 'docs/bench/src/fig11_0.dat' using 1:2:3:4:(0.4) with boxerrorbars title "baton", \
-     'docs/bench/src/fig11_1.dat' using 1:2:3:4:(0.4) with boxerrorbars title "llama_server"
+plot 'docs/bench/src/fig11_0.dat' using 1:2:3:4:(0.4) with boxerrorbars title "baton" noenhanced, \
+     'docs/bench/src/fig11_1.dat' using 1:2:3:4:(0.4) with boxerrorbars title "llama_server" noenhanced

@@ -11,4 +11,4 @@ set xtics ("serialize" 0, "checksum" 1, "verify" 2, "loopback POST" 3, "memcpy" 
 set xrange [-0.6:4.6]
 set style fill solid 0.6 border -1
 set boxwidth 0.6
-plot 'docs/bench/src/fig3_0.dat' using 1:2:3:4:(0.6) with boxerrorbars title "GB/s"
+plot 'docs/bench/src/fig3_0.dat' using 1:2:3:4:(0.6) with boxerrorbars title "GB/s" noenhanced

@@ -13,4 +13,4 @@ set yrange [0:*]
 set arrow from graph 0, first 0.97 to graph 1, first 0.97 nohead dt 2 lc rgb 'red'
 set label 'target 0.97x' at graph 0.02, first 0.93 tc rgb 'red' front
 set boxwidth 0.6
-plot 'docs/bench/src/fig4_0.dat' using 1:2:3:4:(0.6) with boxerrorbars title "Baton / llama-server"
+plot 'docs/bench/src/fig4_0.dat' using 1:2:3:4:(0.6) with boxerrorbars title "Baton / llama-server" noenhanced

@@ -11,5 +11,5 @@ set xrange [-0.6:2.6]
 set style fill solid 0.6 border -1
 set yrange [0:*]
 set boxwidth 0.4
-plot 'docs/bench/src/fig7_0.dat' using 1:2:3:4:(0.4) with boxerrorbars title "colocated", \
-     'docs/bench/src/fig7_1.dat' using 1:2:3:4:(0.4) with boxerrorbars title "pd"
+plot 'docs/bench/src/fig7_0.dat' using 1:2:3:4:(0.4) with boxerrorbars title "colocated" noenhanced, \
+     'docs/bench/src/fig7_1.dat' using 1:2:3:4:(0.4) with boxerrorbars title "pd" noenhanced

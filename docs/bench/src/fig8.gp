@@ -11,4 +11,4 @@ set xrange [-0.6:6.6]
 set style fill solid 0.6 border -1
 set yrange [0:*]
 set boxwidth 0.6
-plot 'docs/bench/src/fig8_0.dat' using 1:2:3:4:(0.6) with boxerrorbars title "GB/s"
+plot 'docs/bench/src/fig8_0.dat' using 1:2:3:4:(0.6) with boxerrorbars title "GB/s" noenhanced

@@ -9,7 +9,7 @@ set key inside top left box opaque
 set logscale x 2
 set logscale y
 set offsets graph 0.05, graph 0.05, graph 0.1, graph 0.1
-plot 'docs/bench/src/fig9_0.dat' using 1:2 with linespoints lw 2 pt 7 title "direct P50 TPOT", \
-     'docs/bench/src/fig9_1.dat' using 1:2 with linespoints lw 2 pt 7 title "direct P50 TTFT", \
-     'docs/bench/src/fig9_2.dat' using 1:2 with linespoints lw 2 pt 7 title "router P50 TPOT", \
-     'docs/bench/src/fig9_3.dat' using 1:2 with linespoints lw 2 pt 7 title "router P50 TTFT"
+plot 'docs/bench/src/fig9_0.dat' using 1:2 with linespoints lw 2 pt 7 title "direct P50 TPOT" noenhanced, \
+     'docs/bench/src/fig9_1.dat' using 1:2 with linespoints lw 2 pt 7 title "direct P50 TTFT" noenhanced, \
+     'docs/bench/src/fig9_2.dat' using 1:2 with linespoints lw 2 pt 7 title "router P50 TPOT" noenhanced, \
+     'docs/bench/src/fig9_3.dat' using 1:2 with linespoints lw 2 pt 7 title "router P50 TTFT" noenhanced
