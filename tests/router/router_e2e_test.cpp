@@ -168,14 +168,20 @@ TEST(RouterE2E, KillDecodeNodeTrafficMovesAndInFlightStreamsEndWithError) {
     body["prompt"] = "Hello world the model and the state of the node is long enough";
     held_stream s(*c.router, body, "/v1/completions", 60);
     ASSERT_TRUE(s.wait_for("data: ", 60)) << "stream never started";
-    // Find the decode node serving it and kill it.
+    // Find the decode node serving it and kill it. Polled: one /v1/slots answer can miss (a loaded machine, a
+    // reply that does not parse), which once left the victim unfound in CI although the stream was running.
     int victim = -1;
-    for (int i = 0; i < 2 && victim < 0; ++i) {
-        const json slots = json::parse(get(*c.decode[size_t(i)], "/v1/slots").body, nullptr, false);
-        for (const auto & sl : slots)
-            if (sl["busy"].get<bool>()) victim = i;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (victim < 0 && std::chrono::steady_clock::now() < deadline) {
+        for (int i = 0; i < 2 && victim < 0; ++i) {
+            const json slots = json::parse(get(*c.decode[size_t(i)], "/v1/slots").body, nullptr, false);
+            if (!slots.is_array()) continue;
+            for (const auto & sl : slots)
+                if (sl.is_object() && sl.value("busy", false)) victim = i;
+        }
+        if (victim < 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    ASSERT_GE(victim, 0);
+    ASSERT_GE(victim, 0) << "no decode node shows the stream's slot busy";
     ::kill(c.decode[size_t(victim)]->pid(), SIGKILL);
     ASSERT_TRUE(s.wait_end(30)) << "an in-flight stream must end, not hang";
     EXPECT_NE(s.received().find("\"error\""), std::string::npos) << "the stream must end with an explicit error event";
