@@ -1,6 +1,7 @@
 // http_fuzz.cpp — libFuzzer target for the HTTP edge's request parsing as Baton configures it
 // (src/http/http_request_head.h): Beast's request parser with the edge's limits, fed in pieces the way a
-// socket delivers them, then the step to http_request and the body decoding of the edge.
+// socket delivers them through http_request_head_put (its obs-fold scan included), then the step to
+// http_request (the Host rules), the announced body against the caps, and the body decoding of the edge.
 //
 // Input: byte 0 picks the piece size (1..64 bytes, so trickled and whole deliveries are both covered);
 // the rest is what a client sends on one connection. Properties (violations trap):
@@ -8,6 +9,9 @@
 //   - a finished head has path == target up to '?', query the rest, and at most --max-headers headers;
 //   - the parser never consumes more bytes than it was given, so what follows a request is exactly the
 //     unconsumed rest (the no-desync property the session relies on for pipelining);
+//   - obs-fold is found however the head is split: refused in pieces means refused whole, accepted in
+//     pieces means no obs-fold whole, and an accepted head has no header line starting with SP/HTAB;
+//   - an accepted HTTP/1.1 head has exactly one Host; an admitted Content-Length is within both caps;
 //   - a decoded body is never larger than the bytes that carried it.
 #include <cstddef>
 #include <cstdint>
@@ -37,23 +41,45 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     baton::http_request_parser p;
     baton::http_request_parser_configure(p, lim);
 
-    // Header: offer the bytes seen so far, as async_read_header does with its buffer.
+    // Header: offer the bytes seen so far, as the session's read_head does with its buffer.
     size_t seen = 0, used = 0;
     boost::system::error_code ec;
+    baton::http_head_scan scan;
     while (!p.is_header_done() && seen < n) {
         seen = std::min(n, seen + piece);
-        const size_t k = p.put(boost::asio::buffer(in + used, seen - used), ec);
+        const size_t k = baton::http_request_head_put(p, boost::asio::buffer(in + used, seen - used), scan, ec);
         check(k <= seen - used);
         used += k;
         if (ec == http::error::need_more) ec = {};
         if (ec) break;
     }
+    // The same bytes whole: obs-fold is found however they were split.
+    {
+        baton::http_request_parser whole;
+        baton::http_request_parser_configure(whole, lim);
+        baton::http_head_scan ws;
+        boost::system::error_code wec;
+        (void)baton::http_request_head_put(whole, boost::asio::buffer(in, seen), ws, wec);
+        if (ec == baton::http_error_obs_fold()) check(wec == baton::http_error_obs_fold());
+        if (!ec && p.is_header_done()) check(wec != baton::http_error_obs_fold());
+    }
     if (ec || !p.is_header_done()) {
         if (ec) (void) baton::http_parse_error_response(ec, lim);
         return 0;
     }
+    for (size_t i = 1; i < used; ++i)  // no folded line got through: a line start in the head is never SP/HTAB
+        check(!(in[i - 1] == '\n' && (in[i] == ' ' || in[i] == '\t')));
     baton::http_request req;
     const baton::http_head_info info = baton::http_request_head_take(p, lim, req);
+    check(info.error.ok() == (info.error_status == 0));
+    if (info.error.ok() && p.get().version() >= 11) {
+        size_t hosts = 0;
+        for (const auto & f : p.get()) hosts += f.name() == http::field::host;
+        check(hosts == 1);
+    }
+    const baton::Status admit = baton::http_request_body_admit(p, 1000, lim, req.route);
+    if (admit.ok() && p.content_length())
+        check(*p.content_length() <= 1000 && *p.content_length() <= lim.max_body_memory);
     check(req.headers.size() <= lim.max_headers);
     check(req.target.compare(0, req.path.size(), req.path) == 0);
     check(req.path.size() == req.target.size() || req.target[req.path.size()] == '?');

@@ -38,6 +38,41 @@ std::vector<std::string> split_path(std::string_view path) {
 
 constexpr size_t k_read_chunk = 64 * 1024;
 constexpr size_t k_first_read = 4096;
+// A Content-Length body is read in pieces of at most this many bytes: its buffer holds what arrived plus
+// at most one piece (the part being read), and only that much is committed to --max-body-memory.
+constexpr size_t k_body_piece = size_t(1) << 20;
+
+// segments_match: whether a route's template segments match a path's; params gets the {name} values.
+bool segments_match(const std::vector<std::string> & tmpl, const std::vector<std::string> & segs,
+                    std::map<std::string, std::string> * params) {
+    if (tmpl.size() != segs.size()) return false;
+    for (size_t i = 0; i < segs.size(); ++i) {
+        const std::string & t = tmpl[i];
+        if (t.size() > 2 && t.front() == '{' && t.back() == '}') {
+            if (params) (*params)[t.substr(1, t.size() - 2)] = segs[i];
+        } else if (t != segs[i]) {
+            return false;
+        }
+    }
+    return true;
+}
+
+// body_make_room makes body's capacity at least need bytes (REQUIRES: need <= limit), growing it
+// geometrically — at least doubling — but never past limit (the announced length, or the route's cap for
+// chunked bodies). A pooled body moves to a buffer_pool buffer (the smallest pooled one large enough,
+// whose pages are already mapped) and gives its old buffer back. std::bad_alloc escapes.
+void body_make_room(std::vector<uint8_t> & body, size_t need, size_t limit, bool pooled) {
+    if (body.capacity() >= need) return;
+    const size_t target = std::min(limit, std::max(need, 2 * body.capacity()));
+    if (!pooled) {
+        body.reserve(target);
+        return;
+    }
+    std::vector<uint8_t> bigger = buffer_pool::shared().take(target);
+    bigger.assign(body.begin(), body.end());
+    std::swap(body, bigger);
+    if (bigger.capacity() > 0) buffer_pool::shared().give(std::move(bigger));
+}
 
 }  // namespace
 
@@ -59,6 +94,8 @@ Status http_limits_check(const http_limits & l) {
     if (!(l.header_timeout_s > 0) || !(l.idle_timeout_s > 0) || !(l.body_timeout_s > 0) || !(l.write_timeout_s > 0))
         return {status_code::invalid_argument, "--header-timeout/--idle-timeout/--body-timeout/--write-timeout: must be > 0"};
     if (l.max_connections < 1) return {status_code::invalid_argument, "--max-connections: must be >= 1"};
+    if (l.max_body_memory < k_body_piece || l.max_body_memory > (uint64_t(1) << 40))
+        return {status_code::invalid_argument, "--max-body-memory: must be in 1..1048576 MiB"};
     return {};
 }
 
@@ -86,10 +123,60 @@ class http_session : public std::enable_shared_from_this<http_session> {
 
     net::awaitable<bool> write_raw(const std::vector<net::const_buffer> & bufs);
     net::awaitable<bool> send_refusal(http_exchange & ex, int status, const Status & st, bool close);
+    net::awaitable<error_code> read_head(http_request_parser & p);
     net::awaitable<Status> read_body(http_request_parser & p, http_exchange & ex, const http_route_options & opts,
                                      int & refuse_status);
+    net::awaitable<Status> read_fixed_body(http_request_parser & p, http_exchange & ex, const http_route_options & opts,
+                                           int & refuse_status);
+    net::awaitable<Status> read_chunked_body(http_request_parser & p, http_exchange & ex,
+                                             const http_route_options & opts, int & refuse_status);
     void arm_watch();
 };
+
+namespace {
+
+// body_deadline: --body-timeout on a timer of its own. The stream's expiry would close the socket, so
+// nothing could be written; this timer only cancels the pending read, and the body's reader answers 408
+// on the still open connection (then closes it). Lives on the session's strand, for one read_body.
+class body_deadline {
+  public:
+    body_deadline(const std::shared_ptr<http_session> & s, steady::duration d)
+        : timer_(s->stream_.get_executor()), fired_(std::make_shared<bool>(false)) {
+        timer_.expires_after(d);
+        timer_.async_wait([s, fired = fired_](error_code ec) {
+            if (ec) return;  // cancelled: the body arrived in time (or the read failed first)
+            *fired = true;
+            error_code ignored;
+            s->stream_.socket().cancel(ignored);
+        });
+    }
+    ~body_deadline() { timer_.cancel(); }
+    body_deadline(const body_deadline &) = delete;
+    body_deadline & operator=(const body_deadline &) = delete;
+    bool fired() const { return *fired_; }
+
+  private:
+    net::steady_timer timer_;
+    std::shared_ptr<bool> fired_;  // shared with the handler, which may run after this object is gone
+};
+
+// body_read_failure: the status and answer for a body read that ended with ec.
+Status body_read_failure(const error_code & ec, bool timed_out, const char * what, int & refuse_status) {
+    if (timed_out || ec == beast::error::timeout) {
+        refuse_status = 408;
+        return Status(status_code::deadline_exceeded, "body: not received within --body-timeout");
+    }
+    refuse_status = 400;
+    return Status(status_code::invalid_argument, std::string("body: ") + what);
+}
+
+Status body_memory_refusal(const http_body_budget & b, int & refuse_status) {
+    refuse_status = 503;
+    return Status(status_code::unavailable, "body: --max-body-memory (" + std::to_string(b.cap()) +
+                                                " bytes) is committed to other requests' bodies; retry later");
+}
+
+}  // namespace
 
 void http_session::arm_watch() {
     if (watching_ || watch_over_ || peer_closed_) return;
@@ -117,57 +204,108 @@ net::awaitable<bool> http_session::send_refusal(http_exchange & ex, int status, 
     co_return co_await ex.respond(http_error_response_status(status, st));
 }
 
-// read_body reads the request body into ex.req_.body within the route's cap. On failure refuse_status is
-// the HTTP status to answer (the connection is then closed: the rest of the body is never read).
+// read_head reads the request line and headers into p (under the stream's expiry, set by the caller)
+// through http_request_head_put, as async_read_header would: the buffered bytes first, then reads of at
+// most 64 KiB within the buffer's limit.
+net::awaitable<error_code> http_session::read_head(http_request_parser & p) {
+    http_head_scan scan;
+    for (;;) {
+        error_code ec;
+        if (buf_.size() > 0) {
+            const size_t used = http_request_head_put(p, buf_.data(), scan, ec);
+            buf_.consume(used);
+            if (!ec && p.is_header_done()) co_return ec;
+            if (ec != http::error::need_more) co_return ec;
+        }
+        const size_t room = std::min<size_t>(buf_.max_size() - buf_.size(), 65536);
+        if (room == 0) co_return error_code(http::error::buffer_overflow);
+        const size_t n =
+            co_await stream_.async_read_some(buf_.prepare(room), net::redirect_error(net::use_awaitable, ec));
+        buf_.commit(n);
+        if (ec == net::error::eof)
+            co_return error_code(p.got_some() || buf_.size() > 0 ? http::error::partial_message
+                                                                 : http::error::end_of_stream);
+        if (ec) co_return ec;
+    }
+}
+
+// read_body reads the request body into ex.req_.body within the route's cap, committing its buffer to the
+// server's body budget as it grows. REQUIRES: http_request_body_admit accepted the head. On failure
+// refuse_status is the HTTP status to answer (the connection is then closed: the rest of the body is never
+// read).
 net::awaitable<Status> http_session::read_body(http_request_parser & p, http_exchange & ex,
                                                const http_route_options & opts, int & refuse_status) {
-    const http_limits & lim = srv_.cfg_.limits;
-    const uint64_t cap = opts.max_body_bytes;
-    auto & body = ex.req_.body;
     refuse_status = 413;
+    ex.body_hold_ = http_body_hold(srv_.body_budget_);
     if (auto cl = p.content_length()) {
-        const uint64_t len = *cl;
-        if (len == 0) co_return Status();
-        if (len > cap)
-            co_return Status(status_code::too_large, "body: " + std::to_string(len) + " bytes exceed the limit of " + std::to_string(cap) +
-                                                         " bytes for " + ex.req_.route);
-        if (opts.pooled_body) body = buffer_pool::shared().take(size_t(len));
-        body.resize(size_t(len));
-        // Bytes that came with the headers first, then straight from the socket into the body buffer.
-        const size_t have = std::min<size_t>(buf_.size(), size_t(len));
-        net::buffer_copy(net::buffer(body.data(), have), buf_.data());
-        buf_.consume(have);
-        if (have < len) {
-            stream_.expires_after(secs(lim.body_timeout_s));
-            error_code ec;
-            co_await net::async_read(stream_, net::buffer(body.data() + have, size_t(len) - have), large_transfer, net::redirect_error(net::use_awaitable, ec));
-            if (ec) {
-                refuse_status = ec == beast::error::timeout ? 408 : 400;
-                co_return Status(ec == beast::error::timeout ? status_code::deadline_exceeded : status_code::invalid_argument,
-                                 ec == beast::error::timeout ? "body: not received within --body-timeout" : "body: cut off");
-            }
-        }
-        co_return Status();
+        if (*cl == 0) co_return Status();
+        co_return co_await read_fixed_body(p, ex, opts, refuse_status);
     }
     if (!p.chunked()) co_return Status();
-    if (cap == 0) co_return Status(status_code::too_large, "body: " + ex.req_.route + " takes no body");
-    if (opts.pooled_body) body = buffer_pool::shared().take(size_t(std::min<uint64_t>(cap, 1 << 20)));
+    co_return co_await read_chunked_body(p, ex, opts, refuse_status);
+}
+
+// read_fixed_body: a Content-Length body, in pieces of at most k_body_piece straight into the body
+// buffer, which grows (body_make_room) only as pieces are read — never sized from the announcement.
+net::awaitable<Status> http_session::read_fixed_body(http_request_parser & p, http_exchange & ex,
+                                                     const http_route_options & opts, int & refuse_status) {
+    const size_t len = size_t(*p.content_length());
+    auto & body = ex.req_.body;
+    std::optional<body_deadline> deadline;
+    while (body.size() < len) {
+        const size_t have = body.size();
+        const size_t piece = std::min(k_body_piece, len - have);
+        if (!ex.body_hold_.grow(piece)) co_return body_memory_refusal(srv_.body_budget_, refuse_status);
+        try {
+            body_make_room(body, have + piece, len, opts.pooled_body);
+            body.resize(have + piece);
+        } catch (const std::bad_alloc &) {
+            co_return body_memory_refusal(srv_.body_budget_, refuse_status);
+        }
+        // Bytes that came with the headers first, then straight from the socket.
+        const size_t buffered = std::min(buf_.size(), piece);
+        net::buffer_copy(net::buffer(body.data() + have, buffered), buf_.data());
+        buf_.consume(buffered);
+        if (buffered == piece) continue;
+        if (!deadline) {
+            stream_.expires_never();  // the body's own deadline instead (see body_deadline)
+            deadline.emplace(shared_from_this(), secs(srv_.cfg_.limits.body_timeout_s));
+        }
+        error_code ec;
+        co_await net::async_read(stream_, net::buffer(body.data() + have + buffered, piece - buffered), large_transfer,
+                                 net::redirect_error(net::use_awaitable, ec));
+        if (ec) co_return body_read_failure(ec, deadline->fired(), "cut off", refuse_status);
+    }
+    co_return Status();
+}
+
+// read_chunked_body: a chunked body through the parser, 64 KiB at a time, within the route's cap.
+net::awaitable<Status> http_session::read_chunked_body(http_request_parser & p, http_exchange & ex,
+                                                       const http_route_options & opts, int & refuse_status) {
+    const uint64_t cap = opts.max_body_bytes;
+    auto & body = ex.req_.body;
+    if (!ex.body_hold_.grow(k_read_chunk)) co_return body_memory_refusal(srv_.body_budget_, refuse_status);  // `chunk`
     buf_.reserve(k_read_chunk);  // chunked bodies go through the parser: read in large pieces
-    stream_.expires_after(secs(lim.body_timeout_s));
+    stream_.expires_never();
+    body_deadline deadline(shared_from_this(), secs(srv_.cfg_.limits.body_timeout_s));
     std::vector<char> chunk(k_read_chunk);
     while (!p.is_done()) {
         p.get().body().data = chunk.data();
         p.get().body().size = chunk.size();
         error_code ec;
         co_await http::async_read_some(stream_, buf_, p, net::redirect_error(net::use_awaitable, ec));
-        if (ec && ec != http::error::need_buffer) {
-            refuse_status = ec == beast::error::timeout ? 408 : 400;
-            co_return Status(ec == beast::error::timeout ? status_code::deadline_exceeded : status_code::invalid_argument,
-                             ec == beast::error::timeout ? "body: not received within --body-timeout" : "body: malformed chunked encoding");
-        }
+        if (ec && ec != http::error::need_buffer)
+            co_return body_read_failure(ec, deadline.fired(), "malformed chunked encoding", refuse_status);
         const size_t n = chunk.size() - p.get().body().size;
         if (body.size() + n > cap)
             co_return Status(status_code::too_large, "body: over the limit of " + std::to_string(cap) + " bytes for " + ex.req_.route);
+        if (n == 0) continue;
+        if (!ex.body_hold_.grow(n)) co_return body_memory_refusal(srv_.body_budget_, refuse_status);
+        try {
+            body_make_room(body, body.size() + n, size_t(cap), opts.pooled_body);
+        } catch (const std::bad_alloc &) {
+            co_return body_memory_refusal(srv_.body_budget_, refuse_status);
+        }
         body.insert(body.end(), chunk.data(), chunk.data() + n);
     }
     co_return Status();
@@ -197,8 +335,7 @@ net::awaitable<void> http_session::run() {
         http_request_parser p;
         http_request_parser_configure(p, lim);
         stream_.expires_at(header_deadline);
-        error_code ec;
-        co_await http::async_read_header(stream_, buf_, p, net::redirect_error(net::use_awaitable, ec));
+        const error_code ec = co_await read_head(p);
         if (ec) {
             if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset) break;
             if (ec == beast::error::timeout) {
@@ -223,12 +360,14 @@ net::awaitable<void> http_session::run() {
         bool refused = false;
         ex.cors_origin_ = http_cors_allow(srv_.cfg_.cors, rq.header("Origin"));
         if (!head.error.ok()) {
-            co_await send_refusal(ex, 431, head.error, true);
+            co_await send_refusal(ex, head.error_status, head.error, true);
             refused = true;
         } else if (rq.method == "OPTIONS") {
-            // A CORS preflight (or a plain OPTIONS): answered here, without the API key, for every path.
+            // A CORS preflight (or a plain OPTIONS): answered here, without the API key, for every path;
+            // a same_origin_only route's path gets no CORS header at all, so no browser sends the request.
             http_response pre;
             pre.content_type = "text/plain";
+            if (srv_.preflight_closed(rq.path, rq.header("Access-Control-Request-Method"))) ex.cors_origin_.clear();
             if (!ex.cors_origin_.empty()) {
                 pre.headers.emplace_back("Access-Control-Allow-Methods", srv_.cfg_.cors.methods);
                 pre.headers.emplace_back("Access-Control-Allow-Headers", srv_.cfg_.cors.headers);
@@ -241,6 +380,7 @@ net::awaitable<void> http_session::run() {
         } else {
             r = srv_.match(ex.head_ ? "GET" : rq.method, rq.path, rq.params, path_known);
             if (r) rq.route = r->pattern;
+            if (r && r->opts.same_origin_only) ex.cors_origin_.clear();  // outside CORS, errors included
             const bool open = r && r->opts.open;
             if (!open && !srv_.cfg_.api_key.empty()) {
                 const std::string_view h = rq.header("Authorization");
@@ -260,9 +400,23 @@ net::awaitable<void> http_session::run() {
                 co_await send_refusal(ex, path_known ? 405 : 404, Status(status_code::not_found, msg), body_pending);
                 refused = true;
             }
+            if (!refused && r->opts.same_origin_only) {
+                // CSRF: before the body is read, so a refused page's body is never even received.
+                if (Status st = http_cross_site_check(rq.headers); !st.ok()) {
+                    co_await send_refusal(ex, 403, st, body_pending);
+                    refused = true;
+                }
+            }
+            if (!refused) {
+                // The announced length against the caps: before `100 Continue`, so the client sends nothing.
+                if (Status st = http_request_body_admit(p, r->opts.max_body_bytes, lim, rq.route); !st.ok()) {
+                    co_await send_refusal(ex, 413, st, true);
+                    refused = true;
+                }
+            }
         }
         if (!refused) {
-            // 4. The body, within the route's cap.
+            // 4. The body, within the route's cap and the body budget.
             if (body_pending && strcasecmp(std::string(rq.header("Expect")).c_str(), "100-continue") == 0) {
                 static const std::string k_continue = "HTTP/1.1 100 Continue\r\n\r\n";
                 if (!co_await write_raw({net::buffer(k_continue)})) break;
@@ -308,6 +462,10 @@ Result<std::vector<std::string>> http_cors_parse_origins(std::string_view csv) {
         std::string_view item = csv.substr(i, j - i);
         while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
         while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+        if (item.size() == 4 && strncasecmp(item.data(), "null", 4) == 0)
+            return Status(
+                status_code::invalid_argument,
+                "--cors-origins: \"null\" is never allowed (sandboxed frames, file: pages and redirects send it)");
         if (!item.empty()) out.emplace_back(item);
         i = j + 1;
     }
@@ -333,16 +491,46 @@ bool origin_is_localhost(std::string_view o) {
     return false;
 }
 
+bool header_is(std::string_view a, std::string_view b) {
+    return a.size() == b.size() && strncasecmp(a.data(), b.data(), a.size()) == 0;
+}
+
 }  // namespace
 
 std::string http_cors_allow(const http_cors & c, std::string_view origin) {
-    if (origin.empty()) return {};
+    // `null` is what a sandboxed frame, a file: page or a cross-origin redirect sends: any page can make it.
+    if (origin.empty() || header_is(origin, "null")) return {};
     for (const std::string & allowed : c.origins) {
-        if (allowed == "*") return c.credentials ? std::string(origin) : std::string("*");
+        if (allowed == "*") return "*";  // never the reflected origin: with credentials that is no policy at all
         if (allowed == "localhost" && origin_is_localhost(origin)) return std::string(origin);
         if (allowed == origin) return std::string(origin);
     }
     return {};
+}
+
+bool http_cors_credentials(const http_cors & c, std::string_view allow_origin) {
+    return c.credentials && !allow_origin.empty() && allow_origin != "*";
+}
+
+Status http_cross_site_check(const http_headers & headers) {
+    for (const auto & [k, v] : headers) {
+        if (header_is(k, "Origin"))
+            return Status(
+                status_code::invalid_argument,
+                "Origin: this route does not take requests from web pages (same-origin-only: state changes are refused "
+                "with any Origin header; clients that are not browsers send none)");
+        if (header_is(k, "Sec-Fetch-Site")) {
+            std::string_view site = v;
+            while (!site.empty() && (site.front() == ' ' || site.front() == '\t')) site.remove_prefix(1);
+            while (!site.empty() && (site.back() == ' ' || site.back() == '\t')) site.remove_suffix(1);
+            for (std::string_view bad : {"cross-site", "same-site"})
+                if (header_is(site, bad))
+                    return Status(status_code::invalid_argument,
+                                  "Sec-Fetch-Site: " + std::string(bad) +
+                                      ": this route does not take requests from other sites (same-origin-only)");
+        }
+    }
+    return Status();
 }
 
 // ---- http_exchange ----
@@ -350,7 +538,8 @@ std::string http_cors_allow(const http_cors & c, std::string_view origin) {
 void http_exchange::add_cors(http_headers & h) const {
     if (cors_origin_.empty()) return;
     h.emplace_back("Access-Control-Allow-Origin", cors_origin_);
-    if (s_.srv_.cfg_.cors.credentials) h.emplace_back("Access-Control-Allow-Credentials", "true");
+    if (http_cors_credentials(s_.srv_.cfg_.cors, cors_origin_))
+        h.emplace_back("Access-Control-Allow-Credentials", "true");
     h.emplace_back("Vary", "Origin");
 }
 
@@ -463,7 +652,9 @@ net::awaitable<bool> http_exchange::wait(async_notify & n, std::chrono::steady_c
 
 // ---- http_server ----
 
-http_server::http_server(http_server_config cfg) : cfg_(std::move(cfg)), accept_strand_(net::make_strand(ioc_)), acceptor_(accept_strand_) {}
+http_server::http_server(http_server_config cfg)
+    : cfg_(std::move(cfg)), body_budget_(cfg_.limits.max_body_memory), accept_strand_(net::make_strand(ioc_)),
+      acceptor_(accept_strand_) {}
 
 http_server::~http_server() { stop(); }
 
@@ -482,21 +673,29 @@ const http_server::route_entry * http_server::match(std::string_view method, std
     const auto segs = split_path(path);
     path_known = false;
     for (const auto & r : routes_) {
-        if (r.segments.size() != segs.size()) continue;
         std::map<std::string, std::string> p;
-        bool ok = true;
-        for (size_t i = 0; i < segs.size() && ok; ++i) {
-            const std::string & t = r.segments[i];
-            if (t.size() > 2 && t.front() == '{' && t.back() == '}') p[t.substr(1, t.size() - 2)] = segs[i];
-            else ok = t == segs[i];
-        }
-        if (!ok) continue;
+        if (!segments_match(r.segments, segs, &p)) continue;
         path_known = true;
         if (r.method != method) continue;
         params = std::move(p);
         return &r;
     }
     return nullptr;
+}
+
+bool http_server::preflight_closed(std::string_view path, std::string_view method) const {
+    const auto segs = split_path(path);
+    if (method == "HEAD") method = "GET";
+    bool any_closed = false, method_found = false, method_closed = false;
+    for (const auto & r : routes_) {
+        if (!segments_match(r.segments, segs, nullptr)) continue;
+        any_closed = any_closed || r.opts.same_origin_only;
+        if (!method_found && r.method == method) {
+            method_found = true;
+            method_closed = r.opts.same_origin_only;
+        }
+    }
+    return method_found ? method_closed : any_closed;
 }
 
 Result<int> http_server::bind() {
@@ -583,6 +782,11 @@ void http_server::render_metrics(std::string & out) const {
     metric_scalar(out, "baton_http_connections_open", "gauge", "Open client connections", double(n_open_.load()));
     metric_scalar(out, "baton_http_connections_refused_total", "counter", "Connections refused with 503 over --max-connections",
                   double(n_refused_.load()));
+    metric_scalar(out, "baton_http_body_bytes_committed", "gauge",
+                  "Bytes committed to incoming request bodies (--max-body-memory)", double(body_budget_.committed()));
+    metric_scalar(out, "baton_http_body_memory_refusals_total", "counter",
+                  "Request bodies refused with 503 because --max-body-memory was committed",
+                  double(body_budget_.refusals()));
 }
 
 void http_server::stop() {

@@ -5,20 +5,27 @@
 // or waiting request holds a thread. Per connection the edge runs, in order:
 //   wait for a request's first byte (--idle-timeout between keep-alive requests, --header-timeout for a
 //   new connection) -> read the request line and headers under ONE total deadline (--header-timeout; a
-//   client trickling bytes does not extend it) within --max-header-bytes and --max-headers -> check the
-//   API key (constant time; before routing, so unknown paths need it too; routes marked open skip it)
-//   -> match a route template (404 / 405) -> read the body within the route's cap under --body-timeout
-//   (Content-Length or chunked) -> call the handler -> write the response, every write under
-//   --write-timeout (a client that stops reading is dropped and the handler sees the write fail).
-// Any error before the handler (400 malformed, 401, 404, 405, 408 header timeout, 413, 431) is answered
-// with the JSON error shape and, unless the request was read completely, `Connection: close` and a real
-// close — bytes after a refused request are never read as a new request. Pipelined requests are answered
-// in order; `Connection: close` (or HTTP/1.0 without keep-alive) closes after the response. Connections
-// over --max-connections get an immediate 503 and are closed.
-// CORS (as llama-server does it): every response to a request with an Origin the configuration allows
-// carries Access-Control-Allow-Origin (that origin) and, with credentials on, Access-Control-Allow-Credentials;
-// an OPTIONS preflight is answered 200 with the allowed methods and headers before authentication and
-// routing (a browser's preflight carries no credentials).
+//   client trickling bytes does not extend it) within --max-header-bytes and --max-headers, refusing
+//   obs-fold and a missing or repeated Host (RFC 9112) -> check the API key (constant time; before
+//   routing, so unknown paths need it too; routes marked open skip it) -> match a route template (404 /
+//   405) -> refuse a browser's cross-site request to a same-origin-only route (403) -> check the announced
+//   length against the route's cap and --max-body-memory (413, before any `100 Continue`) -> read the body
+//   under --body-timeout (Content-Length or chunked; its own timer, so a late body is answered 408), its
+//   buffer growing with the bytes that arrive, every growth committed to the server's body budget (over
+//   --max-body-memory: 503) -> call the handler -> write the response, every write under --write-timeout
+//   (a client that stops reading is dropped and the handler sees the write fail).
+// Any error before the handler (400 malformed, 401, 403, 404, 405, 408, 413, 431, 503) is answered with
+// the JSON error shape and, unless the request was read completely, `Connection: close` and a real close —
+// bytes after a refused request are never read as a new request (a header timeout only closes). Pipelined
+// requests are answered in order; `Connection: close` (or HTTP/1.0 without keep-alive) closes after the
+// response. Connections over --max-connections get an immediate 503 and are closed.
+// CORS (llama-server's flags, tightened): a response to a request whose Origin the configuration allows
+// carries Access-Control-Allow-Origin — a literal `*` for `*` (never with credentials), the origin itself
+// for listed and localhost origins (with Access-Control-Allow-Credentials when credentials are on); the
+// `null` origin is never allowed. An OPTIONS preflight is answered 200 with the allowed methods and headers
+// before authentication and routing (a browser's preflight carries no credentials). Routes marked
+// same_origin_only (state changes: /admin/drain, slot actions and state, /v1/prefill, /v1/decode) are
+// outside CORS: no Access-Control-* header on their responses or preflights.
 // Thread-safety: route() before bind(); bind/start/stop from one thread; handlers run on the connection's
 // strand; request_counter() is safe from any thread.
 #pragma once
@@ -36,6 +43,7 @@
 #include <vector>
 
 #include "baton/http/async_notify.h"
+#include "baton/http/http_body_budget.h"
 #include "baton/http/http_errors.h"
 #include "baton/http/http_message.h"
 #include "baton/http/metrics_text.h"
@@ -53,6 +61,9 @@ struct http_limits {
     double body_timeout_s = 60;       // total time for a request's body
     double write_timeout_s = 30;      // each write of a response; a client that stops reading is dropped
     uint32_t max_connections = 4096;  // open connections; beyond: 503 and close
+    // Memory committed to incoming bodies across all connections (bytes; --max-body-memory, in MiB). A
+    // body announced larger gets 413; a growth that would pass it gets 503 + Retry-After.
+    uint64_t max_body_memory = uint64_t(1024) << 20;
 };
 
 // http_limits_check: invalid_argument naming the flag when a limit is out of range.
@@ -60,18 +71,30 @@ Status http_limits_check(const http_limits & l);
 
 // Cross-origin requests from browsers (--cors-origins, --cors-methods, --cors-headers, --cors-credentials).
 struct http_cors {
-    std::vector<std::string> origins{"*"};  // "*": any origin; "localhost": origins on localhost; else a list
+    // "*": any origin (answered `*`); "localhost": origins on localhost; else a list of origins
+    std::vector<std::string> origins{"*"};
     std::string methods = "GET, POST, DELETE, OPTIONS";
     std::string headers = "*";
-    bool credentials = true;
+    bool credentials = true;  // Access-Control-Allow-Credentials for listed and localhost origins (never for `*`)
 };
 
 // http_cors_parse_origins splits a comma-separated --cors-origins value (blanks around items dropped);
-// invalid_argument when it names no origin.
+// invalid_argument when it names no origin, or names `null` (never allowed: sandboxed frames, file: pages
+// and redirects send it, so allowing it would allow any page).
 Result<std::vector<std::string>> http_cors_parse_origins(std::string_view csv);
 // http_cors_allow returns the value of Access-Control-Allow-Origin for a request's Origin header, or ""
-// when the configuration does not allow it (or there is no Origin).
+// when the configuration does not allow it (or there is no Origin, or it is `null`): "*" for the `*`
+// entry, the origin itself for a listed or localhost origin (the first entry that matches decides).
 std::string http_cors_allow(const http_cors & c, std::string_view origin);
+// http_cors_credentials: whether a response whose Access-Control-Allow-Origin is allow_origin may carry
+// Access-Control-Allow-Credentials: only for an explicit origin, never for "*" or "".
+bool http_cors_credentials(const http_cors & c, std::string_view allow_origin);
+
+// http_cross_site_check is the CSRF rule of same_origin_only routes: invalid_argument (answered 403)
+// when the request carries an Origin header (any value, `null` and empty included: browsers send it on
+// every cross-origin POST and on many others; the router, curl and SDKs never do) or Sec-Fetch-Site
+// `cross-site`/`same-site` (what browsers send on every request, GETs included); ok otherwise.
+Status http_cross_site_check(const http_headers & headers);
 
 struct http_server_config {
     std::string host = "127.0.0.1";
@@ -87,6 +110,10 @@ struct http_route_options {
     uint64_t max_body_bytes = 0;  // 0: the route takes no body
     bool open = false;            // served without the API key (/health)
     bool pooled_body = false;     // body buffer from buffer_pool (blob routes)
+    // Excluded from CORS and closed to browsers: no Access-Control-* headers on its responses or
+    // preflights, and a request with an Origin or a cross-site Sec-Fetch-Site gets 403 before its body is
+    // read (http_cross_site_check). For routes that change state: no web page may drain a node.
+    bool same_origin_only = false;
 };
 
 class http_session;
@@ -130,6 +157,7 @@ class http_exchange {
     explicit http_exchange(http_session & s) : s_(s) {}
     http_session & s_;
     http_request req_;
+    http_body_hold body_hold_;  // the body's share of --max-body-memory, released with the exchange
     bool head_ = false;  // HEAD: headers only
     bool keep_alive_ = true;
     bool chunked_ = false;
@@ -162,8 +190,10 @@ class http_server {
     net::io_context & context() { return ioc_; }
     const http_server_config & config() const { return cfg_; }
     http_request_counter & request_counter() { return requests_; }
-    // render_metrics appends the edge's own metrics (requests by route, open and refused connections).
+    // render_metrics appends the edge's own metrics (requests by route, open and refused connections,
+    // body bytes committed and body commits refused over --max-body-memory).
     void render_metrics(std::string & out) const;
+    const http_body_budget & body_budget() const { return body_budget_; }
 
     // offload runs fn on the bridge pool (CPU-heavy work: blob verification, tokenization) and resumes
     // the calling coroutine on its own strand, so the event loop never waits for it.
@@ -198,10 +228,14 @@ class http_server {
     // match finds the route for method+path; *path_known tells 405 from 404 when none matches.
     const route_entry * match(std::string_view method, std::string_view path,
                               std::map<std::string, std::string> & params, bool & path_known) const;
+    // preflight_closed: whether a preflight for path (asking for method, "" when it names none) concerns
+    // a same_origin_only route — that route, or with no such method any route of the path.
+    bool preflight_closed(std::string_view path, std::string_view method) const;
     net::awaitable<void> accept_loop();
     void connection_closed();
 
     http_server_config cfg_;
+    http_body_budget body_budget_;  // before ioc_: sessions destroyed with the context still release into it
     net::io_context ioc_;
     std::optional<net::executor_work_guard<net::io_context::executor_type>> work_;
     net::strand<net::io_context::executor_type> accept_strand_;  // the acceptor is used only on it
