@@ -71,6 +71,16 @@ void cli_add_http_flags(CLI::App & sub, http_limits & l, uint32_t & threads, htt
     sub.add_option("--max-header-bytes", l.max_header_bytes, "Largest request line + headers, bytes (larger: 431 and close)")->capture_default_str();
     sub.add_option("--max-headers", l.max_headers, "Most header fields in a request (more: 431 and close)")->capture_default_str();
     sub.add_option("--max-connections", l.max_connections, "Most open client connections; beyond: an immediate 503 and close")->capture_default_str();
+    sub.add_option_function<double>(
+           "--max-body-memory",
+           [&l](double mib) {
+               if (!(mib >= 1 && mib <= 1048576))
+                   throw CLI::ValidationError("--max-body-memory: must be in 1..1048576 MiB");
+               l.max_body_memory = uint64_t(mib * 1024 * 1024);
+           },
+           "Memory committed to incoming request bodies across all connections, MiB (bodies grow as bytes arrive; "
+           "a larger announced body: 413; a body that would pass it: 503 + Retry-After)")
+        ->default_str(std::to_string(l.max_body_memory >> 20));
     sub.add_option("--http-threads,--threads-http", threads,
                    "Event-loop threads of the HTTP edge (connections and streams hold none)")
         ->capture_default_str();

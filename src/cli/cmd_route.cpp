@@ -40,6 +40,9 @@ int run_route(const router_config & base, const std::string & prefill, const std
     if (!r.ok()) return cli_fail(r.status().code() == status_code::invalid_argument ? k_exit_usage : k_exit_failure, r.status().message());
     auto port = r.value()->start();
     if (!port.ok()) return cli_fail(k_exit_failure, port.status().message());
+    if (cfg.api_key.empty())  // issue 22: a keyless router says so
+        std::fprintf(stderr, "baton: route: no --api-key: every route is open to anyone who can reach %s:%d\n",
+                     cfg.host.c_str(), port.value());
     std::printf("listening on http://%s:%d\n", cfg.host.c_str(), port.value());
     std::fflush(stdout);
     int sig = 0;

@@ -146,6 +146,9 @@ int run_serve(serve_options & o) {
         node.shutdown();
         return cli_fail(k_exit_failure, st.message());
     }
+    if (o.cfg.api_key.empty())  // issue 22: a keyless node says so
+        std::fprintf(stderr, "baton: serve: no --api-key: every route is open to anyone who can reach %s:%d\n",
+                     o.cfg.host.c_str(), port.value());
     std::printf("listening on http://%s:%d\n", o.cfg.host.c_str(), port.value());
     std::fflush(stdout);
     for (;;) {

@@ -151,14 +151,20 @@ void server_impl::install_routes() {
     add("GET", "/props", none, true, &server_impl::on_props);
     add("POST", "/props", json_body, true, &server_impl::on_props);
     add("GET", "/slots", none, true, &server_impl::on_llama_slots);
-    add("POST", "/slots/{id}", json_body, true, &server_impl::on_slot_action);
+    // State changes and state (issue 22): outside CORS, and refused to browser pages (CSRF), so no web page
+    // can drain a node, save/restore/erase a slot, read or replace its state, or feed it a blob.
+    auto closed = [](http_route_options o) {
+        o.same_origin_only = true;
+        return o;
+    };
+    add("POST", "/slots/{id}", closed(json_body), true, &server_impl::on_slot_action);
     add("GET", "/v1/slots", none, true, &server_impl::on_slots);
-    add("GET", "/v1/slots/{id}/state", none, true, &server_impl::on_state_get);
-    add("DELETE", "/v1/slots/{id}/state", none, true, &server_impl::on_state_delete);
-    add("PUT", "/v1/slots/{id}/state", blob_body, true, &server_impl::on_state_put);
-    add("POST", "/v1/decode", blob_body, true, &server_impl::on_decode);
-    add("POST", "/v1/prefill", json_body, true, &server_impl::on_prefill);
-    add("POST", "/admin/drain", none, false, &server_impl::on_admin_drain);
+    add("GET", "/v1/slots/{id}/state", closed(none), true, &server_impl::on_state_get);
+    add("DELETE", "/v1/slots/{id}/state", closed(none), true, &server_impl::on_state_delete);
+    add("PUT", "/v1/slots/{id}/state", closed(blob_body), true, &server_impl::on_state_put);
+    add("POST", "/v1/decode", closed(blob_body), true, &server_impl::on_decode);
+    add("POST", "/v1/prefill", closed(json_body), true, &server_impl::on_prefill);
+    add("POST", "/admin/drain", closed(none), false, &server_impl::on_admin_drain);
     // The OpenAI routes, and llama-server's unprefixed aliases of them.
     for (const char * path : {"/v1/completions", "/completions"}) {
         http->route("POST", path, json_body, [this](http_exchange & ex) -> net::awaitable<void> {
