@@ -1106,5 +1106,421 @@ TEST(EdgeE2E, RouterHolds2000ConnectionsAllCompleteNoErrors) {
     for (size_t i = 0; i < health_failures.size() && i < 5; ++i) ADD_FAILURE() << "/health under load: " << health_failures[i];
 }
 
+// ---- 9. issue 22: bodies, body timeout, RFC 9112 heads, CSRF and CORS ----
+
+// EdgeRegression: one keyless node (default limits) and a router in front of it, shared by the cases
+// that do not need limits of their own; the others start their own node.
+class EdgeRegression : public ::testing::Test {
+  protected:
+    static void SetUpTestSuite() {
+        node_ = start_or_report(serve_args("llama", {"-np", "2"})).release();
+        if (node_) router_ = start_or_report(route_args(*node_)).release();
+    }
+    static void TearDownTestSuite() {
+        delete router_;
+        delete node_;
+        router_ = node_ = nullptr;
+    }
+    static node_process * node_;
+    static node_process * router_;
+};
+node_process * EdgeRegression::node_ = nullptr;
+node_process * EdgeRegression::router_ = nullptr;
+
+constexpr double k_mib = 1024.0 * 1024.0;
+
+// committed_body_bytes: the edge's gauge of bytes committed to incoming bodies (-1 if absent).
+double committed_body_bytes(const node_process & srv) {
+    const auto r = raw_exchange(srv.host(), srv.port(), close_request("GET", "/metrics"), 10);
+    return r && r->status == 200 ? metric_value(r->body, "baton_http_body_bytes_committed") : -1;
+}
+
+// wait_committed polls the gauge until pred holds (true) or timeout_s passes (false, *last = last value).
+template <typename P>
+bool wait_committed(const node_process & srv, P pred, double timeout_s, double * last) {
+    for (const auto d = raw_deadline(timeout_s); raw_clock::now() < d;) {
+        *last = committed_body_bytes(srv);
+        if (pred(*last)) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));  // poll interval
+    }
+    return false;
+}
+
+std::string body_head(const std::string & method, const std::string & path, uint64_t length,
+                      std::vector<std::string> extra = {}) {
+    std::string h =
+        method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: " + std::to_string(length) + "\r\n";
+    for (const auto & e : extra) h += e + "\r\n";
+    return h + "\r\n";
+}
+
+// expect_announced_bodies_not_allocated: n_heads connections announce announce_bytes each on path and send
+// 64 KiB of it, then stall. Each commits its first piece (1 MiB) and no more; the server's RSS grows by
+// less than max_growth_mib (announcing alone would have cost n_heads * announce_bytes), /health answers
+// promptly, and closing the connections gives every committed byte back.
+void expect_announced_bodies_not_allocated(const node_process & srv, const std::string & path, int n_heads,
+                                           uint64_t announce_bytes, double max_growth_mib) {
+    double last = 0;
+    ASSERT_TRUE(wait_committed(
+        srv, [](double v) { return v == 0; }, 20, &last))
+        << "committed before the test: " << last;
+    const long rss0 = srv.rss_kb();
+    std::vector<raw_conn> conns(static_cast<size_t>(n_heads));
+    const std::string part(64 * 1024, 'x');
+    for (auto & c : conns) {
+        ASSERT_TRUE(c.connect(srv.host(), srv.port(), 10)) << c.error();
+        ASSERT_TRUE(
+            c.send_all(body_head("POST", path, announce_bytes, {"Content-Type: application/octet-stream"}) + part, 10))
+            << c.error();
+    }
+    const double want = double(n_heads) * k_mib;
+    ASSERT_TRUE(wait_committed(
+        srv, [&](double v) { return v >= want; }, 30, &last))
+        << "committed " << last << " bytes, want " << want << " (one piece per connection)";
+    EXPECT_EQ(last, want) << "a connection committed more than its first piece";
+    const long rss1 = srv.rss_kb();
+    const double growth_mib = double(rss1 - rss0) / 1024.0;
+    ::testing::Test::RecordProperty("rss_growth_kb", int(rss1 - rss0));
+    if (!k_sanitized) {
+        EXPECT_LT(growth_mib, max_growth_mib) << n_heads << " heads announcing " << announce_bytes
+                                              << " bytes each: RSS " << rss0 << " -> " << rss1 << " KiB";
+    }
+    EXPECT_EQ(probe_once(srv, "GET /health while bodies wait", close_request("GET", "/health"), 200, 2.0), "");
+    for (auto & c : conns) c.close();
+    EXPECT_TRUE(wait_committed(
+        srv, [](double v) { return v == 0; }, 30, &last))
+        << "still committed after every client left: " << last;
+}
+
+// Regression (issue 22 finding 3): read_body did body.resize(Content-Length) before a byte arrived: 20
+// heads announcing 1 GB each took a keyless node from 86 MB to 4 GB, 50 x 8 MB on JSON routes cost node
+// and router ~370 MB.
+TEST_F(EdgeRegression, AnnouncedBodySizeIsNotAllocatedUpFront) {
+    ASSERT_TRUE(node_ && router_);
+    {
+        SCOPED_TRACE("node, POST /v1/decode: 16 x 128 MiB announced");
+        expect_announced_bodies_not_allocated(*node_, "/v1/decode", 16, uint64_t(128) << 20, 16 + 64);
+    }
+    {
+        SCOPED_TRACE("router, POST /v1/completions: 48 x 8 MiB announced");
+        expect_announced_bodies_not_allocated(*router_, "/v1/completions", 48, uint64_t(8) << 20, 48 + 64);
+    }
+}
+
+// The global cap (--max-body-memory): a body whose growth would pass it is refused with 503 +
+// Retry-After, counted, and the memory is not committed; requests without a body go on; when the
+// holder leaves, the budget is whole again. A body announced over the cap gets 413 from its head.
+TEST_F(EdgeRegression, GlobalBodyMemoryCapRefusesInsteadOfGrowing) {
+    auto node = start_or_report(serve_args("llama", {"--max-body-memory", "8"}));
+    ASSERT_TRUE(node);
+    const uint64_t cap = uint64_t(8) << 20;
+    // A holds the whole budget: 8 MiB announced, 7 MiB + 100 bytes sent (its 8th piece is being read).
+    raw_conn a;
+    ASSERT_TRUE(a.connect(node->host(), node->port(), 10)) << a.error();
+    ASSERT_TRUE(a.send_all(body_head("POST", "/v1/decode", cap, {"Content-Type: application/octet-stream"}) +
+                               std::string((7u << 20) + 100, 'x'),
+                           30))
+        << a.error();
+    double last = 0;
+    ASSERT_TRUE(wait_committed(*node, [&](double v) { return v >= double(cap); }, 30, &last)) << "committed " << last;
+    EXPECT_EQ(last, double(cap));
+
+    const auto refused =
+        raw_exchange(node->host(), node->port(), close_request("POST", "/v1/completions", {}, k_small_completion), 30);
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(refused->status, 503) << refused->body;
+    expect_error_shape(*refused, 503, "a body while the budget is committed");
+    EXPECT_NE(refused->body.find("--max-body-memory"), std::string::npos) << refused->body;
+    EXPECT_EQ(refused->header("Retry-After"), "1");
+    EXPECT_EQ(committed_body_bytes(*node), double(cap)) << "the refused body committed nothing";
+    EXPECT_EQ(probe_once(*node, "GET /health (no body)", close_request("GET", "/health"), 200, 2.0), "");
+    const auto m = raw_exchange(node->host(), node->port(), close_request("GET", "/metrics"), 10);
+    ASSERT_TRUE(m);
+    EXPECT_GE(metric_value(m->body, "baton_http_body_memory_refusals_total"), 1) << m->body.substr(0, 2000);
+
+    // Announced over the cap: 413 from the head, whoever holds the budget.
+    const auto over =
+        raw_exchange(node->host(), node->port(), body_head("POST", "/v1/decode", cap + 1, {"Connection: close"}), 30);
+    ASSERT_TRUE(over);
+    EXPECT_EQ(over->status, 413) << over->body;
+    EXPECT_NE(over->body.find("--max-body-memory"), std::string::npos) << over->body;
+
+    a.close();
+    ASSERT_TRUE(wait_committed(
+        *node, [](double v) { return v == 0; }, 30, &last))
+        << "A's share not released: " << last;
+    const auto ok =
+        raw_exchange(node->host(), node->port(), close_request("POST", "/v1/completions", {}, k_small_completion), 60);
+    ASSERT_TRUE(ok);
+    EXPECT_EQ(ok->status, 200) << ok->body;
+}
+
+// expect_413_without_continue: a head with Expect: 100-continue announcing more than path's cap gets 413
+// as its first response (no `100 Continue` before it) and the connection closes; one within the cap gets
+// `100 Continue`, then its answer.
+void expect_413_without_continue(const node_process & srv, const std::string & path, uint64_t over_cap) {
+    raw_conn c;
+    ASSERT_TRUE(c.connect(srv.host(), srv.port(), 10)) << c.error();
+    ASSERT_TRUE(
+        c.send_all(body_head("POST", path, over_cap, {"Content-Type: application/json", "Expect: 100-continue"}), 10))
+        << c.error();
+    const auto r = c.read_response(30);
+    ASSERT_TRUE(r) << c.error();
+    EXPECT_EQ(r->status, 413) << "the first response to an oversized Expect: 100-continue head: " << r->status << " "
+                              << r->body;
+    if (r->status == 413) expect_error_shape(*r, 413, path);
+    EXPECT_TRUE(c.wait_closed(10)) << "the connection stays open after a refused body";
+
+    raw_conn ok;
+    ASSERT_TRUE(ok.connect(srv.host(), srv.port(), 10)) << ok.error();
+    ASSERT_TRUE(ok.send_all(body_head("POST", "/v1/completions", k_small_completion.size(),
+                                      {"Content-Type: application/json", "Expect: 100-continue", "Connection: close"}),
+                            10))
+        << ok.error();
+    const auto cont = ok.read_response(30);
+    ASSERT_TRUE(cont) << ok.error();
+    EXPECT_EQ(cont->status, 100);
+    ASSERT_TRUE(ok.send_all(k_small_completion, 10)) << ok.error();
+    const auto done = ok.read_response(60);
+    ASSERT_TRUE(done) << ok.error();
+    EXPECT_EQ(done->status, 200) << done->body;
+}
+
+// Regression (issue 22 finding 5): a body over the cap got `100 Continue` before its 413.
+TEST_F(EdgeRegression, OversizedBodyGets413WithoutContinue) {
+    ASSERT_TRUE(node_ && router_);
+    {
+        SCOPED_TRACE("node, JSON route over --max-json-mb");
+        expect_413_without_continue(*node_, "/v1/completions", (uint64_t(8) << 20) + 1);
+    }
+    {
+        SCOPED_TRACE("node, blob route over --max-blob-mb");
+        expect_413_without_continue(*node_, "/v1/decode", (uint64_t(1) << 30) + 1);
+    }
+    {
+        SCOPED_TRACE("router, JSON route over its body cap");
+        expect_413_without_continue(*router_, "/v1/chat/completions", (uint64_t(8) << 20) + 1);
+    }
+}
+
+// Regression (issue 22 finding 5): --body-timeout closed the connection without the documented 408 (the
+// stream's own expiry closed the socket, so nothing could be written).
+TEST_F(EdgeRegression, StalledBodyGets408ThenClose) {
+    auto node = start_or_report(serve_args("llama", {"--body-timeout", "1"}));
+    ASSERT_TRUE(node);
+    struct stall {
+        const char * what;
+        std::string bytes;
+    };
+    const std::vector<stall> cases = {
+        {"Content-Length body, 10 of 100 bytes sent",
+         body_head("POST", "/v1/completions", 100, {"Content-Type: application/json"}) + "{\"prompt\":"},
+        {"chunked body, one chunk sent", "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                                         "application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"pro\r\n"},
+        {"blob route, head only", body_head("POST", "/v1/decode", 4096, {"Content-Type: application/octet-stream"})},
+    };
+    for (const stall & c : cases) {
+        SCOPED_TRACE(c.what);
+        raw_conn conn;
+        ASSERT_TRUE(conn.connect(node->host(), node->port(), 10)) << conn.error();
+        ASSERT_TRUE(conn.send_all(c.bytes, 10)) << conn.error();
+        const auto r = conn.read_response(30);
+        ASSERT_TRUE(r) << "no answer to a stalled body: " << conn.error();
+        EXPECT_EQ(r->status, 408) << r->body;
+        if (r->status == 408) expect_error_shape(*r, 408, c.what);
+        EXPECT_NE(r->body.find("--body-timeout"), std::string::npos) << r->body;
+        EXPECT_TRUE(conn.wait_closed(10)) << "the connection stays open after 408";
+    }
+    EXPECT_EQ(probe_once(*node, "POST /v1/completions after the stalls",
+                         close_request("POST", "/v1/completions", {}, k_small_completion), 200, 30),
+              "");
+}
+
+// expect_rfc9112_heads: obs-fold and a missing or repeated Host on HTTP/1.1 get 400 (JSON error) and a
+// close; HTTP/1.0 without Host is served.
+void expect_rfc9112_heads(const node_process & srv) {
+    struct row {
+        const char * what;
+        std::string bytes;
+        int want;
+        const char * says;  // in the error message
+    };
+    const std::vector<row> rows = {
+        {"obs-fold", "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A: one\r\n two\r\n\r\n", 400, "obs-fold"},
+        {"obs-fold with HTAB", "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A: one\r\n\ttwo\r\n\r\n", 400, "obs-fold"},
+        {"missing Host", "GET /health HTTP/1.1\r\n\r\n", 400, "Host"},
+        {"two Hosts", "GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400, "Host"},
+        {"missing Host with a body", "POST /v1/completions HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}", 400, "Host"},
+        {"HTTP/1.0 without Host", "GET /health HTTP/1.0\r\n\r\n", 200, ""},
+    };
+    for (const row & c : rows) {
+        SCOPED_TRACE(c.what);
+        raw_conn conn;
+        ASSERT_TRUE(conn.connect(srv.host(), srv.port(), 10)) << conn.error();
+        ASSERT_TRUE(conn.send_all(c.bytes, 10)) << conn.error();
+        const auto r = conn.read_response(30);
+        ASSERT_TRUE(r) << conn.error();
+        EXPECT_EQ(r->status, c.want) << r->body;
+        if (c.want == 400) {
+            expect_error_shape(*r, 400, c.what);
+            EXPECT_NE(r->body.find(c.says), std::string::npos) << r->body;
+            EXPECT_TRUE(conn.wait_closed(10)) << "a refused head leaves the connection open";
+        }
+    }
+}
+
+// Regression (issue 22 finding 5): obs-fold and a missing Host were accepted (RFC 9112 says 400).
+TEST_F(EdgeRegression, ObsFoldAndMissingHostAre400) {
+    ASSERT_TRUE(node_ && router_);
+    {
+        SCOPED_TRACE("node");
+        expect_rfc9112_heads(*node_);
+    }
+    {
+        SCOPED_TRACE("router");
+        expect_rfc9112_heads(*router_);
+    }
+}
+
+// Regression (issue 22 finding 5): a keyless node echoed any Origin with credentials, and a simple
+// cross-site POST /admin/drain (no preflight) shut it down. Every state-changing route now refuses a
+// request with an Origin (any value) or a cross-site Sec-Fetch-Site with 403 before reading its body,
+// and has no CORS; the node keeps serving; the same drain without Origin (the operator's curl) works.
+TEST_F(EdgeRegression, CrossOriginDrainIs403AndTheNodeKeepsServing) {
+    auto node = start_or_report(serve_args("llama"));
+    ASSERT_TRUE(node);
+    struct row {
+        std::string method, path, body, ctype;
+    };
+    const std::vector<row> closed = {
+        {"POST", "/admin/drain", "", "text/plain"},
+        {"POST", "/admin/drain", "x=1", "application/x-www-form-urlencoded"},
+        {"POST", "/slots/0?action=erase", "{}", "text/plain"},
+        {"GET", "/v1/slots/0/state", "", ""},
+        {"PUT", "/v1/slots/0/state", "not a blob", "application/octet-stream"},
+        {"DELETE", "/v1/slots/0/state", "", ""},
+        {"POST", "/v1/decode", "not a blob", "text/plain"},
+        {"POST", "/v1/prefill", k_small_completion, "text/plain"},
+    };
+    const std::vector<std::string> cross = {"Origin: http://evil.example", "Origin: null", "Origin: http://127.0.0.1:1",
+                                            "Sec-Fetch-Site: cross-site", "Sec-Fetch-Site: same-site"};
+    for (const row & rc : closed) {
+        for (const std::string & h : cross) {
+            const std::string what = rc.method + " " + rc.path + " with " + h;
+            std::vector<std::string> hs = {h, "Connection: close"};
+            if (!rc.ctype.empty()) hs.push_back("Content-Type: " + rc.ctype);
+            const auto r = raw_exchange(node->host(), node->port(), raw_request(rc.method, rc.path, hs, rc.body), 30);
+            ASSERT_TRUE(r) << what;
+            EXPECT_EQ(r->status, 403) << what << ": " << r->body;
+            if (r->status == 403) expect_error_shape(*r, 403, what);
+            EXPECT_NE(r->body.find("same-origin-only"), std::string::npos) << what << ": " << r->body;
+            EXPECT_FALSE(r->has_header("Access-Control-Allow-Origin")) << what;
+            EXPECT_FALSE(r->has_header("Access-Control-Allow-Credentials")) << what;
+        }
+        // A browser's preflight for the route gets no CORS header at all, so the browser never sends it.
+        const auto pre = raw_exchange(node->host(), node->port(),
+                                      raw_request("OPTIONS", rc.path,
+                                                  {"Origin: http://evil.example",
+                                                   "Access-Control-Request-Method: " + rc.method, "Connection: close"}),
+                                      30);
+        ASSERT_TRUE(pre);
+        EXPECT_EQ(pre->status, 200);
+        for (const char * h : {"Access-Control-Allow-Origin", "Access-Control-Allow-Methods",
+                               "Access-Control-Allow-Headers", "Access-Control-Allow-Credentials"})
+            EXPECT_FALSE(pre->has_header(h)) << "preflight of " << rc.method << " " << rc.path << " carries " << h;
+    }
+    // Refused before the body is read: an oversized blob with Expect gets 403, never `100 Continue`.
+    {
+        raw_conn c;
+        ASSERT_TRUE(c.connect(node->host(), node->port(), 10)) << c.error();
+        ASSERT_TRUE(c.send_all(body_head("POST", "/v1/decode", uint64_t(64) << 20,
+                                         {"Origin: http://evil.example", "Expect: 100-continue"}),
+                               10));
+        const auto r = c.read_response(30);
+        ASSERT_TRUE(r) << c.error();
+        EXPECT_EQ(r->status, 403) << r->body;
+    }
+    // The node still serves, and OpenAI routes keep CORS for browser UIs.
+    const auto h = raw_exchange(node->host(), node->port(), close_request("GET", "/health"), 10);
+    ASSERT_TRUE(h);
+    EXPECT_EQ(h->status, 200) << "the node drained: " << h->body;
+    const auto gen =
+        raw_exchange(node->host(), node->port(),
+                     close_request("POST", "/v1/completions", {"Origin: http://ui.example"}, k_small_completion), 60);
+    ASSERT_TRUE(gen);
+    EXPECT_EQ(gen->status, 200) << gen->body;
+    EXPECT_EQ(gen->header("Access-Control-Allow-Origin"), "*");
+    // The positive control: without Origin (curl, the router) the drain is accepted and the node exits.
+    const auto drain = raw_exchange(node->host(), node->port(), close_request("POST", "/admin/drain"), 30);
+    ASSERT_TRUE(drain);
+    EXPECT_EQ(drain->status / 100, 2) << drain->body;
+    EXPECT_EQ(node->wait_exit(60), 0) << "a drain without Origin did not end the node";
+}
+
+// expect_null_origin_no_cors: `Origin: null` gets no CORS header (request or preflight); another origin
+// under the default `*` gets a literal `*` and never Access-Control-Allow-Credentials.
+void expect_null_origin_no_cors(const node_process & srv) {
+    const auto null_get =
+        raw_exchange(srv.host(), srv.port(), close_request("GET", "/v1/models", {"Origin: null"}), 30);
+    ASSERT_TRUE(null_get);
+    EXPECT_EQ(null_get->status, 200) << null_get->body;
+    EXPECT_FALSE(null_get->has_header("Access-Control-Allow-Origin"))
+        << null_get->header("Access-Control-Allow-Origin");
+    EXPECT_FALSE(null_get->has_header("Access-Control-Allow-Credentials"));
+    const auto null_pre =
+        raw_exchange(srv.host(), srv.port(),
+                     raw_request("OPTIONS", "/v1/chat/completions",
+                                 {"Origin: null", "Access-Control-Request-Method: POST", "Connection: close"}),
+                     30);
+    ASSERT_TRUE(null_pre);
+    EXPECT_FALSE(null_pre->has_header("Access-Control-Allow-Origin"));
+    EXPECT_FALSE(null_pre->has_header("Access-Control-Allow-Methods"));
+    const auto other =
+        raw_exchange(srv.host(), srv.port(), close_request("GET", "/v1/models", {"Origin: http://ui.example"}), 30);
+    ASSERT_TRUE(other);
+    EXPECT_EQ(other->header("Access-Control-Allow-Origin"), "*")
+        << "the default `*` answers a literal *, not the origin";
+    EXPECT_FALSE(other->has_header("Access-Control-Allow-Credentials")) << "never credentials with *";
+}
+
+// Regression (issue 22 finding 5): a keyless node echoed any Origin, even `null`, with credentials.
+TEST_F(EdgeRegression, NullOriginGetsNoCorsHeaders) {
+    ASSERT_TRUE(node_ && router_);
+    {
+        SCOPED_TRACE("node");
+        expect_null_origin_no_cors(*node_);
+    }
+    {
+        SCOPED_TRACE("router");
+        expect_null_origin_no_cors(*router_);
+    }
+    // Listed origins keep llama-server's reflected origin with credentials.
+    auto listed = start_or_report(serve_args("llama", {"--cors-origins", "http://a.example"}));
+    ASSERT_TRUE(listed);
+    const auto a = raw_exchange(listed->host(), listed->port(),
+                                close_request("GET", "/v1/models", {"Origin: http://a.example"}), 30);
+    ASSERT_TRUE(a);
+    EXPECT_EQ(a->header("Access-Control-Allow-Origin"), "http://a.example");
+    EXPECT_EQ(a->header("Access-Control-Allow-Credentials"), "true");
+}
+
+// Regression (issue 22 finding 5): nothing told an operator that a node without --api-key is open.
+TEST_F(EdgeRegression, KeylessNodeAndRouterSaySoAtStartup) {
+    ASSERT_TRUE(node_ && router_);
+    EXPECT_NE(
+        node_->stderr_text().find("baton: serve: no --api-key: every route is open to anyone who can reach 127.0.0.1:" +
+                                  std::to_string(node_->port())),
+        std::string::npos)
+        << node_->stderr_text();
+    EXPECT_NE(router_->stderr_text().find(
+                  "baton: route: no --api-key: every route is open to anyone who can reach 127.0.0.1:" +
+                  std::to_string(router_->port())),
+              std::string::npos)
+        << router_->stderr_text();
+    auto keyed = start_or_report(serve_args("llama", {"--api-key", "k"}));
+    ASSERT_TRUE(keyed);
+    EXPECT_EQ(keyed->stderr_text().find("no --api-key"), std::string::npos) << keyed->stderr_text();
+}
+
 }  // namespace
 }  // namespace baton::test
