@@ -14,6 +14,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -60,10 +61,52 @@ struct blob_view {
     size_t total_bytes = 0;
 };
 
+// A cluster secret that authenticates blobs (docs/state-blob.md, "Authentication"): a blob written with it
+// carries an HMAC-SHA256 over its bytes (the mac section), and a reader given it refuses any blob without a
+// valid MAC before it parses a single section, so a node accepts only states that a holder of the secret
+// made. Several secrets may be held at once for rotation: the first signs, every one verifies.
+// Thread-safety: immutable after make; share it freely.
+class blob_key {
+  public:
+    static constexpr size_t secret_bytes_min = 16;
+    static constexpr size_t n_secrets_max = 8;
+    using key_id = std::array<uint8_t, 8>;
+
+    // make takes the secrets (each at least secret_bytes_min bytes, at most n_secrets_max of them; the first
+    // signs). invalid_argument otherwise.
+    static Result<std::shared_ptr<const blob_key>> make(std::vector<std::string> secrets);
+    // load_file reads one secret per line (blank lines and a trailing newline ignored; the first line signs).
+    // The file should be readable by the node only (a Kubernetes Secret mounted as a file).
+    static Result<std::shared_ptr<const blob_key>> load_file(const std::string & path);
+    ~blob_key();  // wipes the secrets' bytes
+    blob_key(const blob_key &) = delete;
+    blob_key & operator=(const blob_key &) = delete;
+
+    // The key id of the signing secret: the first 8 bytes of SHA-256("baton state key id" || secret).
+    const key_id & signing_id() const { return ids_.front(); }
+    // find returns the index of the secret whose id is id, or -1.
+    int find(const key_id & id) const;
+    const std::string & secret(size_t i) const { return secrets_[i]; }
+    const key_id & id(size_t i) const { return ids_[i]; }
+    size_t size() const { return secrets_.size(); }
+
+  private:
+    blob_key() = default;
+    std::vector<std::string> secrets_;
+    std::vector<key_id> ids_;
+};
+using blob_key_ptr = std::shared_ptr<const blob_key>;
+
+// blob_key_id_hex renders a key id as 16 lowercase hex digits (for logs, /health and error messages).
+std::string blob_key_id_hex(const blob_key::key_id & id);
+
 struct blob_limits {
     uint64_t max_bytes = uint64_t(4) << 30;  // whole blob
     uint32_t max_tokens = 1u << 20;          // token section entries
     uint32_t max_checkpoints = 64;
+    // key: when set, a blob must carry a MAC made with one of its secrets (unauthenticated otherwise), checked
+    // right after the header, before any section is parsed. When null, a MAC present is checked for form only.
+    blob_key_ptr key;
 };
 
 // A destination for blob bytes: memory, a file descriptor or socket, or a byte counter.
@@ -102,8 +145,9 @@ class blob_size_sink : public blob_sink {
 };
 
 // blob_write validates parts (token ids < n_vocab, logits size, checkpoint order/range) and streams the
-// blob to sink in one pass. invalid_argument for bad parts, io_error from the sink.
-Status blob_write(const blob_parts & parts, blob_sink & sink);
+// blob to sink in one pass. With a key, the blob ends with a mac section made with the key's signing secret
+// (format 1.1); without, it is format 1.0 as before. invalid_argument for bad parts, io_error from the sink.
+Status blob_write(const blob_parts & parts, blob_sink & sink, const blob_key * key = nullptr);
 
 // blob_parse validates bytes completely (structure, lengths, checksums, counts, ranges). The result
 // borrows bytes.

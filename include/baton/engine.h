@@ -231,6 +231,9 @@ class engine {
     const engine_config & config() const;
     const model_identity & identity() const;
     const kv_layout & layout() const;  // with the n_ctx libllama made
+    // state_validation: ok when the engine learned its own state layout at start, so every external state is
+    // checked against it before libllama parses it (state_payload.h); otherwise why it restores no state.
+    Status state_validation() const;
 
     // stop: finish no new work; tasks in flight end with a cancelled error. Idempotent.
     void stop();

@@ -35,6 +35,11 @@
 //                    u32 n_tokens, u32 reserved 0, u64 n_bytes, n_bytes of partial state
 //   logits      (6): f32[n_vocab] (IEEE-754 bits, LE), present iff flags bit0
 //   request     (7): UTF-8 JSON bytes of the request to continue (opaque here), present iff flags bit1
+//   mac         (8, since 1.1, frame flagged optional, always the last frame when present):
+//                    +0 u32 algorithm (1 = HMAC-SHA256), +4 u32 reserved 0, +8 key_id[8], +16 mac[32]
+//                    (48 bytes). mac = HMAC-SHA256(secret, blob bytes [0, offset of this frame)): the header
+//                    and every frame before it, checksums included. key_id = the first 8 bytes of
+//                    SHA-256("baton state key id" || secret): names the secret without revealing it.
 #pragma once
 
 #include <cstddef>
@@ -44,7 +49,7 @@ namespace baton::blob_format {
 
 inline constexpr uint8_t k_magic[8] = {'B', 'A', 'T', 'N', 'B', 'L', 'O', 'B'};
 inline constexpr uint16_t k_version_major = 1;
-inline constexpr uint16_t k_version_minor = 0;
+inline constexpr uint16_t k_version_minor = 1;  // 1.1: the optional mac section
 
 // Header field offsets and size.
 inline constexpr size_t k_off_magic = 0;
@@ -77,8 +82,9 @@ enum section_type : uint32_t {
     section_type_checkpoints = 5,
     section_type_logits = 6,
     section_type_request = 7,
+    section_type_mac = 8,
 };
-inline constexpr uint32_t k_section_type_max_known = section_type_request;
+inline constexpr uint32_t k_section_type_max_known = section_type_mac;
 
 // Fixed payload sizes and bounds.
 inline constexpr size_t k_identity_fixed_bytes = 16 + 4 + 4 + 4 + 2 + 2;  // without the two strings
@@ -89,6 +95,10 @@ inline constexpr size_t k_state_head_bytes = 8;
 inline constexpr size_t k_checkpoints_head_bytes = 8;
 inline constexpr size_t k_checkpoint_head_bytes = 24;
 inline constexpr uint32_t k_sections_max = 64;  // frames per blob, known + unknown
+inline constexpr uint32_t k_mac_algorithm_hmac_sha256 = 1;
+inline constexpr size_t k_mac_key_id_bytes = 8;
+inline constexpr size_t k_mac_bytes = 32;
+inline constexpr size_t k_mac_payload_bytes = 4 + 4 + k_mac_key_id_bytes + k_mac_bytes;  // 48
 
 // section_type_name: "identity", ..., or nullptr for an unknown type.
 inline const char * section_type_name(uint32_t type) {
@@ -100,6 +110,7 @@ inline const char * section_type_name(uint32_t type) {
         case section_type_checkpoints: return "checkpoints";
         case section_type_logits: return "logits";
         case section_type_request: return "request";
+        case section_type_mac: return "mac";
         default: return nullptr;
     }
 }

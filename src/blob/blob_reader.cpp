@@ -15,6 +15,7 @@
 
 #include "baton/blob.h"
 #include "blob_format.h"
+#include "blob_mac.h"
 #include "blob_rules.h"
 #include "byte_cursor.h"
 
@@ -335,6 +336,57 @@ Status parse_logits(const found_section & s, uint32_t n_vocab, std::vector<float
     return {};
 }
 
+Status unauthenticated(const std::string & m) { return Status(status_code::unauthenticated, m); }
+
+// check_mac authenticates the blob before any section is parsed: the mac section must be the last frame
+// (so it is found from total_bytes alone, trusting no frame length) and its HMAC over every byte before it
+// must match one of the key's secrets.
+Status check_mac(std::span<const uint8_t> bytes, const blob_key & key) {
+    constexpr size_t frame = bf::k_frame_bytes + bf::k_mac_payload_bytes;
+    const std::string need = " (this node accepts only states authenticated with its --state-secret-file)";
+    if (bytes.size() < bf::k_header_bytes + frame) return unauthenticated("mac: the blob carries no mac section" + need);
+    const uint64_t off = bytes.size() - frame;
+    const uint8_t * h = bytes.data() + off;
+    if (byte_cursor::load_u32(h) != bf::section_type_mac || byte_cursor::load_u32(h + 4) != bf::k_section_flag_optional ||
+        byte_cursor::load_u64(h + 8) != bf::k_mac_payload_bytes)
+        return unauthenticated("mac: the blob carries no mac section as its last frame" + need);
+    const uint8_t * p = h + bf::k_frame_head_bytes;
+    const uint32_t algorithm = byte_cursor::load_u32(p);
+    if (algorithm != bf::k_mac_algorithm_hmac_sha256)
+        return unauthenticated("mac: algorithm " + num(algorithm) + " is not HMAC-SHA256 (1)" + at(off + 16));
+    blob_key::key_id id{};
+    std::memcpy(id.data(), p + 8, id.size());
+    const int which = key.find(id);
+    if (which < 0) {
+        std::string held;
+        for (size_t i = 0; i < key.size(); ++i) held += (held.empty() ? "" : ", ") + blob_key_id_hex(key.id(i));
+        return unauthenticated("mac: made with state secret " + blob_key_id_hex(id) + ", this node holds " + held +
+                               " (the nodes' --state-secret-file differ)" + at(off + 24));
+    }
+    auto d = blob_mac_compute(key.secret(size_t(which)), bytes.first(size_t(off)));
+    if (!d.ok()) return d.status();
+    if (!blob_mac_equal(d.value(), std::span<const uint8_t>(p + 16, bf::k_mac_bytes)))
+        return unauthenticated("mac: does not match the blob's bytes (altered after it was made, or made without "
+                               "this secret)" + at(off + 32));
+    return {};
+}
+
+// parse_mac checks the form of a mac section (whether or not this reader holds a key): the last frame,
+// 48 bytes, a known algorithm, reserved 0.
+Status parse_mac(const found_section & s, uint64_t total) {
+    if (s.payload.size() != bf::k_mac_payload_bytes)
+        return corrupt("mac: length " + num(s.payload.size()) + " bytes != " + num(bf::k_mac_payload_bytes) +
+                       at(s.frame_offset + 8));
+    if (s.payload_offset + bf::k_mac_payload_bytes + bf::k_frame_tail_bytes != total)
+        return corrupt("mac: not the last frame" + at(s.frame_offset));
+    const uint32_t algorithm = byte_cursor::load_u32(s.payload.data());
+    if (algorithm != bf::k_mac_algorithm_hmac_sha256)
+        return corrupt("mac: algorithm " + num(algorithm) + " is not HMAC-SHA256 (1)" + at(s.payload_offset));
+    const uint32_t reserved = byte_cursor::load_u32(s.payload.data() + 4);
+    if (reserved != 0) return corrupt("mac: reserved " + hex64(reserved) + " is not 0" + at(s.payload_offset + 4));
+    return {};
+}
+
 }  // namespace
 
 Result<blob_view> blob_parse(std::span<const uint8_t> bytes, const blob_limits & limits) {
@@ -344,8 +396,10 @@ Result<blob_view> blob_parse(std::span<const uint8_t> bytes, const blob_limits &
     blob_view v;
     uint32_t n_sections = 0;
     BATON_RETURN_IF_ERROR(parse_header(bytes, limits, v, n_sections));
+    if (limits.key) BATON_RETURN_IF_ERROR(check_mac(bytes, *limits.key));
     found_sections found{};
     BATON_RETURN_IF_ERROR(walk_frames(bytes, n_sections, v.version_minor, found));
+    if (found[bf::section_type_mac].present) BATON_RETURN_IF_ERROR(parse_mac(found[bf::section_type_mac], bytes.size()));
     for (uint32_t t : {bf::section_type_identity, bf::section_type_context, bf::section_type_tokens,
                        bf::section_type_state, bf::section_type_checkpoints})
         if (!found[t].present) return corrupt(std::string("missing mandatory section ") + bf::section_type_name(t));

@@ -10,9 +10,11 @@
 #include <bit>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #include "baton/blob.h"
 #include "blob_format.h"
+#include "blob_mac.h"
 #include "blob_rules.h"
 #include "byte_cursor.h"
 
@@ -65,11 +67,11 @@ class section_out {
 
     bool ok() const { return st_ != nullptr; }
 
-    Status begin(uint32_t type, uint64_t length) {
+    Status begin(uint32_t type, uint64_t length, uint32_t flags = 0) {
         XXH3_64bits_reset(st_.get());
         uint8_t head[bf::k_frame_head_bytes];
         le_store_u32(head, type);
-        le_store_u32(head + 4, 0);
+        le_store_u32(head + 4, flags);
         le_store_u64(head + 8, length);
         return put(head, sizeof head);
     }
@@ -142,8 +144,18 @@ std::array<uint8_t, bf::k_context_bytes> context_payload(const kv_layout & c) {
 
 }  // namespace
 
-Status blob_write(const blob_parts & p, blob_sink & sink) {
+Status blob_write(const blob_parts & p, blob_sink & final_sink, const blob_key * key) {
     BATON_RETURN_IF_ERROR(check_parts(p));
+    // With a key every byte before the mac section also passes through the MAC on its way to final_sink.
+    std::unique_ptr<blob_mac_stream> mac;
+    if (key) {
+        auto m = blob_mac_stream::open(key->secret(0));
+        if (!m.ok()) return m.status();
+        mac = std::move(m.value());
+    }
+    std::optional<blob_mac_sink> mac_sink;
+    if (mac) mac_sink.emplace(final_sink, *mac);
+    blob_sink & sink = mac_sink ? static_cast<blob_sink &>(*mac_sink) : final_sink;
     section_out out(sink);
     if (!out.ok()) return Status(status_code::internal, "blob_write: cannot allocate a hash state");
 
@@ -163,11 +175,13 @@ Status blob_write(const blob_parts & p, blob_sink & sink) {
                      state_len + checkpoints_len;
     if (has_logits) ++n_sections, total += bf::k_frame_bytes + logits_len;
     if (has_request) ++n_sections, total += bf::k_frame_bytes + p.request.size();
+    if (mac) ++n_sections, total += bf::k_frame_bytes + bf::k_mac_payload_bytes;
 
     uint8_t header[bf::k_header_bytes] = {};
     std::memcpy(header + bf::k_off_magic, bf::k_magic, sizeof bf::k_magic);
     le_store_u16(header + bf::k_off_version_major, bf::k_version_major);
-    le_store_u16(header + bf::k_off_version_minor, bf::k_version_minor);
+    // 1.0 unless the blob has a mac section (1.1): unauthenticated blobs stay readable byte for byte as before.
+    le_store_u16(header + bf::k_off_version_minor, mac ? bf::k_version_minor : 0);
     le_store_u32(header + bf::k_off_flags,
                  (has_logits ? bf::k_flag_has_logits : 0) | (has_request ? bf::k_flag_has_request : 0));
     le_store_u32(header + bf::k_off_n_sections, n_sections);
@@ -218,6 +232,19 @@ Status blob_write(const blob_parts & p, blob_sink & sink) {
         BATON_RETURN_IF_ERROR(out.begin(bf::section_type_request, p.request.size()));
         BATON_RETURN_IF_ERROR(out.put(p.request.data(), p.request.size()));
         BATON_RETURN_IF_ERROR(out.end());
+    }
+    if (mac) {
+        // The last frame, outside what it authenticates: straight to final_sink.
+        uint8_t payload[bf::k_mac_payload_bytes] = {};
+        le_store_u32(payload, bf::k_mac_algorithm_hmac_sha256);
+        std::memcpy(payload + 8, key->signing_id().data(), bf::k_mac_key_id_bytes);
+        const auto d = mac->final();
+        std::memcpy(payload + 16, d.data(), d.size());
+        section_out tail(final_sink);
+        if (!tail.ok()) return Status(status_code::internal, "blob_write: cannot allocate a hash state");
+        BATON_RETURN_IF_ERROR(tail.begin(bf::section_type_mac, sizeof payload, bf::k_section_flag_optional));
+        BATON_RETURN_IF_ERROR(tail.put(payload, sizeof payload));
+        BATON_RETURN_IF_ERROR(tail.end());
     }
     return {};
 }

@@ -5,6 +5,8 @@
 
 #include "baton/buffer_pool.h"
 #include "engine_impl.h"
+#include "engine_test_seam.h"
+#include "state_probe.h"
 
 namespace baton {
 
@@ -120,6 +122,14 @@ Result<std::unique_ptr<engine_impl>> engine_impl::create(std::shared_ptr<const l
     // Each slot owns an equal share of the KV cells (like llama-server's -np), so the slots together can
     // never need more cells than exist and one slot can never starve another, whatever the KV layout.
     impl->env.n_ctx_slot = llama_n_ctx(impl->ctx.get()) / c.n_seq_max;
+    // The structure of this node's own states, which every incoming state must match (state_payload.h).
+    auto shape = state_probe(impl->ctx.get(), *model, 0);
+    if (shape.ok()) impl->env.shape = std::move(shape.value());
+    else impl->env.shape_error = shape.status();
+    if (impl->seam && impl->seam->restore_fail_after) {
+        impl->faults.fail_after = impl->seam->restore_fail_after;
+        impl->env.faults = &impl->faults;
+    }
 
     impl->slots.resize(c.n_seq_max);
     for (size_t i = 0; i < impl->slots.size(); ++i) impl->slots[i].id = int32_t(i);
@@ -196,6 +206,7 @@ const loaded_model & engine::model() const { return *impl_->model; }
 const engine_config & engine::config() const { return impl_->cfg; }
 const model_identity & engine::identity() const { return impl_->env.identity; }
 const kv_layout & engine::layout() const { return impl_->env.context; }
+Status engine::state_validation() const { return impl_->env.shape_error; }
 
 const std::string & engine_event_text(const engine_event & ev) {
     static const std::string none;

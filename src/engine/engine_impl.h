@@ -58,6 +58,7 @@ class engine_impl {
     engine_config cfg;
     context_ptr ctx;
     restore_env env;
+    restore_faults faults;  // tests only: what env.faults points to when the seam asks for faults
     bool partial_state = false;
     int32_t n_vocab = 0;
     token_pieces pieces;  // every token's text, for grammar chains' UTF-8 guard (built at create)

@@ -12,6 +12,7 @@
 #include <span>
 
 #include "baton/engine.h"
+#include "slot.h"
 
 namespace baton {
 
@@ -22,6 +23,9 @@ struct engine_test_seam {
     // desync_after is asked after request request_id's n_generated-th token; true removes the slot's memory
     // behind its back, so the invariant guard must find the mismatch before the next decode and repair it.
     std::function<bool(uint64_t request_id, uint32_t n_generated)> desync_after;
+    // restore_fail_after is asked after each step of the restore routine (slot.h, restore_step); true makes
+    // the restore fail there, as if libllama had failed, so tests see the slot left empty and consistent.
+    std::function<bool(restore_step)> restore_fail_after;
 };
 
 struct engine_test_access {

@@ -277,9 +277,18 @@ void engine_impl::run_slot_op(engine_task & task, const request_ptr & h) {
     if (std::holds_alternative<task_slot_erase>(task)) {
         slot_clear(ctx.get(), s);
     } else if (std::holds_alternative<task_slot_save>(task) && s.parked) {
-        const std::vector<uint8_t> & b = s.parked->bytes();  // already a blob of this slot
-        done.blob = buffer_pool::shared().take(b.size());
-        done.blob.assign(b.begin(), b.end());
+        // Already a blob of this slot, made for host memory: copied out, or rewritten with the node's key
+        // (parking never spends a MAC on a blob that does not leave the node).
+        if (const blob_key * key = cfg.limits.key.get()) {
+            blob_buffer_sink sink;
+            if (Status st = blob_write(blob_view_parts(s.parked->view()), sink, key); !st.ok())
+                return deliver(h, event_error{st});
+            done.blob = std::move(sink.bytes());
+        } else {
+            const std::vector<uint8_t> & b = s.parked->bytes();
+            done.blob = buffer_pool::shared().take(b.size());
+            done.blob.assign(b.begin(), b.end());
+        }
         bump([&](engine_metrics & m) { m.blob_bytes_out += done.blob.size(); });
     } else if (auto * r = std::get_if<task_slot_restore>(&task)) {
         const auto t0 = steady::now();
@@ -290,7 +299,7 @@ void engine_impl::run_slot_op(engine_task & task, const request_ptr & h) {
     } else {
         const auto t0 = steady::now();
         blob_buffer_sink sink;
-        Status st = slot_export(ctx.get(), s, env.identity, env.context, true, "", sink, state_scratch);
+        Status st = slot_export(ctx.get(), s, env.identity, env.context, true, "", sink, state_scratch, cfg.limits.key.get());
         if (!st.ok()) return deliver(h, event_error{st});
         done.blob = std::move(sink.bytes());
         bump([&](engine_metrics & m) {
@@ -470,7 +479,8 @@ void engine_impl::sample_one(slot & s) {
     if (t.kind == task_kind::prefill) {
         const auto t0 = steady::now();
         blob_buffer_sink sink;
-        Status st = slot_export(ctx.get(), s, env.identity, env.context, true, t.req.request_json, sink, state_scratch);
+        Status st = slot_export(ctx.get(), s, env.identity, env.context, true, t.req.request_json, sink, state_scratch,
+                                cfg.limits.key.get());
         if (!st.ok()) return fail_task(s, st);
         bump([&](engine_metrics & m) {
             m.blob_bytes_out += sink.bytes().size();

@@ -39,6 +39,38 @@ Status slot_check_memory(llama_context * ctx, const slot & s) {
     return {};
 }
 
+namespace {
+
+// check_state_bytes: the blob's state and every checkpoint against this node's state layout.
+Status check_state_bytes(const restore_env & env, const validated_blob & blob) {
+    const blob_view & b = blob.view();
+    if (!env.shape_error.ok())
+        return {status_code::unsupported, "state: this node cannot validate states, so it restores none: " +
+                                              env.shape_error.message()};
+    const uint8_t * base = blob.bytes().data();
+    state_expect e;
+    e.n_tokens = uint32_t(b.tokens.size());
+    e.n_cells_max = env.n_ctx_slot;
+    if (Status st = state_payload_check(b.state, env.shape, e, uint64_t(b.state.data() - base)); !st.ok())
+        return {st.code(), "state: " + st.message()};
+    e.partial = true;
+    for (size_t i = 0; i < b.checkpoints.size(); ++i) {
+        const auto & c = b.checkpoints[i];
+        e.n_tokens = c.n_tokens;
+        if (Status st = state_payload_check(c.data, env.shape, e, uint64_t(c.data.data() - base)); !st.ok())
+            return {st.code(), "checkpoints[" + std::to_string(i) + "]: " + st.message()};
+    }
+    return {};
+}
+
+Status fault_after(const restore_env & env, restore_step step) {
+    if (env.faults && env.faults->fail_after && env.faults->fail_after(step))
+        return {status_code::engine_error, "restore: injected failure (test)"};
+    return {};
+}
+
+}  // namespace
+
 Status slot_restore(const restore_env & env, slot & s, const validated_blob & blob, uint64_t owner) {
     const blob_view & b = blob.view();
     // 1. Everything about the blob is checked before the slot is touched.
@@ -48,33 +80,39 @@ Status slot_restore(const restore_env & env, slot & s, const validated_blob & bl
         return {status_code::incompatible, "tokens: " + std::to_string(b.tokens.size()) +
                                                " tokens do not fit a slot of " + std::to_string(env.n_ctx_slot) +
                                                " (start the node with a larger -c)"};
+    BATON_RETURN_IF_ERROR(check_state_bytes(env, blob));
     // 2. Take the slot.
     if (s.owner != 0 && s.owner != owner)
         return {status_code::busy, "slot " + std::to_string(s.id) + " is busy"};
     // 3. Clear, apply, verify, register.
     slot_clear(env.ctx, s);
-    Status st;
-    const size_t n_read = llama_state_seq_set_data(env.ctx, b.state.data(), b.state.size(), s.id);
-    if (n_read == 0) {
-        // The bytes passed every checksum, so they are what the sender wrote: a state this node's libllama
-        // cannot read is a bad blob (422), not a node fault.
-        st = Status(status_code::corrupt, "state: libllama rejected the state bytes (" +
-                                              std::to_string(b.state.size()) + " bytes)");
-    } else if (n_read != b.state.size()) {
-        st = Status(status_code::corrupt, "state: libllama read " + std::to_string(n_read) + " of " +
-                                              std::to_string(b.state.size()) + " state bytes");
+    Status st = fault_after(env, restore_step::cleared);
+    if (st.ok()) {
+        const size_t n_read = llama_state_seq_set_data(env.ctx, b.state.data(), b.state.size(), s.id);
+        if (n_read == 0) {
+            // The bytes passed every check, so they are what the sender wrote: a state this node's libllama
+            // cannot read is a bad blob (422), not a node fault.
+            st = Status(status_code::corrupt, "state: libllama rejected the state bytes (" +
+                                                  std::to_string(b.state.size()) + " bytes)");
+        } else if (n_read != b.state.size()) {
+            st = Status(status_code::corrupt, "state: libllama read " + std::to_string(n_read) + " of " +
+                                                  std::to_string(b.state.size()) + " state bytes");
+        }
     }
+    if (st.ok()) st = fault_after(env, restore_step::applied);
     if (st.ok()) {
         s.tokens.assign(b.tokens.begin(), b.tokens.end());
         st = slot_check_memory(env.ctx, s);
         if (!st.ok()) st = Status(status_code::corrupt, "state: " + st.message() + " (the blob's token section)");
     }
+    if (st.ok()) st = fault_after(env, restore_step::verified);
     if (st.ok()) {
         for (const auto & c : b.checkpoints)
             s.checkpoints.push_back({c.pos_min, c.pos_max, c.n_tokens, std::vector<uint8_t>(c.data.begin(), c.data.end())});
         if (b.logits) s.logits = *b.logits;
-        return {};
+        st = fault_after(env, restore_step::registered);
     }
+    if (st.ok()) return {};
     // 4. Any failure: empty and consistent.
     slot_clear(env.ctx, s);
     return st;
@@ -172,7 +210,7 @@ prepare_outcome slot_prepare_prompt(llama_context * ctx, slot & s, const std::ve
 
 Status slot_export(llama_context * ctx, const slot & s, const model_identity & id, const kv_layout & bc,
                    bool with_logits, const std::string & request_json, blob_sink & sink,
-                   std::vector<uint8_t> & state_scratch) {
+                   std::vector<uint8_t> & state_scratch, const blob_key * key) {
     if (s.tokens.empty()) return {status_code::not_found, "slot " + std::to_string(s.id) + " holds no state"};
     BATON_RETURN_IF_ERROR(slot_check_memory(ctx, s));
     const size_t size = llama_state_seq_get_size(ctx, s.id);
@@ -188,7 +226,7 @@ Status slot_export(llama_context * ctx, const slot & s, const model_identity & i
     for (const auto & c : s.checkpoints) parts.checkpoints.push_back({c.pos_min, c.pos_max, c.n_tokens, c.data});
     if (with_logits && !s.logits.empty()) parts.logits = s.logits;
     parts.request = request_json;
-    return blob_write(parts, sink);
+    return blob_write(parts, sink, key);
 }
 
 }  // namespace baton

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "baton/blob.h"
 #include "baton/chunk_plan.h"
 #include "baton/engine.h"
+#include "baton/state_payload.h"
 #include "baton/status.h"
 #include "baton/text.h"
 
@@ -49,12 +51,24 @@ struct slot {
 // slot_held_tokens: what the slot holds, in its memory or parked.
 const std::vector<token_id> & slot_held_tokens(const slot & s);
 
+// The steps of slot_restore after which a test may make it fail (engine_test_seam.h), to prove that a
+// failure at any point leaves the slot and its memory empty and consistent.
+enum class restore_step : uint8_t { cleared, applied, verified, registered };
+struct restore_faults {
+    std::function<bool(restore_step)> fail_after;  // true: fail the restore right after this step
+};
+
 // What the restore routine needs to know about the node.
 struct restore_env {
     llama_context * ctx = nullptr;
     model_identity identity;
     kv_layout context;
     uint32_t n_ctx_slot = 0;  // max tokens one sequence can hold
+    // The structure of this node's states (state_probe.h), every incoming state and checkpoint is checked
+    // against before libllama sees it; when the probe failed, `shape_error` says why and restores are refused.
+    state_shape shape;
+    Status shape_error;
+    const restore_faults * faults = nullptr;  // tests only (engine_test_seam.h); null in production
 };
 
 // slot_clear empties the slot: memory for the sequence removed, no tokens, no checkpoints, no logits,
@@ -66,11 +80,14 @@ void slot_clear(llama_context * ctx, slot & s);
 Status slot_check_memory(llama_context * ctx, const slot & s);
 
 // slot_restore — THE restore routine.
-//   1. check the (already parsed and validated) blob's identity and context against the node;
+//   1. check the (already parsed and validated) blob's identity and context against the node, and its state
+//      and checkpoint bytes against this node's state layout (state_payload_check: positions, cell counts,
+//      every header field) — before anything reaches libllama;
 //   2. take the slot: it must be free or reserved by request `owner`;
 //   3. clear it, apply the state, check the memory covers exactly the blob's tokens, register the blob's
 //      checkpoints, set tokens (the count comes from the token section only) and trailing logits;
-//   4. on any failure leave the slot empty and consistent and return the typed error.
+//   4. on any failure leave the slot empty and consistent and return the typed error. (A state that passed
+//      step 1 holds only positions >= 0, which llama_memory_seq_rm always removes.)
 Status slot_restore(const restore_env & env, slot & s, const validated_blob & blob, uint64_t owner);
 
 // slot_park moves an idle slot's state into host memory as a validated blob (tokens, state, checkpoints,
@@ -97,12 +114,12 @@ struct prepare_outcome {
 prepare_outcome slot_prepare_prompt(llama_context * ctx, slot & s, const std::vector<token_id> & prompt, bool partial_state);
 
 // slot_export writes the slot's state as a blob: tokens, state bytes, checkpoints, logits (when
-// with_logits and known) and request_json.
+// with_logits and known) and request_json; with a key, authenticated (a mac section, blob.h).
 // state_scratch holds the raw state bytes on the way (the scheduler reuses one buffer: no fresh pages
 // and no zero-filling per export).
 Status slot_export(llama_context * ctx, const slot & s, const model_identity & id, const kv_layout & bc,
                    bool with_logits, const std::string & request_json, blob_sink & sink,
-                   std::vector<uint8_t> & state_scratch);
+                   std::vector<uint8_t> & state_scratch, const blob_key * key = nullptr);
 
 // common_prefix returns the length of the longest common prefix of a and b.
 size_t common_prefix(const std::vector<token_id> & a, const std::vector<token_id> & b);

@@ -1,0 +1,354 @@
+// state_payload_test.cpp — libllama's sequence-state layout as Baton learns and checks it: one test per
+// way a crafted state can be out of range (the real exports of every model family are checked in
+// tests/engine/state_validation_test.cpp).
+#include "baton/state_payload.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "blob_test_util.h"
+#include "state_payload_builder.h"
+
+namespace baton {
+namespace {
+
+using k = state_part_kind;
+using namespace state_payload_builder;
+
+// A node whose memory is one attention cache (a llama): learned from a probe of 2 cells.
+state_shape attention_node(uint32_t n_stream = 1, uint32_t v_trans = 0) {
+    attention_spec probe;
+    probe.n_stream = n_stream;
+    probe.v_trans = v_trans;
+    probe.positions = {0, 1};
+    auto full = state_shape_learn(attention_bytes(probe), {k::attention});
+    EXPECT_TRUE(full.ok()) << full.status().to_string();
+    auto partial = state_shape_learn(builder().b, {});  // a plain attention cache's partial state: the header
+    EXPECT_TRUE(partial.ok()) << partial.status().to_string();
+    return {full.value(), partial.value()};
+}
+
+state_expect expect(uint32_t n_tokens, bool partial = false) { return {n_tokens, 64, partial}; }
+
+Status check(const attention_spec & a, const state_shape & shape, const state_expect & e) {
+    return state_payload_check(attention_bytes(a), shape, e, 1000);
+}
+
+attention_spec valid(uint32_t n) {
+    attention_spec a;
+    a.positions = iota(0, int32_t(n));
+    return a;
+}
+
+TEST(StatePayload, LearnsTheNodesLayoutFromItsOwnExport) {
+    const state_shape s = attention_node();
+    ASSERT_EQ(s.full.parts.size(), 1u);
+    EXPECT_EQ(s.full.magic, k_magic);
+    EXPECT_TRUE(s.full.parts[0].layers_known);
+    EXPECT_EQ(s.full.parts[0].n_layer_field, 2u);
+    ASSERT_EQ(s.full.parts[0].first.size(), 2u);
+    EXPECT_EQ(s.full.parts[0].first[1].row_bytes, 64u);
+    EXPECT_TRUE(s.partial.known);
+    EXPECT_TRUE(s.partial.parts.empty());  // a plain attention cache's partial state is the header alone
+}
+
+TEST(StatePayload, AValidStatePasses) {
+    const state_shape s = attention_node();
+    EXPECT_TRUE(check(valid(12), s, expect(12)).ok());
+    attention_spec shuffled = valid(12);
+    std::swap(shuffled.positions[0], shuffled.positions[7]);  // cell order is the cache's, not the positions'
+    EXPECT_TRUE(check(shuffled, s, expect(12)).ok());
+}
+
+// The finding: a state whose positions run from -1 to 1048582 was applied and poisoned the slot.
+TEST(StatePayloadRegression, NegativePositionIsRefusedBeforeLibllama) {
+    attention_spec a = valid(12);
+    a.positions[0] = -1;
+    const Status st = check(a, attention_node(), expect(12));
+    EXPECT_EQ(st.code(), status_code::corrupt);
+    EXPECT_CONTAINS(st.message(), "cell 0: position -1 outside 0..11");
+    EXPECT_CONTAINS(st.message(), "at +1");  // offsets are absolute: base 1000 + the cell's place
+}
+
+TEST(StatePayloadRegression, HugePositionIsRefused) {
+    attention_spec a = valid(12);
+    a.positions[11] = 1048582;
+    const Status st = check(a, attention_node(), expect(12));
+    EXPECT_CONTAINS(st.message(), "cell 11: position 1048582 outside 0..11");
+}
+
+TEST(StatePayload, DuplicatePositionIsRefused) {
+    attention_spec a = valid(12);
+    a.positions[5] = 4;
+    EXPECT_CONTAINS(check(a, attention_node(), expect(12)).message(), "cell 5: position 4 twice");
+}
+
+TEST(StatePayload, FewerCellsThanTokensIsRefused) {
+    const Status st = check(valid(11), attention_node(), expect(12));
+    EXPECT_EQ(st.code(), status_code::corrupt);
+    EXPECT_CONTAINS(st.message(), "11 cells for 12 tokens");
+}
+
+TEST(StatePayload, MoreCellsThanASequenceMayHoldIsRefused) {
+    EXPECT_CONTAINS(check(valid(70), attention_node(), {70, 64, false}).message(),
+                    "cell_count 70 > the 64 cells a sequence may hold");
+}
+
+TEST(StatePayload, CellCountBeyondTheBytesIsRefusedWithoutOverflow) {
+    builder w;
+    w.u32(1);
+    w.u32(0xFFFFFFFFu);
+    w.fill(24);
+    const Status st = state_payload_check(w.b, attention_node(), {1, 0xFFFFFFFFu, false});
+    EXPECT_CONTAINS(st.message(), "cell_count 4294967295 needs");
+}
+
+TEST(StatePayload, CellsInTwoStreamsAreRefused) {
+    const state_shape s = attention_node(2);
+    builder w;
+    w.u32(2);
+    for (int stream = 0; stream < 2; ++stream) {
+        attention_spec a = valid(2);
+        a.n_stream = 1;
+        builder one;
+        attention(one, a);
+        w.b.insert(w.b.end(), one.b.begin() + k_header_bytes + 4, one.b.end());  // the stream alone
+    }
+    EXPECT_CONTAINS(state_payload_check(w.b, s, expect(2)).message(), "cells in a second stream");
+}
+
+TEST(StatePayload, AnotherStreamCountIsRefused) {
+    attention_spec a = valid(4);
+    a.n_stream = 4;
+    EXPECT_CONTAINS(check(a, attention_node(1), expect(4)).message(), "n_stream 4, this node's memory has 1");
+}
+
+TEST(StatePayload, ACellOfSeveralSequencesIsRefused) {
+    attention_spec a = valid(4);
+    a.n_seq_id = 2;
+    EXPECT_CONTAINS(check(a, attention_node(), expect(4)).message(), "n_seq_id 2");
+}
+
+TEST(StatePayload, ANegativeSequenceIdIsRefused) {
+    attention_spec a = valid(4);
+    a.seq_id = -5;
+    EXPECT_CONTAINS(check(a, attention_node(), expect(4)).message(), "seq_id -5");
+}
+
+TEST(StatePayload, HeaderFieldsMustBeThisNodes) {
+    const state_shape s = attention_node();
+    attention_spec a = valid(4);
+    a.v_trans = 1;
+    EXPECT_CONTAINS(check(a, s, expect(4)).message(), "v_trans 1, this node's memory has 0");
+    a = valid(4);
+    a.n_layer = 3;
+    EXPECT_CONTAINS(check(a, s, expect(4)).message(), "n_layer 3, this node's memory has 2");
+    a = valid(4);
+    a.k_type = 8;
+    EXPECT_CONTAINS(check(a, s, expect(4)).message(), "k layer 0: type 8, 64-byte rows, this node's memory has type 1");
+    a = valid(4);
+    a.v_row = 65;
+    EXPECT_CONTAINS(check(a, s, expect(4)).message(), "v layer 0: type 1, 65-byte rows");
+}
+
+TEST(StatePayload, TransposedValuesAreCheckedToo) {
+    const state_shape s = attention_node(1, 1);
+    attention_spec a = valid(6);
+    a.v_trans = 1;
+    EXPECT_TRUE(check(a, s, expect(6)).ok());
+    a.v_embd = 31;
+    EXPECT_CONTAINS(check(a, s, expect(6)).message(), "31 x 2-byte elements per cell");
+}
+
+TEST(StatePayload, RowBytesThatWouldOverflowAreRefused) {
+    const state_shape s = attention_node();
+    attention_spec a = valid(4);
+    std::vector<uint8_t> b = attention_bytes(a);
+    // The first K row size (after n_stream, cell_count, 4 cells, v_trans, n_layer, k_type) -> 2^62.
+    const size_t off = k_header_bytes + 4 + 4 + 4 * 12 + 4 + 4 + 8 + 4;
+    for (int i = 0; i < 8; ++i) b[off + size_t(i)] = uint8_t((uint64_t(1) << 62) >> (8 * i));
+    const Status st = state_payload_check(b, s, expect(4));
+    EXPECT_EQ(st.code(), status_code::corrupt);  // a mismatch with the node's row size, caught before any product
+}
+
+TEST(StatePayload, TruncatedDataIsRefused) {
+    std::vector<uint8_t> b = attention_bytes(valid(4));
+    b.resize(b.size() - 1);
+    EXPECT_CONTAINS(state_payload_check(b, attention_node(), expect(4)).message(), "exceed the");
+}
+
+TEST(StatePayload, TrailingBytesAreRefused) {
+    std::vector<uint8_t> b = attention_bytes(valid(4));
+    b.push_back(0);
+    EXPECT_CONTAINS(state_payload_check(b, attention_node(), expect(4)).message(), "1 bytes after the last part");
+}
+
+TEST(StatePayload, AnotherMagicIsRefused) {
+    builder w(0x1234);
+    attention(w, valid(4));
+    const Status st = state_payload_check(w.b, attention_node(), expect(4));
+    EXPECT_EQ(st.code(), status_code::corrupt);
+    EXPECT_CONTAINS(st.message(), "magic 0x00001234, this node's states start with 0xaf143cd8");
+    EXPECT_CONTAINS(state_payload_check(std::vector<uint8_t>(5, 0), attention_node(), expect(4)).message(), "header truncated");
+}
+
+TEST(StatePayload, TheSendersSequenceIdMayDifferButIsBounded) {
+    builder other(k_magic, 7);
+    attention(other, valid(4));
+    EXPECT_TRUE(state_payload_check(other.b, attention_node(), expect(4)).ok());
+    builder huge(k_magic, 0x7FFFFFFF);
+    attention(huge, valid(4));
+    EXPECT_CONTAINS(state_payload_check(huge.b, attention_node(), expect(4)).message(), "seq_id 2147483647");
+}
+
+TEST(StatePayload, TheReservedFieldMustBeThisNodes) {
+    attention_spec a = valid(4);
+    a.reserved = 5;
+    EXPECT_CONTAINS(check(a, attention_node(), expect(4)).message(), "reserved 5, this node's memory has 0");
+}
+
+TEST(StatePayload, ZeroTokensAreRefused) {
+    EXPECT_EQ(state_payload_check(attention_bytes(valid(1)), attention_node(), expect(0)).code(), status_code::corrupt);
+}
+
+TEST(StatePayload, APartialStateOfAPlainCacheIsTheHeaderAlone) {
+    const state_shape s = attention_node();
+    EXPECT_TRUE(state_payload_check(builder().b, s, expect(4, true)).ok());
+    EXPECT_CONTAINS(check(valid(4), s, expect(4, true)).message(), "bytes after the last part");
+}
+
+TEST(StatePayload, CellsWhereTheNodesProbeHadNoneAreRefused) {
+    attention_spec empty;
+    empty.positions = {};
+    auto f = state_shape_learn(attention_bytes(empty), {k::attention});
+    ASSERT_TRUE(f.ok());
+    const state_shape s{f.value(), f.value()};
+    EXPECT_TRUE(check(empty, s, expect(4, true)).ok());
+    EXPECT_CONTAINS(check(valid(4), s, expect(4, true)).message(), "4 cells where this node's memory holds none");
+}
+
+// A sliding-window model: the full cache then the window, whose cells are one run ending at the last token.
+state_shape swa_node() {
+    attention_spec probe = valid(2);
+    builder full;
+    attention(full, probe);
+    attention(full, probe);
+    auto f = state_shape_learn(full.b, {k::attention, k::attention});
+    EXPECT_TRUE(f.ok()) << f.status().to_string();
+    auto p = state_shape_learn(attention_bytes(probe), {k::attention});
+    EXPECT_TRUE(p.ok());
+    return {f.value(), p.value()};
+}
+
+std::vector<uint8_t> swa_bytes(uint32_t n, std::vector<int32_t> window) {
+    builder w;
+    attention(w, valid(n));
+    attention_spec win;
+    win.positions = std::move(window);
+    attention(w, win);
+    return w.b;
+}
+
+TEST(StatePayload, SlidingWindowRunEndingAtTheLastTokenPasses) {
+    EXPECT_TRUE(state_payload_check(swa_bytes(40, iota(8, 40)), swa_node(), expect(40)).ok());
+}
+
+TEST(StatePayload, SlidingWindowWithAGapIsRefused) {
+    std::vector<int32_t> w = iota(8, 40);
+    w.erase(w.begin() + 3);
+    w.push_back(2);
+    EXPECT_CONTAINS(state_payload_check(swa_bytes(40, w), swa_node(), expect(40)).message(), "are not one run ending at");
+}
+
+TEST(StatePayload, SlidingWindowNotEndingAtTheLastTokenIsRefused) {
+    EXPECT_CONTAINS(state_payload_check(swa_bytes(40, iota(0, 30)), swa_node(), expect(40)).message(),
+                    "ending at position 39");
+}
+
+// A hybrid: attention then recurrent; its partial state is the recurrent part alone.
+state_shape hybrid_node() {
+    builder full;
+    attention(full, valid(2));
+    recurrent_spec r;
+    r.positions = {1};
+    recurrent(full, r);
+    auto f = state_shape_learn(full.b, {k::attention, k::recurrent});
+    EXPECT_TRUE(f.ok()) << f.status().to_string();
+    builder part;
+    recurrent(part, r);
+    auto p = state_shape_learn(part.b, {k::recurrent});
+    EXPECT_TRUE(p.ok()) << p.status().to_string();
+    return {f.value(), p.value()};
+}
+
+std::vector<uint8_t> hybrid_bytes(uint32_t n, recurrent_spec r) {
+    builder w;
+    attention(w, valid(n));
+    recurrent(w, r);
+    return w.b;
+}
+
+TEST(StatePayload, HybridLearnsItsRecurrentRows) {
+    const state_shape s = hybrid_node();
+    ASSERT_EQ(s.full.parts.size(), 2u);
+    EXPECT_EQ(s.full.parts[1].first.size(), 2u);   // conv rows
+    EXPECT_EQ(s.full.parts[1].second.size(), 2u);  // SSM rows
+    EXPECT_EQ(s.full.parts[1].second[0].row_bytes, 256u);
+    recurrent_spec r;
+    r.positions = {9};
+    EXPECT_TRUE(state_payload_check(hybrid_bytes(10, r), s, expect(10)).ok());
+    builder part;
+    recurrent(part, r);
+    EXPECT_TRUE(state_payload_check(part.b, s, expect(10, true)).ok());
+}
+
+TEST(StatePayload, RecurrentStateNotAtTheLastTokenIsRefused) {
+    recurrent_spec r;
+    r.positions = {-1};
+    EXPECT_CONTAINS(state_payload_check(hybrid_bytes(10, r), hybrid_node(), expect(10)).message(),
+                    "position -1 outside 0..9");
+    r.positions = {5};
+    EXPECT_CONTAINS(state_payload_check(hybrid_bytes(10, r), hybrid_node(), expect(10)).message(),
+                    "recurrent state is at position 5, not at 9");
+}
+
+TEST(StatePayload, RecurrentStateOfTwoCellsIsRefused) {
+    recurrent_spec r;
+    r.positions = {8, 9};
+    EXPECT_CONTAINS(state_payload_check(hybrid_bytes(10, r), hybrid_node(), expect(10)).message(),
+                    "cell_count 2, a sequence's recurrent state is exactly 1 cell");
+}
+
+TEST(StatePayload, RecurrentRowsMustBeThisNodes) {
+    recurrent_spec r;
+    r.s_row = 128;
+    EXPECT_CONTAINS(state_payload_check(hybrid_bytes(10, r), hybrid_node(), expect(10)).message(),
+                    "s layer 0: type 0, 128-byte rows");
+    r = recurrent_spec{};
+    r.n_rec = 1;
+    EXPECT_EQ(state_payload_check(hybrid_bytes(10, r), hybrid_node(), expect(10)).code(), status_code::corrupt);
+}
+
+TEST(StatePayload, ANodeThatCouldNotLearnRefusesEveryState) {
+    EXPECT_EQ(state_payload_check(attention_bytes(valid(2)), state_shape{}, expect(2)).code(), status_code::unsupported);
+}
+
+TEST(StatePayload, LearningRefusesALayoutItDoesNotKnow) {
+    std::vector<uint8_t> b = attention_bytes(valid(2));
+    b.push_back(1);
+    EXPECT_EQ(state_shape_learn(b, {k::attention}).status().code(), status_code::unsupported);
+    EXPECT_EQ(state_shape_learn(std::vector<uint8_t>(6, 0), {}).status().code(), status_code::unsupported);
+    EXPECT_EQ(state_shape_learn(attention_bytes(valid(2)), {k::attention, k::attention}).status().code(),
+              status_code::unsupported);
+    builder odd;
+    recurrent_spec r;
+    recurrent(odd, r);
+    odd.i32(0);
+    odd.u64(4);
+    odd.fill(4);  // a third kind of recurrent row: not conv/SSM pairs
+    EXPECT_EQ(state_shape_learn(odd.b, {k::recurrent}).status().code(), status_code::unsupported);
+}
+
+}  // namespace
+}  // namespace baton
