@@ -40,6 +40,7 @@ struct serve_options {
     cli_device_flags device;  // -ngl, -dev, -fa, -ctk, ... folded into cfg.offload and cfg.engine.ctx
     // llama-server's chat flags, folded into cfg.chat by serve_check_chat.
     std::string chat_template, chat_template_file, chat_template_kwargs, reasoning_format = "auto";
+    std::string state_secret_file;  // --state-secret-file (or BATON_STATE_SECRET_FILE): folded into cfg.engine.limits.key
 };
 
 Status serve_check_chat(serve_options & o) {
@@ -124,6 +125,11 @@ Status serve_check(serve_options & o) {
     BATON_RETURN_IF_ERROR(cli_device_resolve(o.device, o.cfg.offload, o.cfg.engine.ctx));
     if (o.cfg.api_key.empty())
         if (const char * k = std::getenv("BATON_API_KEY"); k && *k) o.cfg.api_key = k;
+    if (!o.state_secret_file.empty()) {
+        auto key = blob_key::load_file(o.state_secret_file);
+        if (!key.ok()) return {status_code::invalid_argument, key.status().message()};
+        o.cfg.engine.limits.key = std::move(key.value());
+    }
     context_config ctx = o.cfg.engine.ctx;
     if (ctx.n_ctx == 0) ctx.n_ctx = 1u << 24;  // -c 0: the model's training context, known once it is loaded
     return context_check(ctx);
@@ -188,6 +194,11 @@ void cli_add_serve(CLI::App & app, cli_run_fn & run) {
                   "Unified KV: while any slot works, idle slots keep their state in host memory, not in the cache "
                   "every decode attends over (default on)");
     sub->add_option("--api-key", c.api_key, "Require \"Authorization: Bearer KEY\" on every endpoint but /health (or set BATON_API_KEY)");
+    sub->add_option("--state-secret-file", o->state_secret_file,
+                    "File with the cluster's state secret (one per line, >= 16 bytes each; the first signs, all "
+                    "verify): states this node sends carry an HMAC-SHA256, states it receives must (or set "
+                    "BATON_STATE_SECRET_FILE)")
+        ->envname("BATON_STATE_SECRET_FILE");
     sub->add_option("--max-blob-mb", o->max_blob_mb, "Body cap of /v1/decode and PUT /v1/slots/{id}/state, MiB")->capture_default_str();
     sub->add_option("--max-json-mb", o->max_json_mb, "Body cap of the JSON endpoints, MiB")->capture_default_str();
     sub->add_option("--timeout", c.timeout_s, "Per-request timeout in seconds (0: none); a late request is cancelled")->capture_default_str();

@@ -235,6 +235,17 @@ Status server::load() {
     auto e = engine::create(s.model, s.cfg.engine);
     if (!e.ok()) return e.status();
     s.eng = std::move(e.value());
+    if (Status v = s.eng->state_validation(); !v.ok())
+        std::fprintf(stderr, "baton: serve: state validation is unavailable, so this node restores no states: %s\n",
+                     v.message().c_str());
+    if (const auto & key = s.cfg.engine.limits.key)
+        std::fprintf(stderr, "baton: serve: states are authenticated (HMAC-SHA256, state secret %s%s)\n",
+                     blob_key_id_hex(key->signing_id()).c_str(),
+                     key->size() > 1 ? (" signs; " + std::to_string(key->size() - 1) + " more verify").c_str() : "");
+    else
+        std::fprintf(stderr, "baton: serve: states are not authenticated (no --state-secret-file): whoever reaches "
+                             "/v1/decode or the slot state endpoints can hand this node a state; expose them to the "
+                             "router network only (docs/deploy.md)\n");
     s.ready.store(true, std::memory_order_release);
     if (s.cfg.cluster) {
         const node_cluster_config & c = *s.cfg.cluster;

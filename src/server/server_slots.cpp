@@ -88,7 +88,11 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 net::awaitable<void> server_impl::on_health(http_exchange & ex) {
-    if (ready.load(std::memory_order_acquire) && !stopping.load()) co_return (void) co_await ex.respond(json_response({{"status", "ok"}}));
+    // state_auth: whether states this node accepts must be authenticated (--state-secret-file), so operators and
+    // routers can see a cluster whose nodes disagree.
+    if (ready.load(std::memory_order_acquire) && !stopping.load())
+        co_return (void) co_await ex.respond(
+            json_response({{"status", "ok"}, {"state_auth", cfg.engine.limits.key ? "hmac-sha256" : "none"}}));
     http_response r = json_response({{"status", stopping.load() ? "draining" : "loading"}}, 503);
     r.headers.emplace_back("Retry-After", "1");
     co_await ex.respond(std::move(r));

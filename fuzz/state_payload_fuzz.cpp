@@ -1,0 +1,144 @@
+// state_payload_fuzz.cpp — libFuzzer target for libllama's sequence-state bytes as Baton validates them
+// (src/blob/state_payload.cpp) before libllama ever parses them.
+//
+// Input: byte 0 picks one of five node layouts (attention; attention with transposed V; sliding window;
+// hybrid; recurrent) and whether the state is a checkpoint, bytes 1-2 the token count (1..1024), the rest is
+// the state. Properties: state_payload_check and state_shape_learn return (ASan/UBSan watch the bytes) with a
+// message on failure; a state the check accepts follows the node's layout exactly — learning from it yields
+// the node's own structure for every part that holds cells — and has exactly one cell per position where
+// the rules say so (the full attention part covers 0..n-1).
+// BATON_FUZZ_WRITE_SEEDS=DIR writes valid inputs of every layout to DIR and exits (scripts/fuzz's seeds).
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "baton/state_payload.h"
+#include "blob/state_payload_builder.h"
+
+namespace {
+
+using namespace baton;
+using namespace baton::state_payload_builder;
+using k = state_part_kind;
+
+[[noreturn]] void fail(const char * what, const Status & st = {}) {
+    std::fprintf(stderr, "state_payload_fuzz: %s %s\n", what, st.to_string().c_str());
+    std::abort();
+}
+
+struct layout {
+    std::vector<k> full_kinds, partial_kinds;
+    state_shape shape;
+};
+
+std::vector<uint8_t> full_state(int which, uint32_t n) {
+    builder w;
+    attention_spec a;
+    a.positions = iota(0, int32_t(n));
+    recurrent_spec r;
+    r.positions = {int32_t(n) - 1};
+    switch (which) {
+        case 0: attention(w, a); break;
+        case 1: a.v_trans = 1; attention(w, a); break;
+        case 2: {
+            attention(w, a);
+            attention_spec win;
+            win.positions = iota(int32_t(n > 8 ? n - 8 : 0), int32_t(n));
+            attention(w, win);
+            break;
+        }
+        case 3: attention(w, a); recurrent(w, r); break;
+        default: recurrent(w, r); break;
+    }
+    return w.b;
+}
+
+std::vector<uint8_t> partial_state(int which, uint32_t n) {
+    builder w;
+    attention_spec win;
+    win.positions = iota(int32_t(n > 8 ? n - 8 : 0), int32_t(n));
+    recurrent_spec r;
+    r.positions = {int32_t(n) - 1};
+    switch (which) {
+        case 0:
+        case 1: break;  // a plain attention cache: the header alone
+        case 2: attention(w, win); break;
+        default: recurrent(w, r); break;
+    }
+    return w.b;
+}
+
+const std::vector<layout> & layouts() {
+    static const std::vector<layout> all = [] {
+        std::vector<layout> out;
+        const std::vector<std::vector<k>> full = {{k::attention}, {k::attention}, {k::attention, k::attention},
+                                                  {k::attention, k::recurrent}, {k::recurrent}};
+        const std::vector<std::vector<k>> partial = {{}, {}, {k::attention}, {k::recurrent}, {k::recurrent}};
+        for (int i = 0; i < 5; ++i) {
+            layout l{full[size_t(i)], partial[size_t(i)], {}};
+            auto f = state_shape_learn(full_state(i, 2), l.full_kinds);
+            auto p = state_shape_learn(partial_state(i, 2), l.partial_kinds);
+            if (!f.ok() || !p.ok()) fail("the built-in probe does not learn", f.ok() ? p.status() : f.status());
+            l.shape = {f.value(), p.value()};
+            out.push_back(std::move(l));
+        }
+        return out;
+    }();
+    return all;
+}
+
+void write_seeds(const std::string & dir) {
+    int n_written = 0;
+    for (int i = 0; i < 5; ++i)
+        for (bool partial : {false, true})
+            for (uint32_t n : {1u, 2u, 12u, 40u}) {
+                std::vector<uint8_t> in = {uint8_t(i | (partial ? 8 : 0)), uint8_t((n - 1) & 0xFF), uint8_t((n - 1) >> 8)};
+                const auto s = partial ? partial_state(i, n) : full_state(i, n);
+                in.insert(in.end(), s.begin(), s.end());
+                std::ofstream(dir + "/seed-" + std::to_string(n_written++), std::ios::binary)
+                    .write(reinterpret_cast<const char *>(in.data()), std::streamsize(in.size()));
+            }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int *, char ***) {
+    if (const char * dir = std::getenv("BATON_FUZZ_WRITE_SEEDS")) {
+        write_seeds(dir);
+        std::exit(0);
+    }
+    return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
+    if (size < 3) return 0;
+    const layout & l = layouts()[size_t(data[0] & 7) % 5];
+    const bool partial = (data[0] & 8) != 0;
+    state_expect e;
+    e.n_tokens = 1 + ((uint32_t(data[1]) | uint32_t(data[2]) << 8) & 1023);
+    e.n_cells_max = 1024;
+    e.partial = partial;
+    const std::span<const uint8_t> bytes(data + 3, size - 3);
+    const Status st = state_payload_check(bytes, l.shape, e, 3);
+    if (!st.ok()) {
+        if (st.message().empty()) fail("a failure without a message");
+        return 0;
+    }
+    // Accepted: the bytes follow the node's structure exactly.
+    const auto & kinds = partial ? l.partial_kinds : l.full_kinds;
+    const state_format & want_format = partial ? l.shape.partial : l.shape.full;
+    const auto & want = want_format.parts;
+    auto learned = state_shape_learn(bytes, kinds);
+    if (!learned.ok()) fail("an accepted state does not parse as a probe", learned.status());
+    if (learned.value().magic != want_format.magic) fail("an accepted state has another magic");
+    for (size_t i = 0; i < want.size(); ++i) {
+        const state_part_shape & got = learned.value().parts[i];
+        if (!got.layers_known) continue;  // no cells there: nothing to compare but the stream count
+        if (got.first != want[i].first || got.second != want[i].second || got.trans != want[i].trans ||
+            got.n_layer_field != want[i].n_layer_field || got.reserved != want[i].reserved)
+            fail("an accepted state has another structure than the node's");
+    }
+    return 0;
+}
