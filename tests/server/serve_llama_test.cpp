@@ -191,23 +191,24 @@ TEST(ServeLlama, ApplyTemplateIsThePromptTheChatIsTokenizedFrom) {
 TEST(ServeLlama, CorsPreflightAndAllowedOrigins) {
     auto n = node_process::start(serve_args("llama", {"--api-key", "k"}));
     auto c = n->client(30);
-    // A preflight needs no key and names what is allowed; the origin is reflected (default *).
+    // A preflight needs no key and names what is allowed; the default (*) answers a literal * and never
+    // allows credentials with it (issue 22: a reflected origin with credentials let any page act as the user).
     auto pre = c->Options("/v1/chat/completions",
                           {{"Origin", "http://ui.example"}, {"Access-Control-Request-Method", "POST"}});
     ASSERT_TRUE(pre);
     EXPECT_EQ(pre->status, 200);
-    EXPECT_EQ(pre->get_header_value("Access-Control-Allow-Origin"), "http://ui.example");
-    EXPECT_EQ(pre->get_header_value("Access-Control-Allow-Credentials"), "true");
+    EXPECT_EQ(pre->get_header_value("Access-Control-Allow-Origin"), "*");
+    EXPECT_FALSE(pre->has_header("Access-Control-Allow-Credentials"));
     EXPECT_NE(pre->get_header_value("Access-Control-Allow-Methods").find("POST"), std::string::npos);
     // Real responses carry it too, errors included.
     auto models = c->Get("/v1/models", {{"Origin", "http://ui.example"}, {"Authorization", "Bearer k"}});
     ASSERT_TRUE(models);
     EXPECT_EQ(models->status, 200);
-    EXPECT_EQ(models->get_header_value("Access-Control-Allow-Origin"), "http://ui.example");
+    EXPECT_EQ(models->get_header_value("Access-Control-Allow-Origin"), "*");
     auto denied = c->Get("/v1/models", {{"Origin", "http://ui.example"}});
     ASSERT_TRUE(denied);
     EXPECT_EQ(denied->status, 401);
-    EXPECT_EQ(denied->get_header_value("Access-Control-Allow-Origin"), "http://ui.example");
+    EXPECT_EQ(denied->get_header_value("Access-Control-Allow-Origin"), "*");
     // No Origin, no CORS headers.
     auto plain = c->Get("/health");
     ASSERT_TRUE(plain);
