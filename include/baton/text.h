@@ -21,8 +21,25 @@ using token_id = int32_t;
 
 // text_tokenize tokenizes text; add_special adds BOS as the model asks; parse_special lets control-token
 // text such as "<|im_start|>" become the control token (used for chat templates, never for user text).
+// The tokens are exactly llama_tokenize's, but the cost is linear in the text: Baton finds the special-token
+// texts itself in one pass (libllama's own split is quadratic in their number) and hands libllama only the
+// plain fragments between them. n_ctx > 0: the text must come to fewer than n_ctx tokens; one that cannot is
+// refused before its plain text is tokenized when text_tokens_min already reaches n_ctx, and as soon as the
+// tokens made reach it otherwise — invalid_argument "prompt: at least N tokens, which do not fit the slot
+// context of n_ctx". A text over 2^30 bytes is too_large.
 Result<std::vector<token_id>> text_tokenize(const llama_vocab * vocab, std::string_view text, bool add_special,
-                                            bool parse_special);
+                                            bool parse_special, uint32_t n_ctx = 0);
+
+// text_tokens_min returns a lower bound on text_tokenize's count, from the special-token split alone (no
+// plain text tokenized): the special tokens found, BOS/EOS, and for SentencePiece and byte-level BPE
+// vocabularies each plain fragment's bytes divided by the longest token text (a token never covers more
+// bytes of the text than its own text has; other vocabularies normalize, so their fragments count 0).
+size_t text_tokens_min(const llama_vocab * vocab, std::string_view text, bool add_special, bool parse_special);
+
+// text_tokenize_linear: text_tokenize splits this vocabulary's special tokens itself, so a long text costs
+// linear time (a self-check against llama_tokenize passed on texts made of the vocabulary's own special
+// tokens); false: long texts go to llama_tokenize as they are (its cost, bounded by the callers' limits).
+bool text_tokenize_linear(const llama_vocab * vocab);
 
 // text_token_piece returns the bytes of one token (control tokens render as nothing unless special).
 std::string text_token_piece(const llama_vocab * vocab, token_id token, bool special = false);
