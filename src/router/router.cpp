@@ -2,7 +2,9 @@
 //
 // Every client request is a coroutine on its connection's strand; its upstream calls (http_upstream), the
 // prefill blob's producer and the decode upload run on the same strand, so the relay needs no locks and a
-// slow client slows only its own stream (the next upstream read waits for the client write).
+// slow client slows only its own stream (the next upstream read waits for the client write). Every call
+// to a node is registered in its pool's call_registry while it runs, so a node the health checker finds
+// dead or stalled has its calls cancelled at once; failure_policy decides what each failed call does next.
 #include "baton/router/router.h"
 
 #include <nlohmann/json.hpp>
@@ -13,6 +15,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "baton/blob.h"
 #include "baton/cluster/cluster_watch.h"
@@ -24,7 +27,9 @@
 #include "baton/server/openai.h"
 #include "baton/thread_annotations.h"
 #include "body_relay.h"
+#include "call_registry.h"
 #include "capacity_gate.h"
+#include "failure_policy.h"
 #include "node_pool.h"
 #include "request_affinity.h"
 #include "router_metrics.h"
@@ -99,6 +104,7 @@ class router_impl {
     router_config cfg;
     node_pool prefill, decode;
     capacity_gate prefill_gate, decode_gate;
+    call_registry prefill_calls, decode_calls;  // the calls in flight to each node (before http: guards outlive it)
     std::atomic<uint64_t> joins{0}, leaves{0};
     std::unique_ptr<loaded_model> vocab;
     std::optional<chat_formatter> chat;  // with -m: renders chats to count their tokens (the model's template)
@@ -128,7 +134,15 @@ class router_impl {
 
     void routes();
     net::awaitable<void> health_round();
-    net::awaitable<void> health_check(node_pool & pool, const http_url & url, size_t i, capacity_gate & gate);
+    // health_check_one runs health_check and counts the round's checks down (*left) on the health strand.
+    net::awaitable<void> health_check_one(node_pool & pool, call_registry & calls, size_t i, capacity_gate & gate,
+                                          size_t & left, notify_ptr done);
+    net::awaitable<void> health_check(node_pool & pool, call_registry & calls, const http_url & url, size_t i,
+                                      capacity_gate & gate);
+    // note_call_failure classifies a call's failure (raw: its operation's status; g: its registration),
+    // ejects the node when the transport failed, and counts the outcome.
+    call_fault note_call_failure(node_pool & pool, size_t i, const std::string & url, const Status & raw,
+                                 const call_guard & g);
     uint32_t count_tokens(const openai_request & r) const;
     http_headers node_headers() const;
     // acquire_node waits (bounded queue, deadline, client watched) until a node of pool has room.
@@ -141,12 +155,20 @@ class router_impl {
     net::awaitable<void> forward_to_node(http_exchange & ex, const char * method, const std::string & path,
                                          std::string_view body);
     net::awaitable<Result<prefill_stream>> prefill_hop(http_exchange & ex, route_ctx & ctx);
+    // pump_blob reads a prefill node's body straight into the relay (the producer side). It holds the prefill
+    // node and the call's registration until the blob's last byte is in, so the node takes its next prompt
+    // while the decode still runs; a failure is counted here.
+    net::awaitable<void> pump_blob(std::shared_ptr<http_upstream> call, std::shared_ptr<body_relay> blob,
+                                   node_hold node, call_guard guard);
     net::awaitable<void> prefill_done(route_ctx & ctx, prefill_stream & p);
     net::awaitable<relay_result> relay(http_exchange & ex, route_ctx & ctx, const std::string & path, std::string_view body,
                                        const std::string & ctype, std::shared_ptr<body_relay> stream_body);
     net::awaitable<Status> send_relayed(http_upstream & up, body_relay & blob, const route_ctx & ctx);
-    net::awaitable<void> stream_to_client(http_exchange & ex, route_ctx & ctx, http_upstream & up, const http_response_head & head,
-                                          const std::string & node);
+    // stream_to_client relays a 200 stream; nullopt when the client has its answer (or an explicit error
+    // event), else the failure that came before any byte reached the client (the caller retries).
+    net::awaitable<std::optional<Status>> stream_to_client(http_exchange & ex, route_ctx & ctx, http_upstream & up,
+                                                           const http_response_head & head, size_t node,
+                                                           const std::string & url, const call_guard & guard);
 };
 
 // ---- admission ----
@@ -287,21 +309,22 @@ net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpo
 
 // ---- the prefill hop: every healthy prefill node once, least loaded first ----
 
-namespace {
-
-// pump_blob reads a prefill node's body straight into the relay (the producer side). It holds the prefill
-// node until the blob's last byte is in, so the node takes its next prompt while the decode still runs.
-net::awaitable<void> pump_blob(std::shared_ptr<http_upstream> call, std::shared_ptr<body_relay> blob, [[maybe_unused]] node_hold node) {
+net::awaitable<void> router_impl::pump_blob(std::shared_ptr<http_upstream> call, std::shared_ptr<body_relay> blob,
+                                            node_hold node, call_guard guard) {
+    Status st;
     while (blob->room() > 0) {
         auto n = co_await call->read_some(blob->tail(), size_t(std::min<uint64_t>(blob->room(), 4u << 20)));
-        if (!n.ok()) co_return blob->finish(n.status());
+        if (!n.ok()) {
+            st = n.status();
+            break;
+        }
         if (n.value() == 0) break;
         blob->commit(n.value());
     }
-    blob->finish(Status());
+    blob->finish(st.ok() ? st : guard.failure(st));
+    if (blob->failed())
+        note_call_failure(prefill, node.index(), call->url().text, st.ok() ? blob->status() : st, guard);
 }
-
-}  // namespace
 
 // On success the blob keeps arriving (the producer holds the node until it is in); prefill_done ends the hop.
 net::awaitable<Result<prefill_stream>> router_impl::prefill_hop(http_exchange & ex, route_ctx & ctx) {
@@ -330,18 +353,26 @@ net::awaitable<Result<prefill_stream>> router_impl::prefill_hop(http_exchange & 
         tried.push_back(i);
         const http_url url = prefill.address(i);
         auto conn = co_await http_upstream::connect(url, ctx.deadline);
+        std::shared_ptr<http_upstream> call;
+        call_guard guard;  // an ejection closes the call's socket: the pending send, read or blob read fails at once
+        if (conn.ok()) {
+            call = std::move(conn.value());
+            guard = prefill_calls.enter(i, ex.executor(), [w = std::weak_ptr<http_upstream>(call)] {
+                if (auto c = w.lock()) c->close();
+            });
+        }
         // (No co_await inside ?: — GCC miscompiles it.)
         Status st = conn.status();
-        if (st.ok()) st = co_await conn.value()->send("POST", "/v1/prefill", node_headers(), "application/json", body);
+        if (st.ok()) st = co_await call->send("POST", "/v1/prefill", node_headers(), "application/json", body);
         Result<http_response_head> head(st);
-        if (st.ok()) head = co_await conn.value()->read_head();
+        if (st.ok()) head = co_await call->read_head();
         if (!head.ok()) {
-            if (head.status().code() == status_code::upstream_error) prefill.mark_failure(i);
-            metrics.node_outcome(url.text, head.status().code() == status_code::deadline_exceeded ? "timeout" : "unreachable");
-            last = head.status();
-            continue;
+            const call_fault fault = note_call_failure(prefill, i, url.text, head.status(), guard);
+            last = guard.failure(head.status());
+            // (Never begun: the decode hop answers the client.) Next node, or the deadline's error as is.
+            if (router_call_action({fault, false, ctx.req.stream}) == call_action::next_node) continue;
+            co_return last;
         }
-        std::shared_ptr<http_upstream> call = std::move(conn.value());
         if (head->status == 200) {
             if (!head->content_length || *head->content_length > cfg.max_blob_bytes) {
                 // A blob without a length, or over --max-blob-mb: refused at its headers, nothing buffered.
@@ -361,7 +392,7 @@ net::awaitable<Result<prefill_stream>> router_impl::prefill_hop(http_exchange & 
             p.call = call;
             p.node = i;
             p.t_headers = steady::now();
-            net::co_spawn(ex.executor(), pump_blob(call, p.blob, std::move(*node)), net::detached);
+            net::co_spawn(ex.executor(), pump_blob(call, p.blob, std::move(*node), std::move(guard)), net::detached);
             co_return p;
         }
         auto err = co_await call->read_all(1 << 20);
@@ -389,17 +420,13 @@ net::awaitable<void> router_impl::prefill_done(route_ctx & ctx, prefill_stream &
         if (!co_await n->wait_until(ctx.deadline)) break;
     }
     p.blob->set_reader(nullptr);
-    const std::string url = prefill.url(p.node);
-    if (!p.blob->ended()) {
-        metrics.node_outcome(url, "timeout");
-    } else if (p.blob->status().ok()) {
-        metrics.node_outcome(url, "ok");
+    if (p.blob->ended() && p.blob->status().ok()) {
+        metrics.node_outcome(prefill.url(p.node), "ok");
         metrics.blob(p.blob->length(), seconds_between(p.t_headers, p.blob->ended_at()));
-    } else {
-        if (p.blob->status().code() == status_code::upstream_error) prefill.mark_failure(p.node);
-        metrics.node_outcome(url, p.blob->status().code() == status_code::deadline_exceeded ? "timeout" : "unreachable");
     }
-    p.call->close();  // ends a transfer still running (the relay failed or the deadline passed)
+    // (A failed transfer is counted by its pump.) Ends a transfer still running: the deadline passed, and
+    // the pump, its read cut off, counts a timeout.
+    p.call->close();
 }
 
 // ---- relaying to a decode node (blob or direct), with node retry before the first byte ----
@@ -444,6 +471,8 @@ net::awaitable<relay_result> router_impl::relay(http_exchange & ex, route_ctx & 
         tried.push_back(i);
         const http_url url = decode.address(i);
         auto conn = co_await http_upstream::connect(url, ctx.deadline);
+        call_guard guard;  // (after conn: destroyed before the upstream its cancellation closes)
+        if (conn.ok()) guard = decode_calls.enter(i, ex.executor(), [u = conn.value().get()] { u->close(); });
         Status st = conn.status();
         if (conn.ok() && stream_body) st = co_await send_relayed(*conn.value(), *stream_body, ctx);
         else if (conn.ok()) st = co_await conn.value()->send("POST", path, node_headers(), ctype, body);
@@ -454,11 +483,10 @@ net::awaitable<relay_result> router_impl::relay(http_exchange & ex, route_ctx & 
         Result<http_response_head> head(st);
         if (conn.ok()) head = co_await conn.value()->read_head();
         if (!head.ok()) {  // before the first byte: another node may serve it
-            if (head.status().code() == status_code::upstream_error) decode.mark_failure(i);
-            metrics.node_outcome(url.text, head.status().code() == status_code::deadline_exceeded ? "timeout" : "unreachable");
-            last = head.status();
-            if (head.status().code() == status_code::deadline_exceeded) co_return relay_result{relay_outcome::failed, last};
-            continue;
+            const call_fault fault = note_call_failure(decode, i, url.text, head.status(), guard);
+            last = guard.failure(head.status());
+            if (router_call_action({fault, false, ctx.req.stream}) == call_action::next_node) continue;
+            co_return relay_result{relay_outcome::failed, last};
         }
         http_upstream & up = *conn.value();
         const int code = head->status;
@@ -479,12 +507,21 @@ net::awaitable<relay_result> router_impl::relay(http_exchange & ex, route_ctx & 
         }
         metrics.node_outcome(url.text, code == 200 ? "ok" : "http_" + std::to_string(code));
         if (code == 200 && ctx.req.stream) {
-            co_await stream_to_client(ex, ctx, up, head.value(), url.text);
-            co_return relay_result{relay_outcome::done, {}};
+            std::optional<Status> early = co_await stream_to_client(ex, ctx, up, head.value(), i, url.text, guard);
+            if (!early) co_return relay_result{relay_outcome::done, {}};
+            last = *early;  // nothing reached the client: the policy said another node
+            continue;
         }
         auto all = co_await up.read_all();
         node->release();
-        if (!all.ok()) co_return relay_result{relay_outcome::failed, Status(status_code::upstream_error, "decode node failed mid-response: " + all.status().message())};
+        if (!all.ok()) {  // nothing reached the client yet (the body is relayed whole)
+            const call_fault fault = note_call_failure(decode, i, url.text, all.status(), guard);
+            last = Status(status_code::upstream_error,
+                          "decode node failed mid-response: " + guard.failure(all.status()).message());
+            if (fault == call_fault::deadline) last = all.status();
+            if (router_call_action({fault, false, false}) == call_action::next_node) continue;
+            co_return relay_result{relay_outcome::failed, last};
+        }
         if (code == 200) metrics.ttft(seconds_between(ctx.t_arrival, steady::now()));
         http_response res;
         res.status = code;
@@ -499,49 +536,102 @@ net::awaitable<relay_result> router_impl::relay(http_exchange & ex, route_ctx & 
 // stream_to_client relays the decode node's stream piece by piece: the next piece is read only after the
 // last one was written to the client, so a slow client slows only its own stream (and a client that
 // stops reading for --write-timeout is dropped, which closes the upstream and cancels the node's task).
-net::awaitable<void> router_impl::stream_to_client(http_exchange & ex, route_ctx & ctx, http_upstream & up, const http_response_head & head,
-                                                   const std::string & node) {
-    if (!co_await ex.begin(200, head.content_type.empty() ? "text/event-stream" : head.content_type,
-                           {{"X-Baton-Route", ctx.route}, {"X-Baton-Decode-Node", node}, {"Cache-Control", "no-cache"}}, std::nullopt))
-        co_return up.close();
+// The client's response begins with the first piece, so a node that fails before it (ejected, cut off)
+// leaves the client untouched and the request free to go to another node.
+net::awaitable<std::optional<Status>> router_impl::stream_to_client(http_exchange & ex, route_ctx & ctx,
+                                                                    http_upstream & up, const http_response_head & head,
+                                                                    size_t node, const std::string & url,
+                                                                    const call_guard & guard) {
     std::vector<char> buf(16384);
-    bool first = true;
+    bool begun = false;
     for (;;) {
         auto n = co_await up.read_some(buf.data(), buf.size());
-        if (!n.ok()) {  // after the first byte: an explicit error event, then the stream closes
-            const Status & st = n.status();
-            std::fprintf(stderr, "baton: route: stream from the decode node ended with an error: %s\n", st.message().c_str());
-            const status_code code = st.code() == status_code::deadline_exceeded ? st.code() : status_code::upstream_error;
-            if (co_await ex.write(sse_error_and_done(Status(code, "decode node failed mid-stream: " + st.message())))) co_await ex.end();
-            co_return;
+        if (!n.ok()) {
+            const call_fault fault = note_call_failure(decode, node, url, n.status(), guard);
+            const Status st = guard.failure(n.status());
+            const status_code code =
+                fault == call_fault::deadline ? status_code::deadline_exceeded : status_code::upstream_error;
+            const Status err(code, "decode node failed mid-stream: " + st.message());
+            const call_action action = router_call_action({fault, begun, true});
+            if (action == call_action::next_node) co_return err;
+            if (action == call_action::respond_error) {
+                co_await ex.respond_error(err);
+            } else if (action == call_action::error_event) {  // after the first byte: an error event, then the end
+                std::fprintf(stderr, "baton: route: stream from the decode node ended with an error: %s\n",
+                             st.message().c_str());
+                if (co_await ex.write(sse_error_and_done(err))) co_await ex.end();
+            } else {
+                ex.abort();
+            }
+            co_return std::nullopt;
+        }
+        if (!begun) {
+            begun = true;
+            if (!co_await ex.begin(
+                    200, head.content_type.empty() ? "text/event-stream" : head.content_type,
+                    {{"X-Baton-Route", ctx.route}, {"X-Baton-Decode-Node", url}, {"Cache-Control", "no-cache"}},
+                    std::nullopt)) {
+                up.close();
+                co_return std::nullopt;
+            }
+            metrics.ttft(seconds_between(ctx.t_arrival, steady::now()));
         }
         if (n.value() == 0) {
             co_await ex.end();
-            co_return;
-        }
-        if (first) {
-            first = false;
-            metrics.ttft(seconds_between(ctx.t_arrival, steady::now()));
+            co_return std::nullopt;
         }
         if (!co_await ex.write(buf.data(), n.value())) {
             std::fprintf(stderr, "baton: route: client went away mid-stream; cancelling the upstream request\n");
-            co_return up.close();
+            up.close();
+            co_return std::nullopt;
         }
     }
 }
 
+call_fault router_impl::note_call_failure(node_pool & pool, size_t i, const std::string & url, const Status & raw,
+                                          const call_guard & g) {
+    const call_fault fault = router_call_fault(raw, g.cancelled());
+    if (fault == call_fault::transport) pool.mark_failure(i);  // (an ejected node is marked by its health check)
+    metrics.node_outcome(url, fault == call_fault::ejected     ? "ejected"
+                              : fault == call_fault::deadline  ? "timeout"
+                              : fault == call_fault::transport ? "unreachable"
+                                                               : "failed");
+    return fault;
+}
+
 // ---- health ----
 
-net::awaitable<void> router_impl::health_check(node_pool & pool, const http_url & url, size_t i, capacity_gate & gate) {
-    const auto deadline = steady::now() + std::chrono::milliseconds(1500);
-    bool ok = false;
+// A node that answers /health with an error (503 while it loads or drains) is skipped for new requests; one
+// that gives no answer at all within --health-timeout (dead, or stalled: SIGSTOP, a hung host) is ejected
+// and every call in flight to it is cancelled, so no request waits for its --timeout on a node known dead.
+net::awaitable<void> router_impl::health_check(node_pool & pool, call_registry & calls, const http_url & url, size_t i,
+                                               capacity_gate & gate) {
+    const auto deadline = steady::now() + std::chrono::milliseconds(int64_t(cfg.health_timeout_s * 1000));
+    Status no_answer;  // a transport failure: nothing answered
+    int status = 0;
     auto conn = co_await http_upstream::connect(url, deadline);
-    if (conn.ok() && (co_await conn.value()->send("GET", "/health", {}, "", "")).ok()) {
+    no_answer = conn.status();
+    if (no_answer.ok()) no_answer = co_await conn.value()->send("GET", "/health", {}, "", "");
+    if (no_answer.ok()) {
         auto head = co_await conn.value()->read_head();
-        ok = head.ok() && head->status == 200;
+        if (head.ok()) status = head->status;
+        else no_answer = head.status();
     }
     const bool was = pool.healthy(i);
-    if (!ok) {
+    if (!no_answer.ok()) {
+        pool.mark_failure(i);
+        const std::string why =
+            no_answer.code() == status_code::deadline_exceeded
+                ? "no answer to GET /health within " + metric_num(cfg.health_timeout_s) + " s (--health-timeout)"
+                : no_answer.message();
+        const size_t n = calls.cancel_node(
+            i, Status(status_code::upstream_error, url.text + " was ejected by the router's health check: " + why));
+        if (n > 0)
+            std::fprintf(stderr, "baton: route: %s ejected (%s): cancelled %zu call(s) in flight\n", url.text.c_str(),
+                         why.c_str(), n);
+        co_return;
+    }
+    if (status != 200) {
         pool.mark_failure(i);
         co_return;
     }
@@ -569,11 +659,27 @@ net::awaitable<void> router_impl::health_check(node_pool & pool, const http_url 
     if (!was) gate.wake_all();
 }
 
+net::awaitable<void> router_impl::health_check_one(node_pool & pool, call_registry & calls, size_t i,
+                                                   capacity_gate & gate, size_t & left, notify_ptr done) {
+    co_await health_check(pool, calls, pool.address(i), i, gate);
+    if (--left == 0) done->notify();
+}
+
+// Every member is checked at once: a stalled node costs the round one --health-timeout, and delays no
+// other node's check. The checks run on the round's strand (left needs no lock); the round ends when all did.
 net::awaitable<void> router_impl::health_round() {
-    for (size_t i = 0; i < prefill.size(); ++i)
-        if (prefill.member(i)) co_await health_check(prefill, prefill.address(i), i, prefill_gate);
-    for (size_t i = 0; i < decode.size(); ++i)
-        if (decode.member(i)) co_await health_check(decode, decode.address(i), i, decode_gate);
+    auto ex = co_await net::this_coro::executor;
+    auto done = async_notify::make(ex);
+    size_t left = 1;  // the round's own hold, dropped below once every check is spawned
+    for (auto [pool, calls, gate] :
+         {std::tuple{&prefill, &prefill_calls, &prefill_gate}, std::tuple{&decode, &decode_calls, &decode_gate}})
+        for (size_t i = 0; i < pool->size(); ++i) {
+            if (!pool->member(i)) continue;
+            ++left;
+            net::co_spawn(ex, health_check_one(*pool, *calls, i, *gate, left, done), net::detached);
+        }
+    if (--left == 0) co_return;
+    while (left > 0) co_await done->wait_until(steady::time_point::max());
 }
 
 // ---- the cluster ----
@@ -667,6 +773,11 @@ Result<node_filter> router_impl::model_filter(const std::string & model) const {
 }
 
 void router_impl::render_cluster_metrics(std::string & out) const {
+    // Usable members (static nodes too): a node ejected by its health check leaves this count until it
+    // answers again.
+    metric_head(out, "baton_router_nodes", "gauge", "Usable members of each pool");
+    out += "baton_router_nodes{role=\"prefill\"} " + metric_num(double(prefill.n_healthy())) + "\n";
+    out += "baton_router_nodes{role=\"decode\"} " + metric_num(double(decode.n_healthy())) + "\n";
     if (!watch) return;
     metric_scalar(out, "baton_router_etcd_connected", "gauge",
                   "1 while the router follows etcd, 0 while it cannot reach it", watch->connected() ? 1 : 0);
@@ -677,9 +788,6 @@ void router_impl::render_cluster_metrics(std::string & out) const {
     metric_head(out, "baton_router_membership_changes_total", "counter", "Nodes that joined or left the pools");
     out += "baton_router_membership_changes_total{change=\"join\"} " + metric_num(double(joins.load())) + "\n";
     out += "baton_router_membership_changes_total{change=\"leave\"} " + metric_num(double(leaves.load())) + "\n";
-    metric_head(out, "baton_router_nodes", "gauge", "Usable members of each pool");
-    out += "baton_router_nodes{role=\"prefill\"} " + metric_num(double(prefill.n_healthy())) + "\n";
-    out += "baton_router_nodes{role=\"decode\"} " + metric_num(double(decode.n_healthy())) + "\n";
 }
 
 // ---- routes ----
@@ -708,6 +816,8 @@ net::awaitable<void> router_impl::forward_to_node(http_exchange & ex, const char
     const http_url url = decode.address(node->index);
     const auto deadline = steady::now() + std::chrono::seconds(10);
     auto conn = co_await http_upstream::connect(url, deadline);
+    call_guard guard;  // (after conn: destroyed before the upstream its cancellation closes)
+    if (conn.ok()) guard = decode_calls.enter(node->index, ex.executor(), [u = conn.value().get()] { u->close(); });
     Status st = conn.status();
     if (st.ok())
         st = co_await conn.value()->send(method, path, node_headers(), body.empty() ? "" : "application/json", body);
@@ -717,7 +827,7 @@ net::awaitable<void> router_impl::forward_to_node(http_exchange & ex, const char
     if (head.ok()) answer = co_await conn.value()->read_all(size_t(16) << 20);
     if (!answer.ok())
         co_return (void) co_await ex.respond_error(
-            Status(status_code::upstream_error, url.text + path + ": " + answer.status().message()));
+            Status(status_code::upstream_error, url.text + path + ": " + guard.failure(answer.status()).message()));
     if (path == "/props" && head->status == 200) {
         // The router's view: a decode node's properties (model, template, defaults), and the router's pools.
         nlohmann::json j = nlohmann::json::parse(answer.value(), nullptr, false);
@@ -791,6 +901,8 @@ Result<std::unique_ptr<router>> router::create(const router_config & cfg) {
     if (cfg.etcd) BATON_RETURN_IF_ERROR(cluster_name_check(cfg.cluster));
     if (cfg.port < 0 || cfg.port > 65535) return Status(status_code::invalid_argument, "--port: " + std::to_string(cfg.port) + " is not in 0..65535");
     if (cfg.timeout_s <= 0) return Status(status_code::invalid_argument, "--timeout: must be > 0");
+    if (!(cfg.health_interval_s > 0)) return Status(status_code::invalid_argument, "--health-interval: must be > 0");
+    if (!(cfg.health_timeout_s > 0)) return Status(status_code::invalid_argument, "--health-timeout: must be > 0");
     if (cfg.queue_max < 1) return Status(status_code::invalid_argument, "--queue-max: must be >= 1");
     if (cfg.node_queue < -1) return Status(status_code::invalid_argument, "--node-queue: must be >= 0 (or -1: as many as the node's slots)");
     if (cfg.http_threads < 1 || cfg.http_threads > 256) return Status(status_code::invalid_argument, "--http-threads: must be in 1..256");

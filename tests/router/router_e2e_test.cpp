@@ -481,7 +481,188 @@ TEST(RouterE2E, LlamaServerEndpointsAndPrefillOnlyTemplatesThroughPd) {
                            {{"Origin", "http://ui.example"}, {"Access-Control-Request-Method", "POST"}});
     ASSERT_TRUE(pre);
     EXPECT_EQ(pre->status, 200);
-    EXPECT_EQ(pre->get_header_value("Access-Control-Allow-Origin"), "http://ui.example");
+    // The default --cors-origins '*' answers a literal '*', never with credentials (issue 22's CORS defaults).
+    EXPECT_EQ(pre->get_header_value("Access-Control-Allow-Origin"), "*");
+    EXPECT_FALSE(pre->has_header("Access-Control-Allow-Credentials"));
+}
+
+// ---- stalled nodes (issue 22): a request in flight to a SIGSTOPped node waited for --timeout (300 s)
+// although the health checks ejected the node within a second. Now the ejection cancels the node's calls
+// in flight, and each request is fallen back, retried or ended with an explicit error at once.
+
+// stopped_node: the node is SIGSTOPped for the scope and resumed when it ends (always before its guard
+// reaps it).
+class stopped_node {
+  public:
+    explicit stopped_node(const node_process & n) : pid_(n.pid()) { ::kill(pid_, SIGSTOP); }
+    ~stopped_node() { ::kill(pid_, SIGCONT); }
+    stopped_node(const stopped_node &) = delete;
+    stopped_node & operator=(const stopped_node &) = delete;
+
+  private:
+    pid_t pid_;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// One prefill node, two decode nodes and a router with --timeout 300 and the default health checks (every
+// 1 s, 1 s to answer), shared by the stall tests; each test starts with every node back in the pools.
+class RouterStall : public ::testing::Test {
+  protected:
+    static void SetUpTestSuite() {
+        try {
+            auto c = std::make_unique<cluster>();
+            c->prefill.push_back(node_process::start(serve_args("llama", {"--role", "prefill", "-np", "2"})));
+            for (int i = 0; i < 2; ++i)
+                c->decode.push_back(node_process::start(serve_args("llama", {"--role", "decode", "-np", "4"})));
+            c->router = node_process::start({"route", "--prefill", c->prefill[0]->url(), "--decode",
+                                             c->decode[0]->url() + "," + c->decode[1]->url(), "--pd-min-tokens", "16",
+                                             "-m", test_model_path("llama"), "--timeout", "300"});
+            c_ = c.release();
+        } catch (const std::exception & e) {
+            setup_error_ = e.what();
+        }
+    }
+    static void TearDownTestSuite() {
+        delete c_;
+        c_ = nullptr;
+    }
+    void SetUp() override {
+        ASSERT_NE(c_, nullptr) << setup_error_;
+        ASSERT_TRUE(all_admitted()) << "the nodes were not all back in the router's pools:\n"
+                                    << get(router(), "/metrics").body;
+    }
+
+    // all_admitted polls the router until every node is in its pool (a node resumed by an earlier case is
+    // re-admitted by the first health check it answers); false after 30 s.
+    static bool all_admitted() {
+        for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+             std::chrono::steady_clock::now() < until;) {
+            const std::string m = get(router(), "/metrics").body;
+            if (metric_value(m, "baton_router_nodes{role=\"prefill\"}") == 1 &&
+                metric_value(m, "baton_router_nodes{role=\"decode\"}") == 2)
+                return true;
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        return false;
+    }
+
+    static node_process & router() { return *c_->router; }
+    // ejected: how many calls to node the router cancelled because its health check ejected it.
+    static double ejected(const node_process & node) {
+        const double v = metric_value(get(router(), "/metrics").body, "baton_router_node_outcomes_total{node=\"" +
+                                                                          node.url() + "\",outcome=\"ejected\"}");
+        return v < 0 ? 0 : v;
+    }
+    // A prompt far above --pd-min-tokens (about 350 tokens: it goes through the prefill node) that still fits
+    // a decode slot (2048 / 4 = 512 tokens of context).
+    static std::string long_prompt() {
+        std::string p = "Once upon a time";
+        for (int k = 0; k < 8; ++k) p += " the prefill node computes the state of token block " + std::to_string(k);
+        return p;
+    }
+
+    static cluster * c_;
+    static std::string setup_error_;
+};
+cluster * RouterStall::c_ = nullptr;
+std::string RouterStall::setup_error_;
+
+// The prefill node is stopped with the request on its way to it: the router sends the prompt, the node
+// never answers, its health check ejects it, and the call is cancelled: the request falls back to a
+// local prefill on a decode node (--fallback local) and gets the same answer as through PD.
+TEST_F(RouterStall, SigstoppedPrefillNodeFallsBackInsteadOfWaitingForTimeout) {
+    const json b = {{"prompt", long_prompt()}, {"max_tokens", 8}, {"temperature", 0}};
+    const http_reply want = post(router(), "/v1/completions", b.dump(), "application/json", "", 60);
+    ASSERT_EQ(want.status, 200) << want.body;
+    ASSERT_EQ(want.route, "pd");
+    const double before = ejected(*c_->prefill[0]);
+    http_reply got;
+    double took = 0;
+    {
+        stopped_node stop(*c_->prefill[0]);
+        const auto t0 = std::chrono::steady_clock::now();
+        got = post(router(), "/v1/completions", b.dump(), "application/json", "", 120);
+        took = seconds_since(t0);
+    }
+    ASSERT_EQ(got.status, 200) << got.body;
+    EXPECT_EQ(got.route, "fallback:prefill_failed");
+    EXPECT_EQ(got.j()["choices"][0]["text"], want.j()["choices"][0]["text"]);
+    EXPECT_LT(took, 30) << "the request waited on the stopped prefill node (--timeout 300)";
+    EXPECT_EQ(ejected(*c_->prefill[0]), before + 1)
+        << "the call in flight to the stopped node must be the one cancelled";
+}
+
+// The decode node the request's prefix maps to is stopped before the request's first token: its call is
+// cancelled at the ejection and the same request (through PD: the same blob) goes to the other decode
+// node, streamed or not; the client sees one clean answer.
+TEST_F(RouterStall, SigstoppedDecodeNodeBeforeFirstTokenIsRetriedOnAnother) {
+    for (const bool stream : {false, true}) {
+        SCOPED_TRACE(stream ? "stream" : "whole");
+        ASSERT_TRUE(all_admitted()) << "the node stopped for the first round is not back";
+        const json b = {{"prompt", long_prompt()}, {"max_tokens", 8}, {"temperature", 0}, {"stream", stream}};
+        auto cl = router().client(120);
+        auto want = cl->Post("/v1/completions", b.dump(), "application/json");
+        ASSERT_TRUE(want);
+        ASSERT_EQ(want->status, 200) << want->body;
+        const std::string victim_url = want->get_header_value("X-Baton-Decode-Node");
+        const int victim = victim_url == c_->decode[0]->url() ? 0 : 1;
+        ASSERT_EQ(victim_url, c_->decode[size_t(victim)]->url());
+        const double before = ejected(*c_->decode[size_t(victim)]);
+        httplib::Result got;
+        double took = 0;
+        {
+            stopped_node stop(*c_->decode[size_t(victim)]);
+            const auto t0 = std::chrono::steady_clock::now();
+            got = cl->Post("/v1/completions", b.dump(), "application/json");
+            took = seconds_since(t0);
+        }
+        ASSERT_TRUE(got) << httplib::to_string(got.error());
+        ASSERT_EQ(got->status, 200) << got->body;
+        EXPECT_EQ(got->get_header_value("X-Baton-Route"), "pd");
+        EXPECT_EQ(got->get_header_value("X-Baton-Decode-Node"), c_->decode[size_t(1 - victim)]->url())
+            << "retried on the other node";
+        const outcome w = outcome_of(to_reply(want), stream), g = outcome_of(to_reply(got), stream);
+        EXPECT_FALSE(g.stream_error) << got->body;
+        EXPECT_EQ(g.text, w.text);
+        if (stream) {
+            EXPECT_NE(got->body.find("data: [DONE]"), std::string::npos) << got->body;
+        }
+        EXPECT_LT(took, 30) << "the request waited on the stopped decode node (--timeout 300)";
+        EXPECT_EQ(ejected(*c_->decode[size_t(victim)]), before + 1);
+    }
+}
+
+// The decode node is stopped while it streams to the client: the router cannot take back what it sent,
+// so the stream ends at the ejection with an explicit error event naming it, then [DONE].
+TEST_F(RouterStall, SigstoppedDecodeNodeMidStreamEndsWithAnErrorEvent) {
+    json body = long_stream_body();
+    body["prompt"] = "A stream that the decode node will not finish";
+    auto probe = body;  // the same prefix maps to the same decode node: this one learns which
+    probe["stream"] = false;
+    probe["max_tokens"] = 1;
+    auto cl = router().client(60);
+    auto p = cl->Post("/v1/completions", probe.dump(), "application/json");
+    ASSERT_TRUE(p);
+    ASSERT_EQ(p->status, 200) << p->body;
+    const int victim = p->get_header_value("X-Baton-Decode-Node") == c_->decode[0]->url() ? 0 : 1;
+    const double before = ejected(*c_->decode[size_t(victim)]);
+    held_stream s(router(), body, "/v1/completions", 120);
+    ASSERT_TRUE(s.wait_for("\"text\"", 60)) << "the stream never started: " << s.received();
+    stopped_node stop(*c_->decode[size_t(victim)]);
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(s.wait_end(60)) << "the stream to the stopped node never ended";
+    EXPECT_LT(seconds_since(t0), 30) << "the stream waited on the stopped decode node (--timeout 300)";
+    const std::string got = s.received();
+    const std::string tail = got.substr(got.size() > 600 ? got.size() - 600 : 0);
+    EXPECT_NE(got.find("\"error\""), std::string::npos) << tail;
+    EXPECT_NE(got.find("was ejected by the router's health check"), std::string::npos) << tail;
+    EXPECT_NE(got.find("data: [DONE]"), std::string::npos) << tail;
+    EXPECT_EQ(got.find("\"finish_reason\":\"length\""), std::string::npos)
+        << "the stream ran to its end before the stop: " << tail;
+    EXPECT_EQ(ejected(*c_->decode[size_t(victim)]), before + 1);
 }
 
 }  // namespace

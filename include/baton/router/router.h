@@ -8,7 +8,9 @@
 //   decode node rejects the blob   -> local prefill on a decode node, or an explicit error;
 //   decode node unreachable before the first byte -> another decode node; after the first byte -> an
 //                                     error event in the stream and a closed response;
-//   every hop has a timeout; nodes failing health checks are ejected and re-admitted when healthy.
+//   every hop has a timeout; nodes failing health checks are ejected and re-admitted when healthy;
+//   a node that gives its health check no answer (dead or stalled) has its calls in flight cancelled at
+//   once, and each is then retried, fallen back or ended with an explicit error by the rules above.
 // Capacity: the router lets each node hold its slots plus --node-queue requests (by default as many again
 // as it has slots, so a freed slot's next request is already waiting there; slots learned from the node's
 // /v1/models); a request that finds every node full waits at the router (at most --queue-max of
@@ -44,6 +46,9 @@ struct router_config {
     fallback_policy fallback = fallback_policy::local;
     double timeout_s = 300;            // whole-request deadline; every hop gets what is left
     double health_interval_s = 1.0;    // health checks of every node
+    // A node that does not answer its health check within this many seconds is ejected, and the calls in
+    // flight to it are cancelled at once (a stalled node is found within interval + timeout).
+    double health_timeout_s = 1.0;
     uint32_t load_cap = 4;             // decode affinity yields when a node is this far above the least loaded
     std::string model_path;            // optional: count prompt tokens exactly with this model's vocabulary
     size_t max_body_bytes = 8u << 20;  // client request bodies
