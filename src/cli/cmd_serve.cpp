@@ -34,6 +34,7 @@ struct serve_options {
     uint32_t n_slots = 1;
     double max_blob_mb = 1024;
     double max_json_mb = 8;
+    double max_prompt_mb = double(prompt_limits{}.max_prompt_bytes) / (1024 * 1024);  // --max-prompt-mb
     // --etcd and friends (docs/cluster.md): folded into cfg.cluster by serve_check.
     cli_etcd_flags etcd;
     node_cluster_config cluster;
@@ -116,6 +117,10 @@ Status serve_check(serve_options & o) {
     if (!(o.max_blob_mb > 0) || !(o.max_json_mb > 0)) return {status_code::invalid_argument, "max-blob-mb/max-json-mb: must be > 0"};
     o.cfg.max_blob_bytes = uint64_t(o.max_blob_mb * 1024 * 1024);
     o.cfg.max_json_bytes = uint64_t(o.max_json_mb * 1024 * 1024);
+    if (!(o.max_prompt_mb > 0) || o.max_prompt_mb > 1024)
+        return {status_code::invalid_argument, "--max-prompt-mb: must be in (0, 1024]"};
+    o.cfg.defaults.prompt.max_prompt_bytes = uint64_t(o.max_prompt_mb * 1024 * 1024);
+    o.cfg.chat.max_prompt_bytes = o.cfg.defaults.prompt.max_prompt_bytes;
     if (o.cfg.port < 0 || o.cfg.port > 65535) return {status_code::invalid_argument, "port: " + std::to_string(o.cfg.port) + " is not in 0..65535"};
     if (o.cfg.timeout_s < 0 || o.cfg.drain_s < 0) return {status_code::invalid_argument, "timeout/drain: must be >= 0"};
     if (o.cfg.http_threads < 1 || o.cfg.http_threads > 256) return {status_code::invalid_argument, "http-threads: must be in 1..256"};
@@ -201,6 +206,14 @@ void cli_add_serve(CLI::App & app, cli_run_fn & run) {
         ->envname("BATON_STATE_SECRET_FILE");
     sub->add_option("--max-blob-mb", o->max_blob_mb, "Body cap of /v1/decode and PUT /v1/slots/{id}/state, MiB")->capture_default_str();
     sub->add_option("--max-json-mb", o->max_json_mb, "Body cap of the JSON endpoints, MiB")->capture_default_str();
+    sub->add_option("--max-prompt-mb", o->max_prompt_mb,
+                    "Largest prompt text, chat text (the messages together, and as rendered) or /tokenize content, "
+                    "MiB; beyond: 413 before the template or tokenizer runs")
+        ->capture_default_str();
+    sub->add_option("--max-messages", c.defaults.prompt.max_messages,
+                    "Most messages one chat request may hold; beyond: 413 before the template runs")
+        ->capture_default_str()
+        ->check(CLI::Range(1u, 1u << 24));
     sub->add_option("--timeout", c.timeout_s, "Per-request timeout in seconds (0: none); a late request is cancelled")->capture_default_str();
     sub->add_option("--queue-max", c.engine.queue_max,
                     "Requests that may wait for a slot; beyond this: 503 with Retry-After")

@@ -23,6 +23,7 @@ struct chat_formatter::state {
     json kwargs;                        // the node's defaults
     reasoning_format reasoning = reasoning_format::deepseek;
     reasoning_tags tags;
+    uint64_t max_prompt_bytes = 0;  // --max-prompt-mb
     std::string bos, eos;  // token texts
     bool add_bos = false, add_eos = false;
 };
@@ -78,6 +79,7 @@ Result<chat_formatter> chat_formatter::create(const llama_model * model, const c
     st->add_bos = llama_vocab_get_add_bos(st->vocab);
     st->add_eos = llama_vocab_get_add_eos(st->vocab);
     st->reasoning = cfg.reasoning;
+    st->max_prompt_bytes = cfg.max_prompt_bytes;
     if (!cfg.kwargs.is_null() && !cfg.kwargs.is_object()) return bad("--chat-template-kwargs: must be a JSON object");
     st->kwargs = cfg.kwargs;
     const bool from_flag = !cfg.template_text.empty();
@@ -151,6 +153,10 @@ Result<chat_prompt> chat_formatter::render(const openai_chat & chat) const {
         if (!text.ok()) return text.status();
         out.text = std::move(text.value());
     }
+    if (out.text.size() > st.max_prompt_bytes)
+        return Status(status_code::too_large, "messages: the rendered chat is " + std::to_string(out.text.size()) +
+                                                  " bytes, more than --max-prompt-mb allows (" +
+                                                  std::to_string(st.max_prompt_bytes) + " bytes)");
     if (st.add_bos && !st.bos.empty() && out.text.starts_with(st.bos)) out.text.erase(0, st.bos.size());
     if (st.add_eos && !st.eos.empty() && out.text.ends_with(st.eos)) out.text.resize(out.text.size() - st.eos.size());
     out.reasoning.format = chat.reasoning.value_or(st.reasoning);
@@ -159,12 +165,12 @@ Result<chat_prompt> chat_formatter::render(const openai_chat & chat) const {
     return out;
 }
 
-Result<openai_request> chat_formatter::render_request(openai_request r) const {
+Result<openai_request> chat_formatter::render_request(openai_request r, uint32_t n_ctx) const {
     const auto * chat = std::get_if<openai_chat>(&r.input);
     if (!chat) return r;
     auto p = render(*chat);
     if (!p.ok()) return p.status();
-    auto toks = text_tokenize(s_->vocab, p->text, true, true);
+    auto toks = text_tokenize(s_->vocab, p->text, true, true, n_ctx);
     if (!toks.ok()) return toks.status();
     if (toks->empty()) return bad("messages: the rendered prompt is empty");
     openai_chat_rendered rendered{std::move(toks.value()), p->reasoning, std::nullopt};

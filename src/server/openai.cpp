@@ -142,14 +142,25 @@ Status parse_token_ids(const json & arr, const char * field, std::vector<token_i
     return {};
 }
 
-Status parse_prompt(const json & j, openai_request & r) {
+Status too_large(const std::string & m) { return {status_code::too_large, m}; }
+
+// prompt_bytes_check: a text prompt within --max-prompt-mb.
+Status prompt_bytes_check(const std::string & text, const prompt_limits & lim) {
+    if (text.size() <= lim.max_prompt_bytes) return {};
+    return too_large("prompt: " + std::to_string(text.size()) + " bytes, more than --max-prompt-mb allows (" +
+                     std::to_string(lim.max_prompt_bytes) + " bytes)");
+}
+
+Status parse_prompt(const json & j, const prompt_limits & lim, openai_request & r) {
     auto it = j.find("prompt");
     if (it == j.end() || it->is_null()) return bad("prompt: is required");
     if (it->is_string()) {
+        BATON_RETURN_IF_ERROR(prompt_bytes_check(it->get_ref<const std::string &>(), lim));
         r.input = openai_prompt_text{it->get<std::string>()};
         return {};
     }
     if (it->is_array() && it->size() == 1 && (*it)[0].is_string()) {
+        BATON_RETURN_IF_ERROR(prompt_bytes_check((*it)[0].get_ref<const std::string &>(), lim));
         r.input = openai_prompt_text{(*it)[0].get<std::string>()};
         return {};
     }
@@ -275,11 +286,28 @@ Status parse_tools(const json & j, const ordered_json & ordered, openai_chat & c
     return get_bool(j, "parallel_tool_calls", chat.parallel_tool_calls);
 }
 
-Status parse_messages(const json & j, const ordered_json & ordered, openai_request & r) {
+// parse_messages reads a chat's messages: at most --max-messages of them, their texts (content, role,
+// name, tool calls) together within --max-prompt-mb, checked before a message is copied.
+Status parse_messages(const json & j, const ordered_json & ordered, const prompt_limits & lim, openai_request & r) {
     auto it = j.find("messages");
     if (it == j.end() || !it->is_array() || it->empty()) return bad("messages: must be a non-empty array");
+    if (it->size() > lim.max_messages)
+        return too_large("messages: " + std::to_string(it->size()) + " messages, more than --max-messages " +
+                         std::to_string(lim.max_messages));
+    uint64_t text_bytes = 0;
+    const auto count_text = [&](const json & v) {
+        if (v.is_string()) text_bytes += v.get_ref<const std::string &>().size();
+        else if (v.is_structured()) text_bytes += v.dump(-1, ' ', false, json::error_handler_t::replace).size();
+    };
     openai_chat chat;
     for (size_t i = 0; i < it->size(); ++i) {
+        if (const json & m = (*it)[i]; m.is_object()) {
+            for (const char * key : {"role", "content", "name", "tool_call_id", "tool_calls"})
+                if (auto v = m.find(key); v != m.end()) count_text(*v);
+            if (text_bytes > lim.max_prompt_bytes)
+                return too_large("messages: more than " + std::to_string(lim.max_prompt_bytes) +
+                                 " bytes of text by messages[" + std::to_string(i) + "] (--max-prompt-mb)");
+        }
         const json & m = (*it)[i];
         const std::string where = "messages[" + std::to_string(i) + "]";
         if (!m.is_object()) return bad(where + ": must be an object");
@@ -474,9 +502,9 @@ Status parse_fields(const json & j, const ordered_json & ordered, openai_endpoin
     if (endpoint == openai_endpoint::chat) {
         if (allow_rendered && !j.contains("messages") && j.contains("prompt"))
             BATON_RETURN_IF_ERROR(parse_rendered(j, r));
-        else BATON_RETURN_IF_ERROR(parse_messages(j, ordered, r));
+        else BATON_RETURN_IF_ERROR(parse_messages(j, ordered, d.prompt, r));
     } else {
-        BATON_RETURN_IF_ERROR(parse_prompt(j, r));
+        BATON_RETURN_IF_ERROR(parse_prompt(j, d.prompt, r));
     }
     BATON_RETURN_IF_ERROR(refuse_unsupported(j, endpoint));
     BATON_RETURN_IF_ERROR(get_int(j, "max_tokens", r.max_tokens, -1, INT32_MAX));
@@ -627,7 +655,7 @@ std::string openai_request_json(const openai_request & r) {
     return j.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
 }
 
-Result<gen_request> openai_to_gen(const openai_request & r, const llama_vocab * vocab) {
+Result<gen_request> openai_to_gen(const openai_request & r, const llama_vocab * vocab, uint32_t n_ctx) {
     gen_request g;
     g.n_predict = r.max_tokens < 0 ? INT32_MAX : r.max_tokens;
     g.sampling = r.sampling;
@@ -642,7 +670,7 @@ Result<gen_request> openai_to_gen(const openai_request & r, const llama_vocab * 
         g.prompt = ids->tokens;
     } else {
         // As llama-server: control tokens written in a raw prompt ("<|im_start|>") are parsed.
-        auto toks = text_tokenize(vocab, std::get<openai_prompt_text>(r.input).text, true, true);
+        auto toks = text_tokenize(vocab, std::get<openai_prompt_text>(r.input).text, true, true, n_ctx);
         if (!toks.ok()) return toks.status();
         g.prompt = std::move(toks.value());
     }

@@ -6,8 +6,9 @@
 //   /detokenize {"tokens": [ID, ...]} -> {"content": TEXT}
 //   /apply-template {"messages": [...], "chat_template_kwargs": {...}, "add_generation_prompt": true}
 //               -> {"prompt": TEXT}: the chat as this node's template renders it (what it tokenizes)
-// Bad fields are 400 naming the field; token ids outside the vocabulary are 400. Tokenizing runs on the
-// bridge pool, not the event loop (a long text takes a while).
+// Bad fields are 400 naming the field; token ids outside the vocabulary are 400; a content over
+// --max-prompt-mb is 413. Tokenizing runs on the bridge pool, not the event loop (a long text takes a while;
+// text_tokenize is linear in it).
 #include <nlohmann/json.hpp>
 
 #include "baton/model.h"
@@ -61,6 +62,11 @@ net::awaitable<void> server_impl::on_tokenize(http_exchange & ex) {
     for (const auto * f : {&add_special, &parse_special, &with_pieces})
         if (!f->ok()) co_return (void) co_await ex.respond_error(f->status());
     const std::string text = content->get<std::string>();
+    if (text.size() > cfg.defaults.prompt.max_prompt_bytes)  // the tokenizer's work is bounded as a prompt's
+        co_return (void) co_await ex.respond_error(
+            Status(status_code::too_large, "content: " + std::to_string(text.size()) +
+                                               " bytes, more than --max-prompt-mb allows (" +
+                                               std::to_string(cfg.defaults.prompt.max_prompt_bytes) + " bytes)"));
     const llama_vocab * vocab = model->vocab();
     auto out = co_await http->offload([&]() -> Result<json> {
         auto toks = text_tokenize(vocab, text, add_special.value(), parse_special.value());

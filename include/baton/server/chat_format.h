@@ -36,6 +36,9 @@ struct chat_format_config {
     std::string template_origin;  // for messages: "--chat-template", "--chat-template-file PATH", or ""
     nlohmann::json kwargs;        // --chat-template-kwargs: null or an object
     reasoning_format reasoning = reasoning_format::deepseek;  // --reasoning-format (auto = deepseek)
+    // --max-prompt-mb: the largest rendered chat (bytes); a template can make more text than the messages'
+    // own (which openai_parse bounded by the same limit), so the rendered text is checked before tokenizing.
+    uint64_t max_prompt_bytes = prompt_limits{}.max_prompt_bytes;
 };
 
 // The prompt of a chat and the split of its answer.
@@ -53,8 +56,9 @@ class chat_formatter {
     // render renders a chat (invalid_argument naming the template error, or a refused field).
     Result<chat_prompt> render(const openai_chat & chat) const;
     // render_request turns an openai_chat input into openai_chat_rendered (the prompt tokenized); any other
-    // input is returned as it is.
-    Result<openai_request> render_request(openai_request r) const;
+    // input is returned as it is. A rendered text over max_prompt_bytes is too_large; n_ctx > 0 (the slot's
+    // context): a prompt that cannot come to fewer tokens is refused before it is tokenized whole.
+    Result<openai_request> render_request(openai_request r, uint32_t n_ctx = 0) const;
 
     // The template for /props: its source (or libllama's built-in name), whether Jinja renders it, where
     // it came from ("model", "--chat-template", "--chat-template-file PATH", "chatml fallback").

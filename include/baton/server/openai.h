@@ -88,11 +88,20 @@ struct openai_request {
     bool return_tokens = false;  // /completion: "tokens" holds the generated ids
 };
 
+// Bounds on the work a prompt may ask of the chat template and the tokenizer, checked while the body is
+// parsed, before any template or tokenizer runs (a chat's rendered text is checked again after rendering:
+// chat_format_config). Over one: too_large (413) naming the flag. docs/api.md "Prompt limits".
+struct prompt_limits {
+    uint32_t max_messages = 4096;                   // --max-messages: entries of a chat's "messages"
+    uint64_t max_prompt_bytes = uint64_t(4) << 20;  // --max-prompt-mb: a text prompt, or a chat's texts together
+};
+
 // The node's defaults for what a request leaves out (llama-server's --temp, --top-k, ..., --seed, -n).
 struct openai_defaults {
     sampling_params sampling;
     int32_t max_tokens = -1;
-    int32_t n_max = 8;  // the largest "n" a request may ask for (--n-max)
+    int32_t n_max = 8;     // the largest "n" a request may ask for (--n-max)
+    prompt_limits prompt;  // --max-messages, --max-prompt-mb (the same defaults wherever a request is parsed)
 };
 
 // openai_parse parses a request body. endpoint decides which shape is expected. For /v1/prefill the body
@@ -111,6 +120,8 @@ std::string openai_request_json(const openai_request & r);
 
 // openai_to_gen tokenizes the prompt and builds the engine request. REQUIRES: the input is not an
 // unrendered openai_chat (render it first: chat_formatter in chat_format.h; invalid_argument otherwise).
-Result<gen_request> openai_to_gen(const openai_request & r, const llama_vocab * vocab);
+// n_ctx > 0 (the slot's context): a text prompt that cannot come to fewer tokens is refused without being
+// tokenized whole (text_tokenize), as the engine would refuse it after.
+Result<gen_request> openai_to_gen(const openai_request & r, const llama_vocab * vocab, uint32_t n_ctx = 0);
 
 }  // namespace baton
