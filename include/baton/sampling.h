@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "baton/grammar_check.h"
 #include "baton/status.h"
 
 struct llama_sampler;
@@ -43,12 +44,16 @@ struct sampling_params {
     // token may appear more than once (the biases add up).
     std::vector<std::pair<int32_t, float>> logit_bias;
     sampling_grammar grammar;
+    // What grammar_check holds the grammar to: the node's --grammar-max-* (never read from a request; a
+    // request parsed with a node's defaults carries them to the engine, which checks them again).
+    grammar_limits grammar_bounds;
 };
 
 // sampling_check returns invalid_argument naming the first out-of-range field (logit_bias: at most 1024
 // entries, token ids >= 0, biases in -100..100 or -infinity; ids beyond the vocabulary are the caller's to
-// check, sampling_make_chain skips none; grammar: at most 1 MiB, at most 16 trigger patterns; whether it
-// parses is sampling_check_grammar's).
+// check, sampling_make_chain skips none; grammar: at most 1 MiB, at most 16 trigger patterns, and
+// grammar_check's structure limits (grammar_bounds, themselves within grammar_limits_cap); whether libllama
+// accepts it for a vocabulary is sampling_check_grammar's).
 Status sampling_check(const sampling_params & p);
 
 struct sampler_deleter {
@@ -66,8 +71,8 @@ token_pieces sampling_token_pieces(const llama_vocab * vocab);
 // one, removes every token that cannot continue it, so nothing after it can pick one). A grammar comes with
 // a guard that keeps the output valid UTF-8 (libllama's grammar sampler does not check the bytes of a
 // character split over byte tokens, src/engine/utf8_guard.h); pieces is its table (null: built here).
-// REQUIRES: every logit_bias id < the vocabulary's size. Errors: invalid_argument when libllama's GBNF
-// parser rejects the grammar (or a trigger pattern).
+// REQUIRES: every logit_bias id < the vocabulary's size. Errors: invalid_argument when grammar_check refuses
+// the grammar (libllama never sees it) or libllama's GBNF parser rejects it (or a trigger pattern).
 Result<sampler_ptr> sampling_make_chain(const sampling_params & p, const llama_vocab * vocab,
                                         const token_pieces & pieces = nullptr);
 
@@ -77,7 +82,8 @@ Result<sampler_ptr> sampling_make_chain(const sampling_params & p, const llama_v
 // throw or abort), engine_error when libllama's sampler threw.
 Result<int32_t> sampling_sample(llama_sampler * chain, const float * logits, size_t n);
 
-// sampling_check_grammar: whether libllama accepts p's grammar for vocab (builds and frees its sampler).
+// sampling_check_grammar: whether p's grammar passes grammar_check (p.grammar_bounds) and then libllama
+// accepts it for vocab (builds and frees its sampler).
 Status sampling_check_grammar(const sampling_params & p, const llama_vocab * vocab);
 
 }  // namespace baton

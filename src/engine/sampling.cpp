@@ -43,22 +43,33 @@ Status sampling_check(const sampling_params & p) {
         return bad("grammar_triggers: a lazy grammar needs at least one trigger pattern");
     if (p.grammar.gbnf.empty() && (p.grammar.lazy || !p.grammar.trigger_patterns.empty()))
         return bad("grammar_triggers: triggers without a grammar");
+    BATON_RETURN_IF_ERROR(grammar_limits_check(p.grammar_bounds));
+    if (!p.grammar.gbnf.empty()) BATON_RETURN_IF_ERROR(grammar_check(p.grammar.gbnf, p.grammar_bounds));
     return {};
 }
 
 namespace {
 
-// make_grammar: the grammar sampler, or null when libllama's parser rejects the grammar.
-llama_sampler * make_grammar(const sampling_grammar & g, const llama_vocab * vocab) {
-    if (!g.lazy) return llama_sampler_init_grammar(vocab, g.gbnf.c_str(), "root");
-    std::vector<const char *> patterns;
-    for (const auto & t : g.trigger_patterns) patterns.push_back(t.c_str());
-    return llama_sampler_init_grammar_lazy_patterns(vocab, g.gbnf.c_str(), "root", patterns.data(), patterns.size(),
-                                                    nullptr, 0);
-}
-
 Status grammar_rejected() {
     return {status_code::invalid_argument, "grammar: libllama's GBNF parser rejected it (or a trigger pattern)"};
+}
+
+// make_grammar: the grammar sampler. The only caller of libllama's grammar constructors: a grammar that
+// grammar_check refuses never reaches them (their parser recurses on the grammar's shape).
+Result<llama_sampler *> make_grammar(const sampling_params & p, const llama_vocab * vocab) {
+    const sampling_grammar & g = p.grammar;
+    BATON_RETURN_IF_ERROR(grammar_check(g.gbnf, p.grammar_bounds));
+    llama_sampler * s = nullptr;
+    if (!g.lazy) {
+        s = llama_sampler_init_grammar(vocab, g.gbnf.c_str(), "root");
+    } else {
+        std::vector<const char *> patterns;
+        for (const auto & t : g.trigger_patterns) patterns.push_back(t.c_str());
+        s = llama_sampler_init_grammar_lazy_patterns(vocab, g.gbnf.c_str(), "root", patterns.data(), patterns.size(),
+                                                     nullptr, 0);
+    }
+    if (!s) return grammar_rejected();
+    return s;
 }
 
 }  // namespace
@@ -81,9 +92,9 @@ Result<int32_t> sampling_sample(llama_sampler * chain, const float * logits, siz
 
 Status sampling_check_grammar(const sampling_params & p, const llama_vocab * vocab) {
     if (p.grammar.gbnf.empty()) return {};
-    llama_sampler * g = make_grammar(p.grammar, vocab);
-    if (!g) return grammar_rejected();
-    llama_sampler_free(g);
+    auto g = make_grammar(p, vocab);
+    if (!g.ok()) return g.status();
+    llama_sampler_free(g.value());
     return {};
 }
 
@@ -108,10 +119,10 @@ Result<sampler_ptr> sampling_make_chain(const sampling_params & p, const llama_v
                                 llama_sampler_init_logit_bias(n_vocab, int32_t(biases.size()), biases.data()));
     }
     if (!p.grammar.gbnf.empty()) {
-        llama_sampler * g = make_grammar(p.grammar, vocab);
-        if (!g) return grammar_rejected();
+        auto g = make_grammar(p, vocab);
+        if (!g.ok()) return g.status();
         llama_sampler_chain_add(chain.get(), utf8_guard_make(pieces ? pieces : sampling_token_pieces(vocab)));
-        llama_sampler_chain_add(chain.get(), g);
+        llama_sampler_chain_add(chain.get(), g.value());
     }
     if (p.repeat_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f)
         llama_sampler_chain_add(chain.get(), llama_sampler_init_penalties(n_vocab, p.repeat_last_n, p.repeat_penalty,
