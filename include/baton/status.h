@@ -28,7 +28,8 @@ enum class status_code : uint8_t {
     engine_error,       // libllama refused an operation on valid input
     cancelled,          // the request was cancelled (client went away, shutdown)
     deadline_exceeded,  // a timeout elapsed
-    unauthenticated,    // missing or wrong API key
+    unauthenticated,    // missing or wrong API key; a state without a valid MAC
+    permission_denied,  // authenticated or not, this caller may not do this (a browser page on a node-internal route)
     upstream_error,     // a node the router forwarded to failed, timed out or answered garbage
     not_implemented,    // an endpoint or action this server does not offer as configured (llama-server's 501)
     internal,           // a bug in Baton: should never happen

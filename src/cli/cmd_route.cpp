@@ -59,6 +59,7 @@ void cli_add_route(CLI::App & app, cli_run_fn & run) {
     auto prefill = std::make_shared<std::string>(), decode = std::make_shared<std::string>();
     auto fallback = std::make_shared<std::string>("local");
     auto max_blob_mb = std::make_shared<double>(1024);
+    auto max_prompt_mb = std::make_shared<double>(double(prompt_limits{}.max_prompt_bytes) / (1024 * 1024));
     CLI::App * sub = app.add_subcommand("route", "OpenAI front that drives prefill -> decode across node pools");
     sub->add_option("--prefill", *prefill, "Prefill node URLs, comma-separated (http://HOST:PORT,...)");
     sub->add_option("--decode", *decode, "Decode node URLs, comma-separated (required without --etcd)");
@@ -78,17 +79,28 @@ void cli_add_route(CLI::App & app, cli_run_fn & run) {
     sub->add_option("--load-cap", cfg->load_cap, "Decode affinity yields when its node has this many more requests than the least loaded")->capture_default_str();
     sub->add_option("--max-blob-mb", *max_blob_mb, "Largest blob relayed from a prefill node, MiB (larger: a prefill failure)")
         ->capture_default_str();
+    sub->add_option("--max-prompt-mb", *max_prompt_mb,
+                    "Largest prompt text or chat text (the messages together, and as rendered), MiB; beyond: 413 "
+                    "before the template or tokenizer runs (as on a node)")
+        ->capture_default_str();
+    sub->add_option("--max-messages", cfg->prompt.max_messages,
+                    "Most messages one chat request may hold; beyond: 413 before the template runs (as on a node)")
+        ->capture_default_str()
+        ->check(CLI::Range(1u, 1u << 24));
     sub->add_option("--queue-max", cfg->queue_max, "Requests that may wait at the router for node capacity; beyond: 503")->capture_default_str();
     sub->add_option("--node-queue", cfg->node_queue,
                     "Requests the router lets wait at a node beyond its slots, the rest wait at the router (-1: as many as the node has slots)")
         ->capture_default_str();
     cli_add_http_flags(*sub, cfg->limits, cfg->http_threads, cfg->cors);
     sub->add_option("-m,--model", cfg->model_path, "GGUF file whose vocabulary counts prompt tokens exactly (else ~4 bytes per token)");
-    sub->callback([&run, cfg, prefill, decode, fallback, max_blob_mb, etcd] {
-        run = [cfg, prefill, decode, fallback, max_blob_mb, etcd] {
+    sub->callback([&run, cfg, prefill, decode, fallback, max_blob_mb, max_prompt_mb, etcd] {
+        run = [cfg, prefill, decode, fallback, max_blob_mb, max_prompt_mb, etcd] {
             if (!(*max_blob_mb > 0) || *max_blob_mb > 1 << 20)
                 return cli_fail(k_exit_usage, "--max-blob-mb: must be in (0, 1048576]");
             cfg->max_blob_bytes = uint64_t(*max_blob_mb * 1024 * 1024);
+            if (!(*max_prompt_mb > 0) || *max_prompt_mb > 1024)
+                return cli_fail(k_exit_usage, "--max-prompt-mb: must be in (0, 1024]");
+            cfg->prompt.max_prompt_bytes = uint64_t(*max_prompt_mb * 1024 * 1024);
             return run_route(*cfg, *prefill, *decode, *fallback, *etcd);
         };
     });

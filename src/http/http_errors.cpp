@@ -30,6 +30,7 @@ int http_status_for(status_code code) {
         case status_code::ok: return 200;
         case status_code::invalid_argument: return 400;
         case status_code::unauthenticated: return 401;
+        case status_code::permission_denied: return 403;
         case status_code::not_found: return 404;
         case status_code::busy: return 409;
         case status_code::too_large: return 413;

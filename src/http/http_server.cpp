@@ -403,7 +403,7 @@ net::awaitable<void> http_session::run() {
             if (!refused && r->opts.same_origin_only) {
                 // CSRF: before the body is read, so a refused page's body is never even received.
                 if (Status st = http_cross_site_check(rq.headers); !st.ok()) {
-                    co_await send_refusal(ex, 403, st, body_pending);
+                    co_await send_refusal(ex, http_status_for(st.code()), st, body_pending);
                     refused = true;
                 }
             }
@@ -516,7 +516,7 @@ Status http_cross_site_check(const http_headers & headers) {
     for (const auto & [k, v] : headers) {
         if (header_is(k, "Origin"))
             return Status(
-                status_code::invalid_argument,
+                status_code::permission_denied,
                 "Origin: this route does not take requests from web pages (same-origin-only: state changes are refused "
                 "with any Origin header; clients that are not browsers send none)");
         if (header_is(k, "Sec-Fetch-Site")) {
@@ -525,7 +525,7 @@ Status http_cross_site_check(const http_headers & headers) {
             while (!site.empty() && (site.back() == ' ' || site.back() == '\t')) site.remove_suffix(1);
             for (std::string_view bad : {"cross-site", "same-site"})
                 if (header_is(site, bad))
-                    return Status(status_code::invalid_argument,
+                    return Status(status_code::permission_denied,
                                   "Sec-Fetch-Site: " + std::string(bad) +
                                       ": this route does not take requests from other sites (same-origin-only)");
         }

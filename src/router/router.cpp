@@ -257,6 +257,7 @@ net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpo
     // Parsed for routing (model, affinity, token count); the nodes apply their own limits (n: --n-max).
     openai_defaults route_defaults;
     route_defaults.n_max = 64;
+    route_defaults.prompt = cfg.prompt;
     auto parsed = openai_parse(body, ep, false, route_defaults);
     if (!parsed.ok()) co_return (void) co_await ex.respond_error(parsed.status());
     ctx.req = std::move(parsed.value());
@@ -921,7 +922,9 @@ Result<std::unique_ptr<router>> router::create(const router_config & cfg) {
         auto m = loaded_model::load(cfg.model_path, p);
         if (!m.ok()) return m.status();
         impl->vocab = std::move(m.value());
-        auto chat = chat_formatter::create(impl->vocab->get(), chat_format_config{});
+        chat_format_config chat_cfg;
+        chat_cfg.max_prompt_bytes = cfg.prompt.max_prompt_bytes;
+        auto chat = chat_formatter::create(impl->vocab->get(), chat_cfg);
         if (chat.ok()) impl->chat = std::move(chat.value());
     }
     impl->http = std::make_unique<http_server>(http_server_config{.host = cfg.host,

@@ -347,13 +347,15 @@ net::awaitable<Result<openai_request>> server_impl::prepare(std::string_view bod
     auto oreq = openai_parse(body, endpoint, allow_endpoint_field, cfg.defaults);
     if (!oreq.ok()) co_return oreq.status();
     if (!std::holds_alternative<openai_chat>(oreq->input)) co_return oreq;
-    co_return co_await http->offload([&] { return chat->render_request(std::move(oreq.value())); });
+    const uint32_t n_ctx = n_ctx_slot();
+    co_return co_await http->offload([&] { return chat->render_request(std::move(oreq.value()), n_ctx); });
 }
 
 net::awaitable<void> server_impl::on_openai(http_exchange & ex, openai_endpoint endpoint) {
     auto oreq = co_await prepare(ex.request().body_text(), endpoint, false);
     if (!oreq.ok()) co_return (void) co_await ex.respond_error(oreq.status());
-    auto gen = co_await http->offload([&] { return openai_to_gen(oreq.value(), model->vocab()); });
+    const uint32_t n_ctx = n_ctx_slot();
+    auto gen = co_await http->offload([&] { return openai_to_gen(oreq.value(), model->vocab(), n_ctx); });
     if (!gen.ok()) co_return (void) co_await ex.respond_error(gen.status());
     co_await respond_generation(ex, task_generate{std::move(gen.value())}, oreq.value());
 }
@@ -365,7 +367,8 @@ net::awaitable<void> server_impl::on_prefill(http_exchange & ex) {
     // tokenized, so the decode node needs neither the defaults nor the template.
     auto oreq = co_await prepare(ex.request().body_text(), openai_endpoint::completions, true);
     if (!oreq.ok()) co_return (void) co_await ex.respond_error(oreq.status());
-    auto gen = co_await http->offload([&] { return openai_to_gen(oreq.value(), model->vocab()); });
+    const uint32_t n_ctx = n_ctx_slot();
+    auto gen = co_await http->offload([&] { return openai_to_gen(oreq.value(), model->vocab(), n_ctx); });
     if (!gen.ok()) co_return (void) co_await ex.respond_error(gen.status());
     gen->request_json = openai_request_json(oreq.value());
     auto ticket = admit();
@@ -397,7 +400,9 @@ net::awaitable<void> server_impl::on_decode(http_exchange & ex) {
         metrics.count_blob_reject(status_code::corrupt);
         co_return (void) co_await ex.respond_error(Status(status_code::corrupt, "request: the embedded request is invalid: " + oreq.status().message()));
     }
-    auto gen = openai_to_gen(oreq.value(), model->vocab());
+    // Off the event loop: an embedded text prompt (and logit_bias texts) are tokenized here.
+    const uint32_t n_ctx = n_ctx_slot();
+    auto gen = co_await http->offload([&] { return openai_to_gen(oreq.value(), model->vocab(), n_ctx); });
     if (!gen.ok()) co_return (void) co_await ex.respond_error(gen.status());
     co_await respond_generation(ex, task_decode{blob.value(), std::move(gen.value())}, oreq.value());
 }

@@ -7,6 +7,7 @@
 // after it was seen (acquire); metrics and the atomics are safe from any thread.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -75,6 +76,9 @@ class server_impl {
     void install_routes();
     // check_serving: unavailable while loading or stopping.
     Status check_serving() const;
+    // n_ctx_slot: the tokens one slot holds (the engine's context over its slots): prompts that cannot fit it
+    // are refused before they are tokenized whole. REQUIRES: the engine is loaded.
+    uint32_t n_ctx_slot() const { return eng->layout().n_ctx / std::max<uint32_t>(1, eng->layout().n_seq_max); }
     Status check_role(bool allowed, const char * endpoint) const;
     // admit takes a place for a generation request, or unavailable when every slot and queue place is taken.
     Result<admission_ptr> admit();

@@ -29,6 +29,7 @@
 
 #include "baton/cluster/etcd_client.h"
 #include "baton/http/http_server.h"
+#include "baton/server/openai.h"
 #include "baton/status.h"
 
 namespace baton {
@@ -52,6 +53,7 @@ struct router_config {
     uint32_t load_cap = 4;             // decode affinity yields when a node is this far above the least loaded
     std::string model_path;            // optional: count prompt tokens exactly with this model's vocabulary
     size_t max_body_bytes = 8u << 20;  // client request bodies
+    prompt_limits prompt;              // --max-messages, --max-prompt-mb: as on a node, checked while routing
     uint64_t max_blob_bytes = uint64_t(1024) << 20;  // a prefill node's blob (--max-blob-mb); larger: prefill failure
     uint32_t queue_max = 4096;  // requests that may wait at the router for node capacity; beyond: 503
     int32_t node_queue = -1;    // requests the router lets wait at a node beyond its slots; -1: as many as it has slots
