@@ -231,6 +231,31 @@ void cli_add_serve(CLI::App & app, cli_run_fn & run) {
     sub->add_option("-a,--alias", c.alias,
                     "The model's name in /v1/models and responses (default: the file name; cluster records)");
     cli_add_sampling_flags(*sub, c.defaults.sampling);
+    // Grammar structure limits (grammar_check.h): every grammar a request brings (GBNF, a schema's, tools')
+    // is held to them before libllama's parser sees it; raising one is capped at a stack-safe bound.
+    grammar_limits & gl = c.defaults.sampling.grammar_bounds;
+    const grammar_limits & gcap = grammar_limits_cap;
+    sub->add_option("--grammar-max-depth", gl.depth_max,
+                    "Grammars: most groups \"( )\" nested inside each other; beyond: 400")
+        ->capture_default_str()
+        ->check(CLI::Range(1u, gcap.depth_max));
+    sub->add_option("--grammar-max-chain", gl.chain_max,
+                    "Grammars: most rules a position descends through before a character (rule A starting with B, "
+                    "B with C, ...); beyond: 400")
+        ->capture_default_str()
+        ->check(CLI::Range(1u, gcap.chain_max));
+    sub->add_option("--grammar-max-rules", gl.rules_max,
+                    "Grammars: most rules, counting one per group and per repetition; beyond: 400")
+        ->capture_default_str()
+        ->check(CLI::Range(1u, gcap.rules_max));
+    sub->add_option("--grammar-max-elements", gl.elements_max,
+                    "Grammars: most elements once repetitions are expanded (\"x\"{100} is 100); beyond: 400")
+        ->capture_default_str()
+        ->check(CLI::Range(uint64_t(1), gcap.elements_max));
+    sub->add_option("--grammar-max-fanout", gl.fanout_max,
+                    "Grammars: most alternatives one position may start with; beyond: 400")
+        ->capture_default_str()
+        ->check(CLI::Range(1u, gcap.fanout_max));
     sub->add_option("--n-max", c.defaults.n_max,
                     "Largest \"n\" (choices per request) a request may ask for; each choice takes a slot")
         ->capture_default_str()

@@ -246,6 +246,9 @@ class json_schema_converter {
     Status check_rules(const std::string & ptr) const {
         if (b_.rules_.size() > json_schema_rules_max)
             return refuse(ptr, "the grammar needs more than " + std::to_string(json_schema_rules_max) + " rules");
+        if (b_.bytes_ > json_schema_grammar_bytes_max)
+            return refuse(ptr, "the grammar would be larger than " + std::to_string(json_schema_grammar_bytes_max >> 20) +
+                                   " MiB");
         return {};
     }
 
@@ -394,12 +397,16 @@ class json_schema_converter {
 
     Result<std::string> convert_any_of(const json & list, const std::string & ptr, std::string_view hint) {
         if (!list.is_array() || list.empty()) return refuse(ptr, "must be a non-empty array of schemas");
+        if (list.size() > json_schema_alternatives_max)
+            return refuse(ptr, "more than " + std::to_string(json_schema_alternatives_max) +
+                                   " alternatives are not supported");
         std::vector<std::string> alts;
+        std::set<std::string> seen;
         for (size_t i = 0; i < list.size(); ++i) {
             if (list[i].is_boolean() && !list[i].get<bool>()) continue;
             auto r = convert(list[i], child(ptr, std::to_string(i)), hint);
             if (!r.ok()) return r;
-            if (std::find(alts.begin(), alts.end(), r.value()) == alts.end()) alts.push_back(r.value());
+            if (seen.insert(r.value()).second) alts.push_back(r.value());
         }
         if (alts.empty()) return refuse(ptr, "every alternative accepts nothing");
         std::string body;
@@ -467,17 +474,23 @@ class json_schema_converter {
             if (k != "enum" && k != "const" && k != "type" && !k_ignored.count(k))
                 return refuse(ptr, "'" + std::string(s.contains("enum") ? "enum" : "const") + "' with '" + k +
                                        "' is not supported");
-        std::vector<json> values;
+        // The entries are counted before any is copied, and their text measured as it is written.
+        std::vector<const json *> values;
         if (s.contains("enum")) {
-            if (!s["enum"].is_array()) return refuse(child(ptr, "enum"), "must be an array");
-            for (const auto & v : s["enum"]) values.push_back(v);
+            const json & e = s["enum"];
+            if (!e.is_array()) return refuse(child(ptr, "enum"), "must be an array");
+            if (e.size() > json_schema_alternatives_max)
+                return refuse(child(ptr, "enum"), "more than " + std::to_string(json_schema_alternatives_max) +
+                                                      " entries are not supported");
+            for (const auto & v : e) values.push_back(&v);
         }
         if (s.contains("const")) {
+            const json * c = &s["const"];
             if (s.contains("enum")) {
-                const bool in = std::find(values.begin(), values.end(), s["const"]) != values.end();
+                const bool in = std::any_of(values.begin(), values.end(), [&](const json * v) { return *v == *c; });
                 values.clear();
-                if (in) values.push_back(s["const"]);
-            } else values.push_back(s["const"]);
+                if (in) values.push_back(c);
+            } else values.push_back(c);
         }
         std::set<std::string> types;
         if (s.contains("type")) {
@@ -486,10 +499,17 @@ class json_schema_converter {
             types = t.value();
         }
         std::vector<std::string> alts;
-        for (const auto & v : values) {
-            if (!types.empty() && !type_allows(types, v)) continue;
-            std::string lit = gbnf_builder::literal(dump(v));
-            if (std::find(alts.begin(), alts.end(), lit) == alts.end()) alts.push_back(lit);
+        std::set<std::string> seen;
+        size_t bytes = 0;
+        const std::string kw = s.contains("enum") ? "enum" : "const";
+        for (const json * v : values) {
+            if (!types.empty() && !type_allows(types, *v)) continue;
+            std::string lit = gbnf_builder::literal(dump(*v));
+            bytes += lit.size() + 3;
+            if (bytes > json_schema_enum_bytes_max)
+                return refuse(child(ptr, kw), "values of more than " + std::to_string(json_schema_enum_bytes_max >> 10) +
+                                                  " KiB together are not supported");
+            if (seen.insert(lit).second) alts.push_back(std::move(lit));
         }
         if (alts.empty()) return refuse(ptr, "the enum/const accepts nothing");
         std::string body;
@@ -916,11 +936,14 @@ std::string gbnf_builder::fresh_name(std::string_view name_hint) {
     size_t & next = name_next_[base];
     while (name == "root" || rules_.count(name)) name = base + "-" + std::to_string(++next);
     rules_[name] = std::string();
+    bytes_ += name.size() + 6;  // "name ::= \n"
     return name;
 }
 
 void gbnf_builder::set_rule(const std::string & name, const std::string & body) {
-    rules_[name] = body;
+    std::string & slot = rules_[name];
+    bytes_ += body.size() - std::min(body.size(), slot.size());
+    slot = body;
     by_body_.emplace(body, name);
 }
 
@@ -1006,7 +1029,11 @@ Result<std::string> json_schema_to_gbnf(const nlohmann::ordered_json & schema) {
     gbnf_builder b;
     auto root = b.add_schema(schema, "schema");
     if (!root.ok()) return root.status();
-    return b.grammar(root.value());
+    std::string g = b.grammar(root.value());
+    if (g.size() > json_schema_grammar_bytes_max)
+        return refuse("", "the grammar would be larger than " + std::to_string(json_schema_grammar_bytes_max >> 20) +
+                              " MiB");
+    return g;
 }
 
 std::string json_object_gbnf() {

@@ -67,7 +67,7 @@ Status parse_logit_bias(const json & j, std::vector<std::pair<int32_t, float>> &
                         std::vector<std::pair<std::string, float>> & texts) {
     auto it = j.find("logit_bias");
     if (it == j.end() || it->is_null()) return {};
-    // key_form: an object's key (a string that is an id when it is all digits).
+    // key_form: an object's key (a string that is an id when it is a decimal number, optionally signed).
     auto add = [&](const json & id, const json & bias, const std::string & where, bool key_form) -> Status {
         float b = 0;
         if (bias.is_boolean() && !bias.get<bool>()) b = -INFINITY;
@@ -81,14 +81,24 @@ Status parse_logit_bias(const json & j, std::vector<std::pair<int32_t, float>> &
                                             : id.get<int64_t>();
         } else if (id.is_string()) {
             const std::string s = id.get<std::string>();
-            const bool digits = !s.empty() && s.size() <= 10 && s.find_first_not_of("0123456789") == std::string::npos;
-            if (!key_form || !digits) {
+            // A key that is a decimal number (optionally signed) is a token id, however long: one that no
+            // token has is the client's mistake (a 400), never text to tokenize.
+            const size_t sign = !s.empty() && (s[0] == '-' || s[0] == '+') ? 1 : 0;
+            const bool number = s.size() > sign && s.find_first_not_of("0123456789", sign) == std::string::npos;
+            if (!key_form || !number) {
                 if (s.empty() || s.size() > 256) return bad(where + ": a text must be 1..256 bytes");
                 if (texts.size() >= 64) return bad("logit_bias: at most 64 texts");
                 texts.emplace_back(s, b);
                 return {};
             }
-            token = std::strtoll(s.c_str(), nullptr, 10);
+            const size_t lead = s.find_first_not_of('0', sign);  // npos: the number is 0
+            const std::string digits = lead == std::string::npos ? "0" : s.substr(lead);
+            if (digits.size() > 10 || (s[0] == '-' && digits != "0") ||
+                std::strtoll(digits.c_str(), nullptr, 10) > INT32_MAX)
+                return bad(where + ": key \"" + s.substr(0, 32) + (s.size() > 32 ? "..." : "") +
+                           "\" is not a token id of this model (ids are 0.." + std::to_string(INT32_MAX) +
+                           ", below the vocabulary's size)");
+            token = std::strtoll(digits.c_str(), nullptr, 10);
         } else {
             return bad(where + ": a token must be an integer id or a text");
         }

@@ -3,9 +3,13 @@
 // is accepted only if the grammar sampler allows each of its bytes in turn (the test model's byte-fallback
 // tokens) and then end-of-generation. One case per keyword family with accepted and rejected instances, the
 // refusals, and a randomized property: instances generated independently from random schemas are accepted.
+// Every grammar loaded here (and every tool-call grammar, and the fuzzer's seed schemas') also passes Baton's
+// own structure check (grammar_check) at its default limits; the conversion bounds have regressions.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <string>
@@ -14,8 +18,10 @@
 #include <llama.h>
 #include <nlohmann/json.hpp>
 
+#include "baton/grammar_check.h"
 #include "baton/model.h"
 #include "baton/server/json_schema_grammar.h"
+#include "baton/server/tool_calls.h"
 #include "support/test_support.h"
 
 namespace baton::test {
@@ -47,8 +53,11 @@ class JsonSchemaGrammar : public ::testing::Test {
         model_ = nullptr;
     }
 
-    // loads: libllama's parser takes the grammar.
+    // loads: Baton's structure check and libllama's parser take the grammar.
     static bool loads(const std::string & gbnf) {
+        const Status checked = grammar_check(gbnf);
+        EXPECT_TRUE(checked.ok()) << checked.to_string();
+        if (!checked.ok()) return false;
         llama_sampler * s = llama_sampler_init_grammar(model_->vocab(), gbnf.c_str(), "root");
         if (s) llama_sampler_free(s);
         return s != nullptr;
@@ -56,6 +65,7 @@ class JsonSchemaGrammar : public ::testing::Test {
 
     // verdict returns "" when the grammar accepts text completely, else why not.
     static std::string verdict(const std::string & gbnf, const std::string & text, bool all_tokens = true) {
+        if (Status st = grammar_check(gbnf); !st.ok()) return "grammar_check refused the grammar: " + st.message();
         const llama_vocab * v = model_->vocab();
         std::unique_ptr<llama_sampler, void (*)(llama_sampler *)> s(llama_sampler_init_grammar(v, gbnf.c_str(), "root"),
                                                                     llama_sampler_free);
@@ -519,6 +529,85 @@ TEST_F(JsonSchemaGrammar, RandomSchemasAcceptTheirInstances) {
         }
     }
     EXPECT_GE(checked, 1500);
+}
+
+
+// Every tool-call grammar (each format, choice and parallel setting) passes grammar_check and loads.
+TEST_F(JsonSchemaGrammar, ToolCallGrammarsPassTheStructureCheck) {
+    const nlohmann::ordered_json tools = nlohmann::ordered_json::parse(R"([
+      {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+        "properties": {"city": {"type": "string", "maxLength": 100}, "unit": {"enum": ["c", "f"]},
+                       "days": {"type": "integer", "minimum": 1, "maximum": 14},
+                       "when": {"type": "string", "format": "date-time"},
+                       "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 1000}},
+        "required": ["city"]}}},
+      {"type": "function", "function": {"name": "add", "parameters": {"type": "object",
+        "properties": {"a": {"type": "number"}, "b": {"anyOf": [{"type": "integer"}, {"type": "null"}]}},
+        "required": ["a"], "additionalProperties": false}}},
+      {"type": "function", "function": {"name": "ping"}}
+    ])");
+    int n = 0;
+    for (tool_call_format f : {tool_call_format::generic, tool_call_format::hermes, tool_call_format::llama3,
+                               tool_call_format::mistral})
+        for (const tool_choice & c : {tool_choice{tool_choice_auto{}}, tool_choice{tool_choice_required{}},
+                                      tool_choice{tool_choice_named{"get_weather"}}})
+            for (bool parallel : {false, true}) {
+                auto g = tool_calls_grammar(f, tools, c, parallel);
+                ASSERT_TRUE(g.ok()) << g.status().to_string();
+                if (g->gbnf.empty()) continue;
+                EXPECT_TRUE(loads(g->gbnf)) << g->gbnf;
+                ++n;
+            }
+    EXPECT_GE(n, 12);
+}
+
+// The fuzzer's seed schemas: each converts to a grammar that passes grammar_check and loads, or is refused.
+TEST_F(JsonSchemaGrammar, FuzzSeedSchemasPassTheStructureCheck) {
+    const std::filesystem::path dir = std::filesystem::path(__FILE__).parent_path() / "../../fuzz/seeds/json_schema";
+    int converted = 0;
+    for (const auto & e : std::filesystem::directory_iterator(dir)) {
+        std::ifstream f(e.path());
+        const nlohmann::ordered_json schema = nlohmann::ordered_json::parse(f, nullptr, false);
+        if (schema.is_discarded()) continue;
+        auto g = json_schema_to_gbnf(schema);
+        if (!g.ok()) continue;
+        EXPECT_TRUE(loads(g.value())) << e.path();
+        ++converted;
+    }
+    EXPECT_GE(converted, 5);
+}
+
+// Issue 22, finding 5: a 100,000-entry enum cost ~10 s of CPU before its 400. The entry count is refused
+// before any entry is copied or converted.
+TEST_F(JsonSchemaGrammar, HundredThousandEntryEnumIsRefusedBeforeConverting) {
+    json e = json::array();
+    for (int i = 0; i < 100000; ++i) e.push_back("value-" + std::to_string(i));
+    const std::string m = refusal({{"type", "object"}, {"properties", {{"color", {{"enum", e}}}}}});
+    EXPECT_EQ(m, "json_schema: /properties/color/enum: more than 4096 entries are not supported");
+    json ok = json::array();
+    for (int i = 0; i < 4096; ++i) ok.push_back(i);
+    EXPECT_TRUE(loads(gbnf_of({{"enum", ok}})));
+    // anyOf and oneOf lists the same.
+    json alts = json::array();
+    for (int i = 0; i < 5000; ++i) alts.push_back({{"const", i}});
+    EXPECT_EQ(refusal({{"anyOf", alts}}), "json_schema: /anyOf: more than 4096 alternatives are not supported");
+}
+
+TEST_F(JsonSchemaGrammar, EnumBytesAndGrammarSizeAreBounded) {
+    // One enum's values: at most 256 KiB as written.
+    json big = json::array();
+    for (int i = 0; i < 300; ++i) big.push_back(std::string(1000, char('a' + i % 26)) + std::to_string(i));
+    EXPECT_NE(refusal({{"enum", big}}).find("/enum: values of more than 256 KiB together are not supported"),
+              std::string::npos);
+    // The whole grammar: at most 1 MiB, checked as it grows (five enums of 240 KiB each).
+    json props = json::object();
+    for (int p = 0; p < 5; ++p) {
+        json e = json::array();
+        for (int i = 0; i < 240; ++i) e.push_back(std::string(1000, char('a' + p)) + std::to_string(i));
+        props["p" + std::to_string(p)] = {{"enum", e}};
+    }
+    EXPECT_NE(refusal({{"type", "object"}, {"properties", props}}).find("the grammar would be larger than 1 MiB"),
+              std::string::npos);
 }
 
 }  // namespace

@@ -40,7 +40,8 @@
 // strict, and $defs/definitions (read only as $ref targets of the root). Refused (invalid_argument naming the
 // keyword): pattern, patternProperties, propertyNames, dependentRequired, dependentSchemas, if/then/else,
 // not, multipleOf, minProperties, maxProperties, uniqueItems, contains, unevaluated*, number bounds, other
-// formats, any unknown keyword, $ref outside the document, and the schema false (it accepts nothing).
+// formats, any unknown keyword, $ref outside the document, the schema false (it accepts nothing), and
+// schemas over the bounds below (an enum of more than 4096 entries is refused before any is converted).
 // Thread-safety: pure functions; a gbnf_builder belongs to one thread.
 #pragma once
 
@@ -51,14 +52,21 @@
 
 #include <nlohmann/json.hpp>
 
+#include "baton/sampling.h"
 #include "baton/status.h"
 
 namespace baton {
 
-// Bounds on what a client may send (each violation is invalid_argument).
+// Bounds on what a client may send (each violation is invalid_argument), checked before the work they
+// bound: a list's length before its entries are converted, the grammar's size as it grows.
 inline constexpr size_t json_schema_depth_max = 32;     // nesting of schemas inside schemas
 inline constexpr size_t json_schema_rules_max = 10000;  // rules in one grammar
 inline constexpr size_t json_schema_repeat_max = 1000;  // minItems/maxItems/minLength/maxLength values
+// enum entries and anyOf/oneOf members: more alternatives at one position than libllama's grammar sampler is
+// let expand (grammar_limits::fanout_max's default) would be refused anyway.
+inline constexpr size_t json_schema_alternatives_max = 4096;
+inline constexpr size_t json_schema_enum_bytes_max = size_t(256) << 10;  // one enum/const's values, as written
+inline constexpr size_t json_schema_grammar_bytes_max = grammar_bytes_max;  // the grammar, as the sampler takes it
 
 // gbnf_builder accumulates named GBNF rules; rule names are unique and made of [a-z0-9-].
 class gbnf_builder {
@@ -81,6 +89,7 @@ class gbnf_builder {
     std::map<std::string, std::string> by_body_;  // body -> name (reuse)
     std::map<std::string, size_t> name_next_;     // sanitized hint -> next suffix to try
     std::map<std::string, std::string> shared_;   // primitive ("ws", "string", "value", ...) -> rule name
+    size_t bytes_ = 0;                            // the grammar's size so far ("name ::= body\n" per rule)
 
     friend class json_schema_converter;
     // fresh_name returns an unused rule name derived from name_hint and reserves it (empty body until
