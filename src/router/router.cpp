@@ -258,6 +258,9 @@ net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpo
     openai_defaults route_defaults;
     route_defaults.n_max = 64;
     route_defaults.prompt = cfg.prompt;
+    // Grammars: the router refuses only what no node may take (the flags' caps, still far inside libllama's
+    // stack); each node enforces its own --grammar-max-*.
+    route_defaults.sampling.grammar_bounds = grammar_limits_cap;
     auto parsed = openai_parse(body, ep, false, route_defaults);
     if (!parsed.ok()) co_return (void) co_await ex.respond_error(parsed.status());
     ctx.req = std::move(parsed.value());

@@ -391,8 +391,12 @@ net::awaitable<void> server_impl::on_decode(http_exchange & ex) {
         co_return (void) co_await ex.respond_error(
             Status(status_code::incompatible, "request: the blob embeds no request; /v1/decode takes blobs made by /v1/prefill"));
     }
-    // The embedded request is complete (prefill wrote every field): no defaults of this node apply.
-    auto oreq = openai_parse(*v.request, openai_endpoint::completions, true);
+    // The embedded request is complete (prefill wrote every field): no defaults of this node apply, only
+    // its limits (a blob's grammar and prompt meet this node's --grammar-max-* and prompt flags).
+    openai_defaults limits_only;
+    limits_only.sampling.grammar_bounds = cfg.defaults.sampling.grammar_bounds;
+    limits_only.prompt = cfg.defaults.prompt;
+    auto oreq = openai_parse(*v.request, openai_endpoint::completions, true, limits_only);
     if (oreq.ok() && std::holds_alternative<openai_chat>(oreq->input))
         oreq =
             Status(status_code::invalid_argument, "messages: a chat in a blob must come rendered (prompt token ids)");
