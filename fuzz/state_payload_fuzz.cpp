@@ -41,7 +41,10 @@ std::vector<uint8_t> full_state(int which, uint32_t n) {
     r.positions = {int32_t(n) - 1};
     switch (which) {
         case 0: attention(w, a); break;
-        case 1: a.v_trans = 1; attention(w, a); break;
+        case 1:
+            a.v_trans = 1;
+            attention(w, a);
+            break;
         case 2: {
             attention(w, a);
             attention_spec win;
@@ -49,7 +52,10 @@ std::vector<uint8_t> full_state(int which, uint32_t n) {
             attention(w, win);
             break;
         }
-        case 3: attention(w, a); recurrent(w, r); break;
+        case 3:
+            attention(w, a);
+            recurrent(w, r);
+            break;
         default: recurrent(w, r); break;
     }
     return w.b;
@@ -73,8 +79,8 @@ std::vector<uint8_t> partial_state(int which, uint32_t n) {
 const std::vector<layout> & layouts() {
     static const std::vector<layout> all = [] {
         std::vector<layout> out;
-        const std::vector<std::vector<k>> full = {{k::attention}, {k::attention}, {k::attention, k::attention},
-                                                  {k::attention, k::recurrent}, {k::recurrent}};
+        const std::vector<std::vector<k>> full = {
+            {k::attention}, {k::attention}, {k::attention, k::attention}, {k::attention, k::recurrent}, {k::recurrent}};
         const std::vector<std::vector<k>> partial = {{}, {}, {k::attention}, {k::recurrent}, {k::recurrent}};
         for (int i = 0; i < 5; ++i) {
             layout l{full[size_t(i)], partial[size_t(i)], {}};
@@ -94,7 +100,8 @@ void write_seeds(const std::string & dir) {
     for (int i = 0; i < 5; ++i)
         for (bool partial : {false, true})
             for (uint32_t n : {1u, 2u, 12u, 40u}) {
-                std::vector<uint8_t> in = {uint8_t(i | (partial ? 8 : 0)), uint8_t((n - 1) & 0xFF), uint8_t((n - 1) >> 8)};
+                std::vector<uint8_t> in = {uint8_t(i | (partial ? 8 : 0)), uint8_t((n - 1) & 0xFF),
+                                           uint8_t((n - 1) >> 8)};
                 const auto s = partial ? partial_state(i, n) : full_state(i, n);
                 in.insert(in.end(), s.begin(), s.end());
                 std::ofstream(dir + "/seed-" + std::to_string(n_written++), std::ios::binary)

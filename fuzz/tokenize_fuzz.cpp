@@ -35,7 +35,8 @@ std::unique_ptr<loaded_model> g_vocab[2];
 
 std::vector<token_id> oracle(const llama_vocab * v, const std::string & s, bool add_special, bool parse_special) {
     std::vector<token_id> out(s.size() * 2 + 16);
-    int32_t n = llama_tokenize(v, s.data(), int32_t(s.size()), out.data(), int32_t(out.size()), add_special, parse_special);
+    int32_t n =
+        llama_tokenize(v, s.data(), int32_t(s.size()), out.data(), int32_t(out.size()), add_special, parse_special);
     if (n < 0) {
         out.resize(size_t(-n));
         n = llama_tokenize(v, s.data(), int32_t(s.size()), out.data(), int32_t(out.size()), add_special, parse_special);
@@ -50,7 +51,8 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***) {
     llama_quiet_logs();
     llama_backend_once();
     for (int i = 0; i < 2; ++i) {
-        const std::string path = "/tmp/baton-tokenize-fuzz-" + std::to_string(long(getpid())) + "-" + std::to_string(i) + ".gguf";
+        const std::string path =
+            "/tmp/baton-tokenize-fuzz-" + std::to_string(long(getpid())) + "-" + std::to_string(i) + ".gguf";
         mkmodel_params p;
         p.arch = "llama";
         p.n_embd = 32;
@@ -79,7 +81,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     auto got = text_tokenize(v, text, add_special, parse_special);
     if (!got.ok()) fail("text_tokenize failed where llama_tokenize did not:", got.status().to_string());
     if (got.value() != want) fail("text_tokenize differs from llama_tokenize on:", text);
-    if (text_tokens_min(v, text, add_special, parse_special) > want.size()) fail("text_tokens_min over the count:", text);
+    if (text_tokens_min(v, text, add_special, parse_special) > want.size())
+        fail("text_tokens_min over the count:", text);
     if (!text_tokenize(v, text, add_special, parse_special, uint32_t(want.size() + 1)).ok())
         fail("refused with a context one larger than the text needs:", text);
     if (!want.empty() && text_tokenize(v, text, add_special, parse_special, uint32_t(want.size())).ok())

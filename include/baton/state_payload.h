@@ -48,30 +48,30 @@ enum class state_part_kind : uint8_t { attention, recurrent };
 
 // One tensor's entry header as libllama writes it per layer.
 struct state_row {
-    int32_t type = -1;          // ggml_type
-    uint64_t row_bytes = 0;     // bytes per cell (plain rows)
-    uint32_t elem_bytes = 0;    // transposed V only: bytes per element
-    uint32_t n_embd = 0;        // transposed V only: elements per cell
+    int32_t type = -1;        // ggml_type
+    uint64_t row_bytes = 0;   // bytes per cell (plain rows)
+    uint32_t elem_bytes = 0;  // transposed V only: bytes per element
+    uint32_t n_embd = 0;      // transposed V only: elements per cell
     bool operator==(const state_row &) const = default;
 };
 
 // The structure of one memory part on this node.
 struct state_part_shape {
     state_part_kind kind = state_part_kind::attention;
-    uint32_t n_stream = 1;            // attention only
-    bool layers_known = false;        // the probe had cells here, so the rows below are this node's
-    uint32_t trans = 0;               // v_trans (attention) / s_trans (recurrent)
-    uint32_t n_layer_field = 0;       // the n_layer value written
-    uint64_t reserved = 0;            // attention: the u64 after n_layer
-    std::vector<state_row> first;     // K rows (attention) / conv rows (recurrent)
-    std::vector<state_row> second;    // V rows (attention) / SSM rows (recurrent)
+    uint32_t n_stream = 1;          // attention only
+    bool layers_known = false;      // the probe had cells here, so the rows below are this node's
+    uint32_t trans = 0;             // v_trans (attention) / s_trans (recurrent)
+    uint32_t n_layer_field = 0;     // the n_layer value written
+    uint64_t reserved = 0;          // attention: the u64 after n_layer
+    std::vector<state_row> first;   // K rows (attention) / conv rows (recurrent)
+    std::vector<state_row> second;  // V rows (attention) / SSM rows (recurrent)
     bool operator==(const state_part_shape &) const = default;
 };
 
 // The structure of one kind of sequence state (full, or partial) on this node.
 struct state_format {
-    bool known = false;                     // learned (a plain attention cache's partial state has no parts)
-    uint32_t magic = 0;                     // the header's first field
+    bool known = false;  // learned (a plain attention cache's partial state has no parts)
+    uint32_t magic = 0;  // the header's first field
     std::vector<state_part_shape> parts;
     bool operator==(const state_format &) const = default;
 };
@@ -90,9 +90,9 @@ Result<state_format> state_shape_learn(std::span<const uint8_t> bytes, const std
 
 // What a state to check must cover.
 struct state_expect {
-    uint32_t n_tokens = 0;      // the sequence covers positions 0..n_tokens-1 (>= 1)
-    uint32_t n_cells_max = 0;   // cells one sequence may hold on this node
-    bool partial = false;       // a checkpoint (PARTIAL_ONLY) state
+    uint32_t n_tokens = 0;     // the sequence covers positions 0..n_tokens-1 (>= 1)
+    uint32_t n_cells_max = 0;  // cells one sequence may hold on this node
+    bool partial = false;      // a checkpoint (PARTIAL_ONLY) state
 };
 
 // state_payload_check validates untrusted state bytes against this node's shape and the expected token

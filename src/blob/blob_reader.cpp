@@ -344,10 +344,12 @@ Status unauthenticated(const std::string & m) { return Status(status_code::unaut
 Status check_mac(std::span<const uint8_t> bytes, const blob_key & key) {
     constexpr size_t frame = bf::k_frame_bytes + bf::k_mac_payload_bytes;
     const std::string need = " (this node accepts only states authenticated with its --state-secret-file)";
-    if (bytes.size() < bf::k_header_bytes + frame) return unauthenticated("mac: the blob carries no mac section" + need);
+    if (bytes.size() < bf::k_header_bytes + frame)
+        return unauthenticated("mac: the blob carries no mac section" + need);
     const uint64_t off = bytes.size() - frame;
     const uint8_t * h = bytes.data() + off;
-    if (byte_cursor::load_u32(h) != bf::section_type_mac || byte_cursor::load_u32(h + 4) != bf::k_section_flag_optional ||
+    if (byte_cursor::load_u32(h) != bf::section_type_mac ||
+        byte_cursor::load_u32(h + 4) != bf::k_section_flag_optional ||
         byte_cursor::load_u64(h + 8) != bf::k_mac_payload_bytes)
         return unauthenticated("mac: the blob carries no mac section as its last frame" + need);
     const uint8_t * p = h + bf::k_frame_head_bytes;
@@ -367,7 +369,8 @@ Status check_mac(std::span<const uint8_t> bytes, const blob_key & key) {
     if (!d.ok()) return d.status();
     if (!blob_mac_equal(d.value(), std::span<const uint8_t>(p + 16, bf::k_mac_bytes)))
         return unauthenticated("mac: does not match the blob's bytes (altered after it was made, or made without "
-                               "this secret)" + at(off + 32));
+                               "this secret)" +
+                               at(off + 32));
     return {};
 }
 
@@ -399,7 +402,8 @@ Result<blob_view> blob_parse(std::span<const uint8_t> bytes, const blob_limits &
     if (limits.key) BATON_RETURN_IF_ERROR(check_mac(bytes, *limits.key));
     found_sections found{};
     BATON_RETURN_IF_ERROR(walk_frames(bytes, n_sections, v.version_minor, found));
-    if (found[bf::section_type_mac].present) BATON_RETURN_IF_ERROR(parse_mac(found[bf::section_type_mac], bytes.size()));
+    if (found[bf::section_type_mac].present)
+        BATON_RETURN_IF_ERROR(parse_mac(found[bf::section_type_mac], bytes.size()));
     for (uint32_t t : {bf::section_type_identity, bf::section_type_context, bf::section_type_tokens,
                        bf::section_type_state, bf::section_type_checkpoints})
         if (!found[t].present) return corrupt(std::string("missing mandatory section ") + bf::section_type_name(t));

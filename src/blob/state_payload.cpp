@@ -16,9 +16,9 @@ namespace baton {
 
 namespace {
 
-constexpr uint32_t k_streams_max = 4096;    // libllama: one stream per sequence at most
-constexpr uint32_t k_layers_max = 65536;    // far above any model's layer count
-constexpr int32_t k_seq_id_max = 65536;     // the sender's sequence id: libllama discards it, we bound it
+constexpr uint32_t k_streams_max = 4096;       // libllama: one stream per sequence at most
+constexpr uint32_t k_layers_max = 65536;       // far above any model's layer count
+constexpr int32_t k_seq_id_max = 65536;        // the sender's sequence id: libllama discards it, we bound it
 constexpr size_t k_attention_cell_bytes = 12;  // i32 pos, u32 n_seq_id, i32 seq_id
 constexpr size_t k_recurrent_cell_bytes = 8;   // i32 pos, u32 n_seq_id (0)
 
@@ -53,7 +53,8 @@ class part_parser {
             learn_->n_stream = n_stream;
         } else if (n_stream != want_->n_stream) {
             return fail("n_stream " + num(n_stream) + ", this node's memory has " + num(want_->n_stream) +
-                        " (a state of another KV layout)", last_);
+                            " (a state of another KV layout)",
+                        last_);
         }
         uint32_t filled = 0;
         for (uint32_t s = 0; s < n_stream; ++s) {
@@ -65,7 +66,8 @@ class part_parser {
                 if (++filled > 1) return fail("cells in a second stream (one sequence lives in one stream)", last_);
                 if (!want_->layers_known)
                     return fail(num(cell_count) + " cells where this node's memory holds none (" +
-                                    (expect_->partial ? "partial" : "full") + " state)", last_);
+                                    (expect_->partial ? "partial" : "full") + " state)",
+                                last_);
             }
             BATON_RETURN_IF_ERROR(cells(cell_count, k_attention_cell_bytes, true));
             BATON_RETURN_IF_ERROR(u32_field("v_trans", want_ ? want_->trans : 0, learn_ ? &learn_->trans : nullptr));
@@ -73,7 +75,8 @@ class part_parser {
             uint32_t n = 0;
             BATON_RETURN_IF_ERROR(u32("n_layer", n));
             if (learn_) {
-                if (n == 0 || n > k_layers_max) return unsupported("n_layer " + num(n) + " is not in 1.." + num(k_layers_max));
+                if (n == 0 || n > k_layers_max)
+                    return unsupported("n_layer " + num(n) + " is not in 1.." + num(k_layers_max));
                 learn_->n_layer_field = n;
                 learn_->layers_known = true;
                 learn_->first.assign(n, {});
@@ -125,8 +128,10 @@ class part_parser {
             learn_->layers_known = true;
             return {};
         }
-        for (size_t l = 0; l < want_->first.size(); ++l) BATON_RETURN_IF_ERROR(plain_row("r", l, cell_count, want_->first[l]));
-        for (size_t l = 0; l < want_->second.size(); ++l) BATON_RETURN_IF_ERROR(plain_row("s", l, cell_count, want_->second[l]));
+        for (size_t l = 0; l < want_->first.size(); ++l)
+            BATON_RETURN_IF_ERROR(plain_row("r", l, cell_count, want_->first[l]));
+        for (size_t l = 0; l < want_->second.size(); ++l)
+            BATON_RETURN_IF_ERROR(plain_row("s", l, cell_count, want_->second[l]));
         return {};
     }
 
@@ -169,7 +174,8 @@ class part_parser {
                 return fail("cell " + num(i) + ": position " + std::to_string(pos) + " outside 0.." +
                                 num(n_tokens - 1) + " (the blob's " + num(n_tokens) + " tokens)",
                             cell_off);
-            if (seen[size_t(pos)]) return fail("cell " + num(i) + ": position " + num(uint32_t(pos)) + " twice", cell_off);
+            if (seen[size_t(pos)])
+                return fail("cell " + num(i) + ": position " + num(uint32_t(pos)) + " twice", cell_off);
             seen[size_t(pos)] = true;
             lo = std::min<int64_t>(lo, pos);
             hi = std::max<int64_t>(hi, pos);
@@ -185,8 +191,8 @@ class part_parser {
                 break;
             case cells_rule::run_at_end:
                 if (cell_count > 0 && (hi != int64_t(n_tokens) - 1 || hi - lo + 1 != int64_t(cell_count)))
-                    return fail("positions " + std::to_string(lo) + ".." + std::to_string(hi) + " in " + num(cell_count) +
-                                    " cells are not one run ending at position " + num(n_tokens - 1),
+                    return fail("positions " + std::to_string(lo) + ".." + std::to_string(hi) + " in " +
+                                    num(cell_count) + " cells are not one run ending at position " + num(n_tokens - 1),
                                 end);
                 break;
             case cells_rule::tail_only:
@@ -219,9 +225,9 @@ class part_parser {
         }
         if (!transposed) return skip_rows(name, cell_count, r.row_bytes);
         // n_embd rows of cell_count elements each.
-        if (r.elem_bytes == 0 || r.n_embd == 0) return learn_ ? unsupported(name + ": empty transposed rows") : Status();
-        if (cell_count > c_.remaining() / r.elem_bytes)
-            return fail(name + ": data runs past the end", c_.offset());
+        if (r.elem_bytes == 0 || r.n_embd == 0)
+            return learn_ ? unsupported(name + ": empty transposed rows") : Status();
+        if (cell_count > c_.remaining() / r.elem_bytes) return fail(name + ": data runs past the end", c_.offset());
         return skip_rows(name, r.n_embd, uint64_t(cell_count) * r.elem_bytes);
     }
 
@@ -238,8 +244,8 @@ class part_parser {
     // skip_rows passes n rows of row_bytes each, checked against what remains.
     Status skip_rows(const std::string & name, uint64_t n, uint64_t row_bytes) {
         if (n != 0 && row_bytes > c_.remaining() / n)
-            return fail(name + ": " + num(n) + " rows of " + num(row_bytes) + " bytes exceed the " + num(c_.remaining()) +
-                            " bytes remaining",
+            return fail(name + ": " + num(n) + " rows of " + num(row_bytes) + " bytes exceed the " +
+                            num(c_.remaining()) + " bytes remaining",
                         c_.offset());
         std::span<const uint8_t> skipped;
         c_.read_bytes(n * row_bytes, skipped);
@@ -257,7 +263,8 @@ class part_parser {
         uint32_t v = 0;
         BATON_RETURN_IF_ERROR(u32(field, v));
         if (learn) *learn = v;
-        else if (v != want) return fail(std::string(field) + " " + num(v) + ", this node's memory has " + num(want), last_);
+        else if (v != want)
+            return fail(std::string(field) + " " + num(v) + ", this node's memory has " + num(want), last_);
         return {};
     }
     Status u32(const char * field, uint32_t & v) {
@@ -273,7 +280,8 @@ class part_parser {
         return c_.read_u64(v) ? Status() : truncated(field, 8);
     }
     Status truncated(const char * field, size_t width) const {
-        return fail(std::string(field) + " truncated (needs " + num(width) + " bytes, " + num(c_.remaining()) + " remain)",
+        return fail(std::string(field) + " truncated (needs " + num(width) + " bytes, " + num(c_.remaining()) +
+                        " remain)",
                     c_.offset());
     }
     Status fail(const std::string & what, uint64_t off) const {
@@ -326,7 +334,8 @@ Status state_payload_check(std::span<const uint8_t> bytes, const state_shape & s
     const state_format & f = expect.partial ? shape.partial : shape.full;
     const auto & parts = f.parts;
     if (!f.known)
-        return Status(status_code::unsupported, "this node could not learn its own state layout at start (see its log)");
+        return Status(status_code::unsupported,
+                      "this node could not learn its own state layout at start (see its log)");
     if (expect.n_tokens == 0) return Status(status_code::corrupt, "a state must cover at least one token");
     byte_cursor c(bytes, base);
     uint32_t magic = 0, seq = 0;
@@ -337,7 +346,8 @@ Status state_payload_check(std::span<const uint8_t> bytes, const state_shape & s
                                                 " (not a libllama " + std::string(expect.partial ? "partial " : "") +
                                                 "sequence state of this build)" + at(base));
     if (seq >= uint32_t(k_seq_id_max))
-        return Status(status_code::corrupt, "seq_id " + num(seq) + " is not in 0.." + num(k_seq_id_max - 1) + at(base + 4));
+        return Status(status_code::corrupt,
+                      "seq_id " + num(seq) + " is not in 0.." + num(k_seq_id_max - 1) + at(base + 4));
     bool first_attention = true;
     for (size_t i = 0; i < parts.size(); ++i) {
         const state_part_shape & w = parts[i];

@@ -73,8 +73,9 @@ void cli_add_route(CLI::App & app, cli_run_fn & run) {
     sub->add_option("--fallback", *fallback, "When prefill fails or a blob is rejected: local (prefill on the decode node) or fail")->capture_default_str();
     sub->add_option("--timeout", cfg->timeout_s, "Per-request deadline in seconds (every hop gets what is left)")->capture_default_str();
     sub->add_option("--health-interval", cfg->health_interval_s, "Seconds between node health checks")->capture_default_str();
-    sub->add_option("--health-timeout", cfg->health_timeout_s,
-                    "Seconds a node has to answer its health check; no answer ejects it and cancels its calls in flight")
+    sub->add_option(
+           "--health-timeout", cfg->health_timeout_s,
+           "Seconds a node has to answer its health check; no answer ejects it and cancels its calls in flight")
         ->capture_default_str();
     sub->add_option("--load-cap", cfg->load_cap, "Decode affinity yields when its node has this many more requests than the least loaded")->capture_default_str();
     sub->add_option("--max-blob-mb", *max_blob_mb, "Largest blob relayed from a prefill node, MiB (larger: a prefill failure)")

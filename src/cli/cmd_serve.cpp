@@ -41,7 +41,8 @@ struct serve_options {
     cli_device_flags device;  // -ngl, -dev, -fa, -ctk, ... folded into cfg.offload and cfg.engine.ctx
     // llama-server's chat flags, folded into cfg.chat by serve_check_chat.
     std::string chat_template, chat_template_file, chat_template_kwargs, reasoning_format = "auto";
-    std::string state_secret_file;  // --state-secret-file (or BATON_STATE_SECRET_FILE): folded into cfg.engine.limits.key
+    std::string
+        state_secret_file;  // --state-secret-file (or BATON_STATE_SECRET_FILE): folded into cfg.engine.limits.key
 };
 
 Status serve_check_chat(serve_options & o) {

@@ -299,7 +299,8 @@ void engine_impl::run_slot_op(engine_task & task, const request_ptr & h) {
     } else {
         const auto t0 = steady::now();
         blob_buffer_sink sink;
-        Status st = slot_export(ctx.get(), s, env.identity, env.context, true, "", sink, state_scratch, cfg.limits.key.get());
+        Status st =
+            slot_export(ctx.get(), s, env.identity, env.context, true, "", sink, state_scratch, cfg.limits.key.get());
         if (!st.ok()) return deliver(h, event_error{st});
         done.blob = std::move(sink.bytes());
         bump([&](engine_metrics & m) {

@@ -45,8 +45,8 @@ namespace {
 Status check_state_bytes(const restore_env & env, const validated_blob & blob) {
     const blob_view & b = blob.view();
     if (!env.shape_error.ok())
-        return {status_code::unsupported, "state: this node cannot validate states, so it restores none: " +
-                                              env.shape_error.message()};
+        return {status_code::unsupported,
+                "state: this node cannot validate states, so it restores none: " + env.shape_error.message()};
     const uint8_t * base = blob.bytes().data();
     state_expect e;
     e.n_tokens = uint32_t(b.tokens.size());
@@ -92,8 +92,8 @@ Status slot_restore(const restore_env & env, slot & s, const validated_blob & bl
         if (n_read == 0) {
             // The bytes passed every check, so they are what the sender wrote: a state this node's libllama
             // cannot read is a bad blob (422), not a node fault.
-            st = Status(status_code::corrupt, "state: libllama rejected the state bytes (" +
-                                                  std::to_string(b.state.size()) + " bytes)");
+            st = Status(status_code::corrupt,
+                        "state: libllama rejected the state bytes (" + std::to_string(b.state.size()) + " bytes)");
         } else if (n_read != b.state.size()) {
             st = Status(status_code::corrupt, "state: libllama read " + std::to_string(n_read) + " of " +
                                                   std::to_string(b.state.size()) + " state bytes");

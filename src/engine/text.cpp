@@ -28,7 +28,8 @@ namespace baton {
 namespace {
 
 constexpr uint32_t k_attr_special = LLAMA_TOKEN_ATTR_CONTROL | LLAMA_TOKEN_ATTR_USER_DEFINED | LLAMA_TOKEN_ATTR_UNKNOWN;
-constexpr uint32_t k_attr_parse_only = LLAMA_TOKEN_ATTR_CONTROL | LLAMA_TOKEN_ATTR_UNKNOWN;  // skipped unless parse_special
+constexpr uint32_t k_attr_parse_only =
+    LLAMA_TOKEN_ATTR_CONTROL | LLAMA_TOKEN_ATTR_UNKNOWN;  // skipped unless parse_special
 // Texts up to this many bytes go straight to llama_tokenize: its quadratic split costs microseconds at this
 // size, less than the pass over the token table.
 constexpr size_t k_direct_bytes_max = 1024;
@@ -95,8 +96,8 @@ vocab_key vocab_key_read(const llama_vocab * vocab) {
 
 struct vocab_tokenizer {
     vocab_key key;
-    special_matcher parse_all;  // parse_special: control, user-defined and unknown tokens
-    special_matcher user_only;  // !parse_special: user-defined tokens only, as libllama
+    special_matcher parse_all;             // parse_special: control, user-defined and unknown tokens
+    special_matcher user_only;             // !parse_special: user-defined tokens only, as libllama
     std::vector<token_id> prefix, suffix;  // what add_special puts around the text
     bool affixes = false;                  // prefix/suffix are known (else add_special goes to llama_tokenize)
     bool fast = false;                     // the self-check agreed with llama_tokenize
@@ -153,7 +154,8 @@ bool self_check(const vocab_tokenizer & t, const llama_vocab * vocab, const std:
     // whitespace (what stripping tokens swallow) and plain words.
     std::vector<std::string> specials;
     for (size_t i = 0; i < ranked.size() && i < 6; ++i) specials.push_back(ranked[i].text);
-    for (size_t i = ranked.size() > 6 ? ranked.size() - 6 : 6; i < ranked.size(); ++i) specials.push_back(ranked[i].text);
+    for (size_t i = ranked.size() > 6 ? ranked.size() - 6 : 6; i < ranked.size(); ++i)
+        specials.push_back(ranked[i].text);
     std::vector<std::string> probes = {"Hello world", " a  b\n\nc ", ""};
     for (const std::string & s : specials) {
         probes.push_back(s + "x" + s + s + " y \n" + s + "  ");
@@ -269,7 +271,8 @@ Result<std::vector<token_id>> fast_tokenize(const vocab_tokenizer & t, const lla
                 n = llama_tokenize(vocab, s, int32_t(p.length), buf.data(), int32_t(buf.size()), false, false);
             }
             if (n < 0)
-                return Status(status_code::internal, "tokenizer failed on a " + std::to_string(p.length) + "-byte text");
+                return Status(status_code::internal,
+                              "tokenizer failed on a " + std::to_string(p.length) + "-byte text");
             out.insert(out.end(), buf.begin(), buf.begin() + n);
         }
         if (n_ctx > 0 && out.size() + n_specials_left >= n_ctx)

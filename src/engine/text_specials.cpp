@@ -126,7 +126,8 @@ std::vector<special_piece> special_matcher::partition(std::string_view text) con
             // A cut inside: the longest shorter text here that ends before it (cuts only grow, so a text
             // that does not fit now never will).
             nd = nodes_[size_t(nd)].shorter;
-            while (nd >= 0 && patterns_[size_t(nodes_[size_t(nd)].pattern)].length > room) nd = nodes_[size_t(nd)].shorter;
+            while (nd >= 0 && patterns_[size_t(nodes_[size_t(nd)].pattern)].length > room)
+                nd = nodes_[size_t(nd)].shorter;
             if (nd >= 0) {
                 offer[pos] = nd;
                 queue.push(uint64_t(uint32_t(nodes_[size_t(nd)].pattern)) << 32 | uint64_t(pos));

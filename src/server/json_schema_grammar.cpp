@@ -247,8 +247,8 @@ class json_schema_converter {
         if (b_.rules_.size() > json_schema_rules_max)
             return refuse(ptr, "the grammar needs more than " + std::to_string(json_schema_rules_max) + " rules");
         if (b_.bytes_ > json_schema_grammar_bytes_max)
-            return refuse(ptr, "the grammar would be larger than " + std::to_string(json_schema_grammar_bytes_max >> 20) +
-                                   " MiB");
+            return refuse(ptr, "the grammar would be larger than " +
+                                   std::to_string(json_schema_grammar_bytes_max >> 20) + " MiB");
         return {};
     }
 
@@ -507,7 +507,8 @@ class json_schema_converter {
             std::string lit = gbnf_builder::literal(dump(*v));
             bytes += lit.size() + 3;
             if (bytes > json_schema_enum_bytes_max)
-                return refuse(child(ptr, kw), "values of more than " + std::to_string(json_schema_enum_bytes_max >> 10) +
+                return refuse(child(ptr, kw), "values of more than " +
+                                                  std::to_string(json_schema_enum_bytes_max >> 10) +
                                                   " KiB together are not supported");
             if (seen.insert(lit).second) alts.push_back(std::move(lit));
         }

@@ -31,13 +31,13 @@ inline constexpr size_t k_header_bytes = 8;
 
 struct attention_spec {
     uint32_t n_stream = 1;
-    uint32_t stream = 0;                  // the stream holding the cells
-    std::vector<int32_t> positions;       // one cell each
+    uint32_t stream = 0;             // the stream holding the cells
+    std::vector<int32_t> positions;  // one cell each
     uint32_t v_trans = 0;
     uint32_t n_layer = 2;
-    int32_t k_type = 1, v_type = 1;       // f16
+    int32_t k_type = 1, v_type = 1;  // f16
     uint64_t k_row = 64, v_row = 64;
-    uint32_t v_elem = 2, v_embd = 32;     // transposed V
+    uint32_t v_elem = 2, v_embd = 32;  // transposed V
     uint32_t n_seq_id = 1;
     int32_t seq_id = 3;
     uint64_t reserved = 0;

@@ -190,7 +190,8 @@ TEST(StatePayload, AnotherMagicIsRefused) {
     const Status st = state_payload_check(w.b, attention_node(), expect(4));
     EXPECT_EQ(st.code(), status_code::corrupt);
     EXPECT_CONTAINS(st.message(), "magic 0x00001234, this node's states start with 0xaf143cd8");
-    EXPECT_CONTAINS(state_payload_check(std::vector<uint8_t>(5, 0), attention_node(), expect(4)).message(), "header truncated");
+    EXPECT_CONTAINS(state_payload_check(std::vector<uint8_t>(5, 0), attention_node(), expect(4)).message(),
+                    "header truncated");
 }
 
 TEST(StatePayload, TheSendersSequenceIdMayDifferButIsBounded) {
@@ -258,7 +259,8 @@ TEST(StatePayload, SlidingWindowWithAGapIsRefused) {
     std::vector<int32_t> w = iota(8, 40);
     w.erase(w.begin() + 3);
     w.push_back(2);
-    EXPECT_CONTAINS(state_payload_check(swa_bytes(40, w), swa_node(), expect(40)).message(), "are not one run ending at");
+    EXPECT_CONTAINS(state_payload_check(swa_bytes(40, w), swa_node(), expect(40)).message(),
+                    "are not one run ending at");
 }
 
 TEST(StatePayload, SlidingWindowNotEndingAtTheLastTokenIsRefused) {
@@ -331,7 +333,8 @@ TEST(StatePayload, RecurrentRowsMustBeThisNodes) {
 }
 
 TEST(StatePayload, ANodeThatCouldNotLearnRefusesEveryState) {
-    EXPECT_EQ(state_payload_check(attention_bytes(valid(2)), state_shape{}, expect(2)).code(), status_code::unsupported);
+    EXPECT_EQ(state_payload_check(attention_bytes(valid(2)), state_shape{}, expect(2)).code(),
+              status_code::unsupported);
 }
 
 TEST(StatePayload, LearningRefusesALayoutItDoesNotKnow) {

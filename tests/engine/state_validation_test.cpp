@@ -36,7 +36,8 @@ prefilled prefill(engine & e, const loaded_model & m, unsigned seed = 3) {
     return p;
 }
 
-std::vector<token_id> decode(engine & e, const std::vector<uint8_t> & blob, const gen_request & req, Status * error = nullptr) {
+std::vector<token_id> decode(engine & e, const std::vector<uint8_t> & blob, const gen_request & req,
+                             Status * error = nullptr) {
     auto r = run_task(e, task_decode{validated(blob), req});
     if (error) *error = r.done.ok() ? Status() : r.done.status();
     return r.tokens;
@@ -149,8 +150,8 @@ TEST(StateValidationRegression, CraftedStateSearchNeverPoisonsTheSlot) {
     size_t refused = 0, accepted = 0;
     for (const auto & [name, mutate] : crafted_states(n_tokens, state_bytes)) {
         SCOPED_TRACE(name);
-        const auto crafted = blob_rewrite(p.blob, [&](blob_parts &, std::vector<uint8_t> & state, std::vector<int32_t> &,
-                                                      std::vector<float> &) { mutate(state); });
+        const auto crafted = blob_rewrite(p.blob, [&](blob_parts &, std::vector<uint8_t> & state,
+                                                      std::vector<int32_t> &, std::vector<float> &) { mutate(state); });
         auto r = run_task(*e, task_slot_restore{0, validated(crafted)});
         if (r.done.ok()) {
             ++accepted;
@@ -188,10 +189,9 @@ TEST(StateValidationRegression, CraftedRecurrentStateAndCheckpointsAreRefused) {
             for (size_t off = 8; off + 4 <= std::min<size_t>(cps.back().size(), 32); off += 4) {
                 std::vector<uint8_t> edited = cps[i];  // outlives the rewrite, which borrows it
                 put_i32(edited, off, -1);
-                crafted.push_back(blob_rewrite(p.blob, [&](blob_parts & parts, std::vector<uint8_t> &,
-                                                           std::vector<int32_t> &, std::vector<float> &) {
-                    parts.checkpoints[i].data = edited;
-                }));
+                crafted.push_back(
+                    blob_rewrite(p.blob, [&](blob_parts & parts, std::vector<uint8_t> &, std::vector<int32_t> &,
+                                             std::vector<float> &) { parts.checkpoints[i].data = edited; }));
             }
         }
         size_t refused = 0;
@@ -225,8 +225,8 @@ TEST(StateValidation, InjectedFailureAfterEachRestoreStepLeavesTheSlotEmptyAndCo
         const prefilled p = prefill(e, *m);
         const std::vector<token_id> want = decode(e, p.blob, p.req);
         ASSERT_EQ(want.size(), 8u);
-        for (restore_step step : {restore_step::cleared, restore_step::applied, restore_step::verified,
-                                  restore_step::registered}) {
+        for (restore_step step :
+             {restore_step::cleared, restore_step::applied, restore_step::verified, restore_step::registered}) {
             *fail_at = step;
             Status st;
             decode(e, p.blob, p.req, &st);
@@ -247,8 +247,8 @@ TEST(StateValidation, AKeyedEngineSignsItsStatesAndRefusesUnsignedOnes) {
     auto e = make_engine(m, c);
     const prefilled p = prefill(*e, *m);
     EXPECT_TRUE(validated_blob::parse(p.blob, c.limits).ok());
-    auto unsigned_blob = blob_rewrite(p.blob, [](blob_parts &, std::vector<uint8_t> &, std::vector<int32_t> &,
-                                                 std::vector<float> &) {});
+    auto unsigned_blob =
+        blob_rewrite(p.blob, [](blob_parts &, std::vector<uint8_t> &, std::vector<int32_t> &, std::vector<float> &) {});
     EXPECT_EQ(validated_blob::parse(unsigned_blob, c.limits).status().code(), status_code::unauthenticated);
 }
 

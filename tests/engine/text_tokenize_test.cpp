@@ -32,7 +32,8 @@ constexpr int32_t k_type_control = 3, k_type_user_defined = 4;  // tokenizer.ggm
 
 std::vector<token_id> oracle(const llama_vocab * v, const std::string & s, bool add_special, bool parse_special) {
     std::vector<token_id> out(s.size() * 2 + 16);
-    int32_t n = llama_tokenize(v, s.data(), int32_t(s.size()), out.data(), int32_t(out.size()), add_special, parse_special);
+    int32_t n =
+        llama_tokenize(v, s.data(), int32_t(s.size()), out.data(), int32_t(out.size()), add_special, parse_special);
     if (n < 0) {
         out.resize(size_t(-n));
         n = llama_tokenize(v, s.data(), int32_t(s.size()), out.data(), int32_t(out.size()), add_special, parse_special);
@@ -60,13 +61,27 @@ struct extra_token {
 
 // The special tokens added to a base vocabulary (names only need to be absent from it).
 std::vector<extra_token> extra_tokens() {
-    return {{"<|im", k_type_user_defined},      {"im_start|>", k_type_user_defined}, {"_start", k_type_user_defined},
-            {"  ", k_type_user_defined},        {"   ", k_type_user_defined},        {"\n\n", k_type_user_defined},
-            {"ab", k_type_user_defined},        {"ba", k_type_user_defined},         {"aba", k_type_user_defined},
-            {"[A]", k_type_user_defined},       {"[B]", k_type_user_defined},        {"<a>", k_type_control},
-            {"a><", k_type_user_defined},       {"<mask>", k_type_user_defined},     {"<tool>", k_type_control},
-            {"</tool>", k_type_control},        {" x", k_type_user_defined},         {"y ", k_type_user_defined},
-            {"\xc3\xa9t\xc3\xa9", k_type_user_defined}, {"\t", k_type_control},     {"<|im_start|>user", k_type_control},
+    return {{"<|im", k_type_user_defined},
+            {"im_start|>", k_type_user_defined},
+            {"_start", k_type_user_defined},
+            {"  ", k_type_user_defined},
+            {"   ", k_type_user_defined},
+            {"\n\n", k_type_user_defined},
+            {"ab", k_type_user_defined},
+            {"ba", k_type_user_defined},
+            {"aba", k_type_user_defined},
+            {"[A]", k_type_user_defined},
+            {"[B]", k_type_user_defined},
+            {"<a>", k_type_control},
+            {"a><", k_type_user_defined},
+            {"<mask>", k_type_user_defined},
+            {"<tool>", k_type_control},
+            {"</tool>", k_type_control},
+            {" x", k_type_user_defined},
+            {"y ", k_type_user_defined},
+            {"\xc3\xa9t\xc3\xa9", k_type_user_defined},
+            {"\t", k_type_control},
+            {"<|im_start|>user", k_type_control},
             {"x", k_type_control}};
 }
 
@@ -155,8 +170,8 @@ std::vector<std::string> special_texts(const llama_vocab * v) {
 
 // random_text mixes special texts, their halves, whitespace, words and stray bytes up to min_bytes or more.
 std::string random_text(std::mt19937 & rng, const std::vector<std::string> & specials, size_t min_bytes) {
-    static const char * const plain[] = {" ",  "  ",  "\n", "\t", "\r\n", "the", " model", "a",      "b",  "<",
-                                         "|",  ">",   "[",  "]",  "_",    "é",   "\xe2\x96\x81", "12", "xy", " y"};
+    static const char * const plain[] = {" ", "  ", "\n", "\t", "\r\n", "the", " model",       "a",  "b",  "<",
+                                         "|", ">",  "[",  "]",  "_",    "é",   "\xe2\x96\x81", "12", "xy", " y"};
     std::string s;
     while (s.size() < min_bytes) {
         const uint32_t r = rng() % 10;
@@ -245,7 +260,8 @@ TEST(TextTokenize, ContextBoundRefusesOnlyWhatCannotFit) {
         auto full = text_tokenize(v, text, true, true, n);  // as the engine: n tokens do not fit n
         ASSERT_FALSE(full.ok()) << c.name;
         EXPECT_EQ(full.status().code(), status_code::invalid_argument);
-        EXPECT_NE(full.status().message().find("do not fit the slot context of " + std::to_string(n)), std::string::npos)
+        EXPECT_NE(full.status().message().find("do not fit the slot context of " + std::to_string(n)),
+                  std::string::npos)
             << full.status().message();
         auto small = text_tokenize(v, "short", true, true, 64);
         EXPECT_TRUE(small.ok());

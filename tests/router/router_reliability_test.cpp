@@ -20,9 +20,9 @@ struct trio {
         trio t;
         t.prefill = node_process::start(serve_args("llama", {"--role", "prefill", "-np", "1"}));
         t.decode = node_process::start(serve_args("llama", {"--role", "decode", "-np", "2"}));
-        t.router = node_process::start({"route", "--prefill", t.prefill->url(), "--decode", t.decode->url(),
-                                        "--pd-min-tokens", "1", "-m", test_model_path("llama"), "--timeout", "60",
-                                        "--health-interval", "0.2"});
+        t.router =
+            node_process::start({"route", "--prefill", t.prefill->url(), "--decode", t.decode->url(), "--pd-min-tokens",
+                                 "1", "-m", test_model_path("llama"), "--timeout", "60", "--health-interval", "0.2"});
         return t;
     }
     void expect_all_alive(const std::string & why) const {
@@ -77,7 +77,9 @@ TEST(RouterReliabilityRegression, HundredThousandDeepGrammarKillsNoProcess) {
     t.expect_all_alive("after a blob with the deep grammar");
 
     // A grammar within the limits still works through PD: the cluster is serving, not just alive.
-    const json ok = {{"prompt", "Answer with one letter:"}, {"max_tokens", 1}, {"temperature", 0},
+    const json ok = {{"prompt", "Answer with one letter:"},
+                     {"max_tokens", 1},
+                     {"temperature", 0},
                      {"grammar", "root ::= ((\"a\" | \"b\"))"}};
     const http_reply fine = post(*t.router, "/v1/completions", ok.dump(), "application/json", "", 60);
     ASSERT_EQ(fine.status, 200) << fine.body;

@@ -531,7 +531,6 @@ TEST_F(JsonSchemaGrammar, RandomSchemasAcceptTheirInstances) {
     EXPECT_GE(checked, 1500);
 }
 
-
 // Every tool-call grammar (each format, choice and parallel setting) passes grammar_check and loads.
 TEST_F(JsonSchemaGrammar, ToolCallGrammarsPassTheStructureCheck) {
     const nlohmann::ordered_json tools = nlohmann::ordered_json::parse(R"([
@@ -547,8 +546,8 @@ TEST_F(JsonSchemaGrammar, ToolCallGrammarsPassTheStructureCheck) {
       {"type": "function", "function": {"name": "ping"}}
     ])");
     int n = 0;
-    for (tool_call_format f : {tool_call_format::generic, tool_call_format::hermes, tool_call_format::llama3,
-                               tool_call_format::mistral})
+    for (tool_call_format f :
+         {tool_call_format::generic, tool_call_format::hermes, tool_call_format::llama3, tool_call_format::mistral})
         for (const tool_choice & c : {tool_choice{tool_choice_auto{}}, tool_choice{tool_choice_required{}},
                                       tool_choice{tool_choice_named{"get_weather"}}})
             for (bool parallel : {false, true}) {

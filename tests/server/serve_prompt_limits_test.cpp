@@ -46,7 +46,8 @@ TEST(ServeRegression, SpecialTokenFloodIsRefusedOrFastAndOtherRequestsAreServed)
     floods.emplace_back([&] { replies[2] = post(*n, "/v1/chat/completions", flood_chat, "application/json", "", 60); });
     floods.emplace_back([&] { replies[3] = post(*n, "/v1/chat/completions", huge_chat, "application/json", "", 60); });
     // Another client is served meanwhile, within a bound far below the floods' old cost (minutes).
-    const http_reply ok = post(*n, "/v1/completions", R"({"prompt":"Hello world","max_tokens":4})", "application/json", "", 30);
+    const http_reply ok =
+        post(*n, "/v1/completions", R"({"prompt":"Hello world","max_tokens":4})", "application/json", "", 30);
     EXPECT_EQ(ok.status, 200) << ok.body;
     for (auto & t : floods) t.join();
     // The floods do not fit the 2048-token context: each is refused, by the tokenizer or the engine.
@@ -62,8 +63,8 @@ TEST(ServeRegression, SpecialTokenFloodIsRefusedOrFastAndOtherRequestsAreServed)
     std::vector<std::thread> more;
     for (int i = 0; i < 4; ++i)
         more.emplace_back([&, i] {
-            post(*n, i % 2 ? "/v1/chat/completions" : "/v1/completions", i % 2 ? flood_chat : flood,
-                 "application/json", "", 30);
+            post(*n, i % 2 ? "/v1/chat/completions" : "/v1/completions", i % 2 ? flood_chat : flood, "application/json",
+                 "", 30);
         });
     const auto t0 = std::chrono::steady_clock::now();
     EXPECT_EQ(n->terminate(20), 0) << n->stderr_text();
@@ -90,13 +91,14 @@ TEST(ServePromptLimits, MessagesAndPromptBytesOverTheFlagsAre413) {
     expect_413("/tokenize", json({{"content", std::string(2000, 'a')}}).dump(), "content: 2000 bytes");
     // Within the limits everything is served.
     EXPECT_EQ(post(*n, "/v1/chat/completions", chat_body(3, "hi")).status, 200);
-    EXPECT_EQ(post(*n, "/v1/completions", json({{"prompt", std::string(1000, 'a')}, {"max_tokens", 2}}).dump()).status, 200);
+    EXPECT_EQ(post(*n, "/v1/completions", json({{"prompt", std::string(1000, 'a')}, {"max_tokens", 2}}).dump()).status,
+              200);
     EXPECT_EQ(post(*n, "/tokenize", json({{"content", std::string(1000, 'a')}}).dump()).status, 200);
 }
 
 TEST(ServePromptLimits, BadLimitFlagsExit2) {
-    for (const std::vector<std::string> & extra : {std::vector<std::string>{"--max-prompt-mb", "0"},
-                                                   std::vector<std::string>{"--max-messages", "0"}}) {
+    for (const std::vector<std::string> & extra :
+         {std::vector<std::string>{"--max-prompt-mb", "0"}, std::vector<std::string>{"--max-messages", "0"}}) {
         auto args = serve_args("llama", extra);
         args.insert(args.begin(), baton_bin());
         const proc_result r = run_process(args, 60);

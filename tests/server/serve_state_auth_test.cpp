@@ -110,7 +110,8 @@ TEST(ServeStateAuth, NodesSharingASecretMoveStatesAndRefuseAnyOther) {
 
     const http_reply foreign = post(*other, "/v1/decode", blob.body, "application/octet-stream");
     EXPECT_EQ(foreign.status, 401) << foreign.body;
-    EXPECT_NE(foreign.body.find("made with state secret " + blob_key_id_hex(key_a.value()->signing_id())), std::string::npos)
+    EXPECT_NE(foreign.body.find("made with state secret " + blob_key_id_hex(key_a.value()->signing_id())),
+              std::string::npos)
         << foreign.body;
 
     const std::string unsigned_blob = rewrite(blob.body, [](std::vector<uint8_t> &) {});

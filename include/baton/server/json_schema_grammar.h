@@ -65,7 +65,7 @@ inline constexpr size_t json_schema_repeat_max = 1000;  // minItems/maxItems/min
 // enum entries and anyOf/oneOf members: more alternatives at one position than libllama's grammar sampler is
 // let expand (grammar_limits::fanout_max's default) would be refused anyway.
 inline constexpr size_t json_schema_alternatives_max = 4096;
-inline constexpr size_t json_schema_enum_bytes_max = size_t(256) << 10;  // one enum/const's values, as written
+inline constexpr size_t json_schema_enum_bytes_max = size_t(256) << 10;     // one enum/const's values, as written
 inline constexpr size_t json_schema_grammar_bytes_max = grammar_bytes_max;  // the grammar, as the sampler takes it
 
 // gbnf_builder accumulates named GBNF rules; rule names are unique and made of [a-z0-9-].
