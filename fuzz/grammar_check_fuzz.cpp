@@ -20,8 +20,8 @@
 #include <llama.h>
 
 #include "baton/grammar_check.h"
-#include "baton/mkmodel.h"
 #include "baton/model.h"
+#include "fuzz_vocab.h"
 
 namespace {
 
@@ -39,19 +39,7 @@ std::unique_ptr<loaded_model> g_model;
 extern "C" int LLVMFuzzerInitialize(int *, char ***) {
     llama_quiet_logs();
     llama_backend_once();
-    const char * env = std::getenv("BATON_GRAMMAR_FUZZ_MODEL");
-    const std::string path = env && *env ? env : "/tmp/baton-grammar-fuzz-" + std::to_string(long(getpid())) + ".gguf";
-    mkmodel_params p;
-    p.arch = "llama";
-    p.n_embd = 32;
-    p.n_layer = 1;
-    if (Status s = mkmodel_ensure(p, path); !s.ok()) fail("mkmodel:", s.to_string());
-    model_load_params lp;
-    lp.vocab_only = true;
-    auto m = loaded_model::load(path, lp);
-    if (!m.ok()) fail("loading the vocabulary:", m.status().to_string());
-    g_model = std::move(m.value());
-    if (!env || !*env) std::remove(path.c_str());  // loaded: the file is no longer needed
+    g_model = fuzz_vocab("grammar-fuzz", "BATON_GRAMMAR_FUZZ_MODEL");
     return 0;
 }
 

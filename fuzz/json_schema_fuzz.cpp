@@ -16,9 +16,9 @@
 #include <llama.h>
 #include <nlohmann/json.hpp>
 
-#include "baton/mkmodel.h"
 #include "baton/model.h"
 #include "baton/server/json_schema_grammar.h"
+#include "fuzz_vocab.h"
 
 namespace {
 
@@ -42,20 +42,7 @@ void check_loads(const std::string & gbnf) {
 extern "C" int LLVMFuzzerInitialize(int *, char ***) {
     llama_quiet_logs();
     llama_backend_once();
-    const char * env = std::getenv("BATON_JSON_SCHEMA_FUZZ_MODEL");
-    const std::string path =
-        env && *env ? env : "/tmp/baton-json-schema-fuzz-" + std::to_string(long(getpid())) + ".gguf";
-    mkmodel_params p;
-    p.arch = "llama";
-    p.n_embd = 32;
-    p.n_layer = 1;
-    if (Status s = mkmodel_ensure(p, path); !s.ok()) fail("mkmodel:", s.to_string());
-    model_load_params lp;
-    lp.vocab_only = true;
-    auto m = loaded_model::load(path, lp);
-    if (!m.ok()) fail("loading the vocabulary:", m.status().to_string());
-    g_model = std::move(m.value());
-    if (!env || !*env) std::remove(path.c_str());  // loaded: the file is no longer needed
+    g_model = fuzz_vocab("json-schema-fuzz", "BATON_JSON_SCHEMA_FUZZ_MODEL");
     check_loads(json_object_gbnf());
     return 0;
 }

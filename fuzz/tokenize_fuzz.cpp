@@ -7,7 +7,7 @@
 // splits texts over 1 KiB itself, shorter ones go straight to libllama) and cut at 16 KiB. Properties:
 // text_tokenize returns llama_tokenize's tokens exactly; text_tokens_min never exceeds their count; with
 // n_ctx = that count + 1 the text is accepted, with n_ctx = the count it is refused, never crashing.
-// The vocabularies are small mkmodel llama models written to /tmp and loaded vocab-only.
+// The vocabularies are small mkmodel llama models (fuzz_vocab.h); llama_tokenize_all is the tests' oracle.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -18,9 +18,10 @@
 
 #include <llama.h>
 
-#include "baton/mkmodel.h"
 #include "baton/model.h"
 #include "baton/text.h"
+#include "engine/tokenize_oracle.h"
+#include "fuzz_vocab.h"
 
 namespace {
 
@@ -33,39 +34,13 @@ std::unique_ptr<loaded_model> g_vocab[2];
     std::abort();
 }
 
-std::vector<token_id> oracle(const llama_vocab * v, const std::string & s, bool add_special, bool parse_special) {
-    std::vector<token_id> out(s.size() * 2 + 16);
-    int32_t n =
-        llama_tokenize(v, s.data(), int32_t(s.size()), out.data(), int32_t(out.size()), add_special, parse_special);
-    if (n < 0) {
-        out.resize(size_t(-n));
-        n = llama_tokenize(v, s.data(), int32_t(s.size()), out.data(), int32_t(out.size()), add_special, parse_special);
-    }
-    out.resize(size_t(n < 0 ? 0 : n));
-    return out;
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int *, char ***) {
     llama_quiet_logs();
     llama_backend_once();
-    for (int i = 0; i < 2; ++i) {
-        const std::string path =
-            "/tmp/baton-tokenize-fuzz-" + std::to_string(long(getpid())) + "-" + std::to_string(i) + ".gguf";
-        mkmodel_params p;
-        p.arch = "llama";
-        p.n_embd = 32;
-        p.n_layer = 1;
-        p.vocab = i == 0 ? "spm" : "bpe";
-        if (Status s = mkmodel_ensure(p, path); !s.ok()) fail("mkmodel:", s.to_string());
-        model_load_params lp;
-        lp.vocab_only = true;
-        auto m = loaded_model::load(path, lp);
-        if (!m.ok()) fail("loading the vocabulary:", m.status().to_string());
-        g_vocab[i] = std::move(m.value());
-        std::remove(path.c_str());
-    }
+    g_vocab[0] = fuzz_vocab("tokenize-fuzz-spm", nullptr, "spm");
+    g_vocab[1] = fuzz_vocab("tokenize-fuzz-bpe", nullptr, "bpe");
     return 0;
 }
 
@@ -77,7 +52,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     std::string text;
     while (text.size() < 1100) text += piece;
     if (text.size() > 16384) text.resize(16384);
-    const auto want = oracle(v, text, add_special, parse_special);
+    const auto want = llama_tokenize_all(v, text, add_special, parse_special);
     auto got = text_tokenize(v, text, add_special, parse_special);
     if (!got.ok()) fail("text_tokenize failed where llama_tokenize did not:", got.status().to_string());
     if (got.value() != want) fail("text_tokenize differs from llama_tokenize on:", text);

@@ -190,6 +190,9 @@ struct blob_layout {
 // blob_walk never fails: it reports what it can delimit. Use blob_parse to decide validity.
 blob_layout blob_walk(std::span<const uint8_t> bytes);
 
+// blob_hex renders bytes as lowercase hex digits, two per byte.
+std::string blob_hex(std::span<const uint8_t> bytes);
+
 // blob_fingerprint_hex renders a model fingerprint as 32 lowercase hex digits.
 std::string blob_fingerprint_hex(const std::array<uint8_t, 16> & fp);
 

@@ -24,15 +24,17 @@ std::string blob_kv_type_name(int32_t type) {
     return n ? n : "type#" + std::to_string(type);
 }
 
-std::string blob_fingerprint_hex(const std::array<uint8_t, 16> & fp) {
+std::string blob_hex(std::span<const uint8_t> bytes) {
     static const char * digits = "0123456789abcdef";
     std::string s;
-    for (uint8_t b : fp) {
+    for (uint8_t b : bytes) {
         s += digits[b >> 4];
         s += digits[b & 15];
     }
     return s;
 }
+
+std::string blob_fingerprint_hex(const std::array<uint8_t, 16> & fp) { return blob_hex(fp); }
 
 Status blob_check_compatible(const blob_view & blob, const model_identity & node, const kv_layout & node_ctx) {
     const model_identity & id = blob.identity;

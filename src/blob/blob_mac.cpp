@@ -138,14 +138,6 @@ int blob_key::find(const key_id & id) const {
     return -1;
 }
 
-std::string blob_key_id_hex(const blob_key::key_id & id) {
-    std::string s;
-    char b[3];
-    for (uint8_t v : id) {
-        std::snprintf(b, sizeof b, "%02x", v);
-        s += b;
-    }
-    return s;
-}
+std::string blob_key_id_hex(const blob_key::key_id & id) { return blob_hex(id); }
 
 }  // namespace baton

@@ -42,22 +42,9 @@ std::string hex(const std::array<uint8_t, 16> & d) {
     return s;
 }
 
-// scratch_dir is a temporary directory of this test process, removed at exit.
-const std::string & scratch_dir() {
-    struct scratch {
-        std::string dir = test::temp_dir();
-        ~scratch() {
-            std::error_code ec;
-            std::filesystem::remove_all(dir, ec);
-        }
-    };
-    static const scratch tmp;
-    return tmp.dir;
-}
-
-// write_model writes p to scratch_dir()/name.gguf.
+// write_model writes p to test::scratch_dir()/name.gguf.
 std::string write_model(const mkmodel_params & p, const std::string & name) {
-    const std::string path = scratch_dir() + "/" + name + ".gguf";
+    const std::string path = test::scratch_dir() + "/" + name + ".gguf";
     Status st = mkmodel_write(p, path);
     if (!st.ok()) throw std::runtime_error(st.to_string());
     return path;
@@ -546,7 +533,7 @@ TEST(Mkmodel, RejectsBadParamsNamingTheField) {
         Status st = mkmodel_check_params(c.p);
         EXPECT_EQ(st.code(), status_code::invalid_argument) << c.needle;
         EXPECT_NE(st.message().find(c.needle), std::string::npos) << "want '" << c.needle << "' in: " << st.message();
-        const std::string path = scratch_dir() + "/rejected.gguf";
+        const std::string path = test::scratch_dir() + "/rejected.gguf";
         EXPECT_EQ(mkmodel_write(c.p, path).code(), status_code::invalid_argument);
         struct stat st2{};
         EXPECT_NE(::stat(path.c_str(), &st2), 0) << "a rejected model left a file";
@@ -559,7 +546,7 @@ TEST(Mkmodel, RejectsBadParamsNamingTheField) {
 }
 
 TEST(Mkmodel, CliTakesWtypeAndVocab) {
-    const std::string & d = scratch_dir();
+    const std::string & d = test::scratch_dir();
     auto r = test::run_process({test::baton_bin(), "mkmodel", "--arch", "qwen3moe", "--wtype", "q8_0", "--vocab", "bpe",
                                 "-o", d + "/cli.gguf"});
     ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -23,6 +23,7 @@
 
 #include "baton/model.h"
 #include "baton/text.h"
+#include "engine/tokenize_oracle.h"
 #include "support/test_support.h"
 
 namespace baton {
@@ -31,27 +32,7 @@ namespace {
 constexpr int32_t k_type_control = 3, k_type_user_defined = 4;  // tokenizer.ggml.token_type values
 
 std::vector<token_id> oracle(const llama_vocab * v, const std::string & s, bool add_special, bool parse_special) {
-    std::vector<token_id> out(s.size() * 2 + 16);
-    int32_t n =
-        llama_tokenize(v, s.data(), int32_t(s.size()), out.data(), int32_t(out.size()), add_special, parse_special);
-    if (n < 0) {
-        out.resize(size_t(-n));
-        n = llama_tokenize(v, s.data(), int32_t(s.size()), out.data(), int32_t(out.size()), add_special, parse_special);
-    }
-    out.resize(size_t(std::max(n, 0)));
-    return out;
-}
-
-const std::string & scratch_dir() {
-    struct scratch {
-        std::string dir = test::temp_dir();
-        ~scratch() {
-            std::error_code ec;
-            std::filesystem::remove_all(dir, ec);
-        }
-    };
-    static const scratch tmp;
-    return tmp.dir;
+    return llama_tokenize_all(v, s, add_special, parse_special);
 }
 
 struct extra_token {
@@ -118,7 +99,7 @@ std::string derive_vocab(const std::string & base, const std::string & name, con
     gguf_set_arr_data(dst, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types.data(), types.size());
     gguf_set_val_str(dst, "general.name", model_name.c_str());
     if (!pre.empty()) gguf_set_val_str(dst, "tokenizer.ggml.pre", pre.c_str());
-    const std::string path = scratch_dir() + "/" + name + ".gguf";
+    const std::string path = test::scratch_dir() + "/" + name + ".gguf";
     const bool ok = gguf_write_to_file(dst, path.c_str(), true);
     gguf_free(dst);
     gguf_free(src);

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <stdexcept>
 
 #include "baton/mkmodel.h"
@@ -53,6 +54,18 @@ std::string temp_dir() {
     std::string tmpl = std::string(base && *base ? base : "/tmp") + "/baton-test-XXXXXX";
     if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
     return tmpl;
+}
+
+const std::string & scratch_dir() {
+    struct scratch {
+        std::string dir = temp_dir();
+        ~scratch() {
+            std::error_code ec;
+            std::filesystem::remove_all(dir, ec);
+        }
+    };
+    static const scratch tmp;
+    return tmp.dir;
 }
 
 proc_result run_process(const std::vector<std::string> & argv, double timeout_s) {

@@ -46,5 +46,8 @@ std::string baton_test_node_bin();
 
 // temp_dir returns a fresh directory under $TMPDIR (or /tmp) for this test process.
 std::string temp_dir();
+// scratch_dir returns one temp_dir of this test process, made on first use and removed with what it holds
+// when the process exits.
+const std::string & scratch_dir();
 
 }  // namespace baton::test
