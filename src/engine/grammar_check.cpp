@@ -193,7 +193,9 @@ class gbnf_scan {
     }
 
     // generated: libllama's generate_symbol_id (base_N, N the symbol count; it may reuse a name, as there).
-    bool generated(const std::string & base, rule_kind kind, size_t p, uint32_t & id) {
+    // base by value: callers pass a rule's own name, which rules_.resize below may move (regression: TSan
+    // saw the name read after the vector's reallocation freed it).
+    bool generated(std::string base, rule_kind kind, size_t p, uint32_t & id) {
         if (!new_symbol_fits(p)) return false;
         id = uint32_t(symbols_.size());
         symbols_.insert_or_assign(base + '_' + std::to_string(id), id);
@@ -202,7 +204,7 @@ class gbnf_scan {
         rules_[id].kind = kind;
         rules_[id].at = p;
         rules_[id].first_use = p;
-        rules_[id].name = base;
+        rules_[id].name = std::move(base);
         return true;
     }
 
