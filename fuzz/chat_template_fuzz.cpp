@@ -1,4 +1,4 @@
-// chat_template_fuzz.cpp — libFuzzer target for chat templates (src/server/chat_template.cpp on minja):
+// chat_template_fuzz.cpp — libFuzzer target for chat templates (src/openai/chat_template.cpp on minja):
 // client messages, tools and chat_template_kwargs rendered by three fixed templates.
 //
 // Input layout: byte 0 is the selector, the rest is fields separated by 0x1e (so seeds stay readable):
@@ -27,8 +27,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "baton/server/chat_template.h"
-#include "server/test_templates.h"
+#include "baton/openai/chat_template.h"
+#include "openai/test_templates.h"
 
 namespace {
 

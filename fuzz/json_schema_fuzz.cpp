@@ -1,4 +1,4 @@
-// json_schema_fuzz.cpp — libFuzzer target for the JSON Schema -> GBNF converter (src/server/json_schema_grammar.cpp).
+// json_schema_fuzz.cpp — libFuzzer target for the JSON Schema -> GBNF converter (src/openai/json_schema_grammar.cpp).
 //
 // Input: a JSON text (a schema). If it parses, json_schema_to_gbnf must return (never crash, hang or touch
 // memory it does not own, which ASan/UBSan check); a refusal must carry a message; and a grammar it returns
@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "baton/model.h"
-#include "baton/server/json_schema_grammar.h"
+#include "baton/openai/json_schema_grammar.h"
 #include "fuzz_vocab.h"
 
 namespace {

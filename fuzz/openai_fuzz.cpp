@@ -1,4 +1,4 @@
-// openai_fuzz.cpp — libFuzzer target for the OpenAI request parser (src/server/openai.cpp).
+// openai_fuzz.cpp — libFuzzer target for the OpenAI request parser (src/openai/openai.cpp).
 //
 // Input layout: byte 0 selects the call, the rest is the request body.
 //   bit 0: endpoint (0 completions or completion, 1 chat)
@@ -37,7 +37,7 @@
 #include <string>
 #include <string_view>
 
-#include "baton/server/openai.h"
+#include "baton/openai/openai.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // tool_calls_fuzz.cpp — libFuzzer target for the tool-call parser and its streaming form
-// (src/server/tool_calls.cpp).
+// (src/openai/tool_calls.cpp).
 //
 // Input layout: byte 0 selects the format (bits 0..1: generic, hermes, llama3, mistral) and the split
 // (bits 2..7: a seed for the piece lengths, see below); the rest is the model's output.
@@ -20,7 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "baton/server/tool_calls.h"
+#include "baton/openai/tool_calls.h"
 
 namespace {
 

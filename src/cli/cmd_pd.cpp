@@ -16,7 +16,7 @@
 
 #include "baton/engine.h"
 #include "baton/model.h"
-#include "baton/server/openai.h"
+#include "baton/openai/openai.h"
 #include "cli.h"
 
 namespace baton {

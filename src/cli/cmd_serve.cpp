@@ -17,7 +17,7 @@
 
 #include "baton/cluster/node_record.h"
 #include "baton/sampling.h"
-#include "baton/server/reasoning.h"
+#include "baton/openai/reasoning.h"
 #include "baton/server/server.h"
 #include "cli.h"
 #include "cli_test_seam.h"

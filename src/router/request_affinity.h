@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "baton/server/openai.h"
+#include "baton/openai/openai.h"
 
 namespace baton {
 

@@ -14,7 +14,7 @@
 #include "baton/blob.h"
 #include "baton/http/sse.h"
 #include "event_wait.h"
-#include "openai_response.h"
+#include "baton/openai/openai_response.h"
 #include "server_impl.h"
 
 namespace baton {

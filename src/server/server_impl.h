@@ -19,12 +19,12 @@
 #include "baton/engine.h"
 #include "baton/http/http_server.h"
 #include "baton/model.h"
-#include "baton/server/chat_format.h"
-#include "baton/server/openai.h"
+#include "baton/openai/chat_format.h"
+#include "baton/openai/openai.h"
 #include "baton/server/server.h"
 #include "event_wait.h"
 #include "metrics.h"
-#include "openai_response.h"
+#include "baton/openai/openai_response.h"
 
 namespace baton {
 

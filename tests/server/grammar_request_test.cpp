@@ -8,7 +8,7 @@
 
 #include "baton/blob.h"
 #include "baton/grammar_check.h"
-#include "baton/server/openai.h"
+#include "baton/openai/openai.h"
 #include "serve_test_util.h"
 
 namespace baton {

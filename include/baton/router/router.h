@@ -29,7 +29,7 @@
 
 #include "baton/cluster/etcd_client.h"
 #include "baton/http/http_server.h"
-#include "baton/server/openai.h"
+#include "baton/openai/openai.h"
 #include "baton/status.h"
 
 namespace baton {

@@ -24,8 +24,8 @@
 #include "baton/device.h"
 #include "baton/engine.h"
 #include "baton/http/http_server.h"
-#include "baton/server/chat_format.h"
-#include "baton/server/openai.h"
+#include "baton/openai/chat_format.h"
+#include "baton/openai/openai.h"
 #include "baton/status.h"
 
 namespace baton {

@@ -1,5 +1,5 @@
 // chat_format.cpp — choosing the chat template, rendering a chat and deciding its reasoning split.
-#include "baton/server/chat_format.h"
+#include "baton/openai/chat_format.h"
 
 #include <llama.h>
 
@@ -7,7 +7,7 @@
 #include <optional>
 #include <string_view>
 
-#include "baton/server/chat_template.h"
+#include "baton/openai/chat_template.h"
 
 namespace baton {
 

@@ -1,6 +1,6 @@
 // chat_template.cpp — chat_template on minja: the checks on client input, the polyfills, a render context
 // that cannot leak, the lock around minja, and minja's exceptions turned into Status (see chat_template.h).
-#include "baton/server/chat_template.h"
+#include "baton/openai/chat_template.h"
 
 #include <minja/minja.hpp>
 

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "baton/model.h"
-#include "baton/server/tool_calls.h"
+#include "baton/openai/tool_calls.h"
 #include "support/test_support.h"
 
 namespace baton::test {

@@ -4,7 +4,7 @@
 // the bytes not yet decided; what it decides leaves pending_ at once, so the work per piece is linear in the
 // piece plus the tag length, even over long runs of whitespace (pending_ws_ and searched_ remember what an
 // earlier step already scanned).
-#include "baton/server/reasoning.h"
+#include "baton/openai/reasoning.h"
 
 #include <algorithm>
 #include <array>

@@ -36,7 +36,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "baton/server/chat_message.h"
+#include "baton/openai/chat_message.h"
 #include "baton/status.h"
 #include "baton/text.h"
 

@@ -16,8 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "baton/server/chat_template.h"
-#include "server/test_templates.h"
+#include "baton/openai/chat_template.h"
+#include "openai/test_templates.h"
 
 namespace baton::test {
 namespace {

@@ -15,9 +15,9 @@
 #include <nlohmann/json.hpp>
 
 #include "baton/engine.h"
-#include "baton/server/openai.h"
-#include "baton/server/reasoning.h"
-#include "baton/server/tool_calls.h"
+#include "baton/openai/openai.h"
+#include "baton/openai/reasoning.h"
+#include "baton/openai/tool_calls.h"
 
 namespace baton {
 

@@ -17,9 +17,9 @@
 
 #include "baton/engine.h"
 #include "baton/sampling.h"
-#include "baton/server/chat_message.h"
-#include "baton/server/reasoning.h"
-#include "baton/server/tool_calls.h"
+#include "baton/openai/chat_message.h"
+#include "baton/openai/reasoning.h"
+#include "baton/openai/tool_calls.h"
 #include "baton/status.h"
 #include "baton/text.h"
 

@@ -1,5 +1,5 @@
 // openai_response.cpp — response JSON and SSE chunks (see openai_response.h).
-#include "openai_response.h"
+#include "baton/openai/openai_response.h"
 
 #include <atomic>
 #include <ctime>

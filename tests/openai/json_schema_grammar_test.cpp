@@ -20,8 +20,8 @@
 
 #include "baton/grammar_check.h"
 #include "baton/model.h"
-#include "baton/server/json_schema_grammar.h"
-#include "baton/server/tool_calls.h"
+#include "baton/openai/json_schema_grammar.h"
+#include "baton/openai/tool_calls.h"
 #include "support/test_support.h"
 
 namespace baton::test {

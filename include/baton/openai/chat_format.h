@@ -22,7 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "baton/server/openai.h"
+#include "baton/openai/openai.h"
 #include "baton/status.h"
 
 struct llama_model;

@@ -7,7 +7,7 @@
 // character) and expands every alternative reachable before the next character into its own parse stack,
 // so the converter tracks, for each $ref rule, the rules it can start with ("heads") and, at the end,
 // refuses cycles among them and positions with more than head_fanout_max alternatives.
-#include "baton/server/json_schema_grammar.h"
+#include "baton/openai/json_schema_grammar.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
 // openai.cpp — OpenAI request bodies <-> typed requests.
-#include "baton/server/openai.h"
+#include "baton/openai/openai.h"
 
 #include <llama.h>
 #include <nlohmann/json.hpp>
@@ -9,8 +9,8 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "baton/server/chat_template.h"
-#include "baton/server/json_schema_grammar.h"
+#include "baton/openai/chat_template.h"
+#include "baton/openai/json_schema_grammar.h"
 
 namespace baton {
 

@@ -9,7 +9,7 @@
 // complete value is handed to nlohmann's parser. A failed block resumes the search at the first byte that
 // broke its shape (or after it, for a complete but invalid one), so every byte is scanned a bounded number
 // of times and the work is linear in the output.
-#include "baton/server/tool_calls.h"
+#include "baton/openai/tool_calls.h"
 
 #include <algorithm>
 #include <array>
@@ -18,7 +18,7 @@
 #include <set>
 #include <utility>
 
-#include "baton/server/json_schema_grammar.h"
+#include "baton/openai/json_schema_grammar.h"
 #include "message_quote.h"
 
 namespace baton {

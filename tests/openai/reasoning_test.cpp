@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "baton/server/reasoning.h"
+#include "baton/openai/reasoning.h"
 
 namespace baton::test {
 namespace {
