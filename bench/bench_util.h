@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "baton/mkmodel.h"
+#include "baton/testmodel/mkmodel.h"
 
 namespace baton::bench {
 

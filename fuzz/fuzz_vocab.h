@@ -10,8 +10,8 @@
 #include <memory>
 #include <string>
 
-#include "baton/mkmodel.h"
 #include "baton/model.h"
+#include "baton/testmodel/mkmodel.h"
 
 namespace baton {
 

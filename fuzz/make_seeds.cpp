@@ -13,8 +13,8 @@
 
 #include "baton/blob.h"
 #include "baton/context.h"
-#include "baton/mkmodel.h"
 #include "baton/model.h"
+#include "baton/testmodel/mkmodel.h"
 #include "baton/text.h"
 
 namespace {

@@ -21,8 +21,8 @@
 #include <string_view>
 #include <vector>
 
-#include "baton/identity.h"
-#include "baton/status.h"
+#include "baton/base/identity.h"
+#include "baton/base/status.h"
 
 namespace baton {
 
@@ -189,15 +189,6 @@ struct blob_layout {
 
 // blob_walk never fails: it reports what it can delimit. Use blob_parse to decide validity.
 blob_layout blob_walk(std::span<const uint8_t> bytes);
-
-// blob_hex renders bytes as lowercase hex digits, two per byte.
-std::string blob_hex(std::span<const uint8_t> bytes);
-
-// blob_fingerprint_hex renders a model fingerprint as 32 lowercase hex digits.
-std::string blob_fingerprint_hex(const std::array<uint8_t, 16> & fp);
-
-// blob_kv_type_name names a ggml_type number ("f16", "q8_0"; "type#N" when unknown).
-std::string blob_kv_type_name(int32_t type);
 
 // blob_check_compatible says whether a parsed blob can be restored into a node with this identity and
 // context; the message names the first differing field and, for context fields, the flag to change.

@@ -10,9 +10,9 @@
 #include <memory>
 #include <string>
 
+#include "baton/base/identity.h"
+#include "baton/base/status.h"
 #include "baton/chunk_plan.h"
-#include "baton/identity.h"
-#include "baton/status.h"
 
 struct llama_context;
 

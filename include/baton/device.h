@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "baton/status.h"
+#include "baton/base/status.h"
 
 struct llama_model_params;
 struct ggml_backend_device;

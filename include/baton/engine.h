@@ -29,11 +29,11 @@
 #include <variant>
 #include <vector>
 
+#include "baton/base/status.h"
+#include "baton/base/thread_annotations.h"
 #include "baton/blob.h"
 #include "baton/context.h"
 #include "baton/sampling.h"
-#include "baton/status.h"
-#include "baton/thread_annotations.h"
 #include "baton/text.h"
 
 namespace baton {

@@ -10,9 +10,9 @@
 #include <variant>
 #include <vector>
 
+#include "baton/base/status.h"
 #include "baton/context.h"
 #include "baton/sampling.h"
-#include "baton/status.h"
 #include "baton/text.h"
 
 namespace baton {

@@ -34,7 +34,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "baton/status.h"
+#include "baton/base/status.h"
 
 namespace baton {
 

@@ -11,9 +11,9 @@
 #include <memory>
 #include <string>
 
+#include "baton/base/identity.h"
+#include "baton/base/status.h"
 #include "baton/device.h"
-#include "baton/identity.h"
-#include "baton/status.h"
 
 struct llama_model;
 struct llama_vocab;

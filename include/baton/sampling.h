@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "baton/base/status.h"
 #include "baton/grammar_check.h"
-#include "baton/status.h"
 
 struct llama_sampler;
 struct llama_vocab;

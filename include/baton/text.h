@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "baton/status.h"
+#include "baton/base/status.h"
 
 struct llama_vocab;
 struct llama_model;

@@ -3,8 +3,6 @@
 // libllama's state reader checks little on its own (measured on 0.7.0: it accepts a state from a same-shaped
 // but different model), so every field it depends on is compared here, before a slot is touched. The first
 // difference wins; context differences name the node flag that fixes them.
-#include <ggml.h>
-
 #include <algorithm>
 
 #include "baton/blob.h"
@@ -18,24 +16,6 @@ const char * on_off(bool b) { return b ? "on" : "off"; }
 
 }  // namespace
 
-std::string blob_kv_type_name(int32_t type) {
-    if (type < 0 || type >= GGML_TYPE_COUNT) return "type#" + std::to_string(type);
-    const char * n = ggml_type_name(ggml_type(type));
-    return n ? n : "type#" + std::to_string(type);
-}
-
-std::string blob_hex(std::span<const uint8_t> bytes) {
-    static const char * digits = "0123456789abcdef";
-    std::string s;
-    for (uint8_t b : bytes) {
-        s += digits[b >> 4];
-        s += digits[b & 15];
-    }
-    return s;
-}
-
-std::string blob_fingerprint_hex(const std::array<uint8_t, 16> & fp) { return blob_hex(fp); }
-
 Status blob_check_compatible(const blob_view & blob, const model_identity & node, const kv_layout & node_ctx) {
     const model_identity & id = blob.identity;
     const std::string bn = " (blob vs node)";
@@ -47,19 +27,22 @@ Status blob_check_compatible(const blob_view & blob, const model_identity & node
     if (id.n_vocab != node.n_vocab)
         return incompatible("n_vocab " + std::to_string(id.n_vocab) + " vs " + std::to_string(node.n_vocab) + bn);
     if (id.fingerprint != node.fingerprint)
-        return incompatible("model fingerprint differs: blob " + blob_fingerprint_hex(id.fingerprint) + " vs node " +
-                            blob_fingerprint_hex(node.fingerprint) + " (the blob was made with a different model file)");
+        return incompatible("model fingerprint differs: blob " + identity_fingerprint_hex(id.fingerprint) +
+                            " vs node " + identity_fingerprint_hex(node.fingerprint) +
+                            " (the blob was made with a different model file)");
     if (id.llama_version != node.llama_version)
         return incompatible("llama_version " + id.llama_version + " vs " + node.llama_version + bn +
                             ": libllama's state layout may differ between versions");
 
     const kv_layout & c = blob.context;
     if (c.type_k != node_ctx.type_k)
-        return incompatible("type_k " + blob_kv_type_name(c.type_k) + " vs " + blob_kv_type_name(node_ctx.type_k) + bn +
-                            ": restart the node with -ctk " + blob_kv_type_name(c.type_k));
+        return incompatible("type_k " + identity_kv_type_name(c.type_k) + " vs " +
+                            identity_kv_type_name(node_ctx.type_k) + bn + ": restart the node with -ctk " +
+                            identity_kv_type_name(c.type_k));
     if (c.type_v != node_ctx.type_v)
-        return incompatible("type_v " + blob_kv_type_name(c.type_v) + " vs " + blob_kv_type_name(node_ctx.type_v) + bn +
-                            ": restart the node with -ctv " + blob_kv_type_name(c.type_v));
+        return incompatible("type_v " + identity_kv_type_name(c.type_v) + " vs " +
+                            identity_kv_type_name(node_ctx.type_v) + bn + ": restart the node with -ctv " +
+                            identity_kv_type_name(c.type_v));
     if (c.flash_attn != node_ctx.flash_attn)
         return incompatible(std::string("flash_attn ") + on_off(c.flash_attn) + " vs " + on_off(node_ctx.flash_attn) +
                             bn + ": the V cache layout differs; restart the node with -fa " + on_off(c.flash_attn));

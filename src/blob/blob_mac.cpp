@@ -138,6 +138,6 @@ int blob_key::find(const key_id & id) const {
     return -1;
 }
 
-std::string blob_key_id_hex(const blob_key::key_id & id) { return blob_hex(id); }
+std::string blob_key_id_hex(const blob_key::key_id & id) { return hex_encode(id); }
 
 }  // namespace baton

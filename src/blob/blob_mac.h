@@ -15,8 +15,8 @@
 #include <span>
 #include <string_view>
 
+#include "baton/base/status.h"
 #include "baton/blob.h"
-#include "baton/status.h"
 
 namespace baton {
 

@@ -4,8 +4,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "baton/base/buffer_pool.h"
 #include "baton/blob.h"
-#include "baton/buffer_pool.h"
 
 namespace baton {
 

@@ -84,11 +84,11 @@ void print_view(const blob_view & v) {
     const auto & id = v.identity;
     std::printf("identity:        arch %s, n_layer %u, n_embd %u, n_vocab %u, libllama %s\n", id.arch.c_str(), id.n_layer,
                 id.n_embd, id.n_vocab, id.llama_version.c_str());
-    std::printf("fingerprint:     %s\n", blob_fingerprint_hex(id.fingerprint).c_str());
+    std::printf("fingerprint:     %s\n", identity_fingerprint_hex(id.fingerprint).c_str());
     const auto & c = v.context;
     std::printf("context:         type_k %s, type_v %s, flash_attn %s, kv_unified %s, n_seq_max %u, n_ctx %u\n",
-                blob_kv_type_name(c.type_k).c_str(), blob_kv_type_name(c.type_v).c_str(), c.flash_attn ? "on" : "off",
-                c.kv_unified ? "on" : "off", c.n_seq_max, c.n_ctx);
+                identity_kv_type_name(c.type_k).c_str(), identity_kv_type_name(c.type_v).c_str(),
+                c.flash_attn ? "on" : "off", c.kv_unified ? "on" : "off", c.n_seq_max, c.n_ctx);
     std::printf("tokens:          %zu [", v.tokens.size());
     const size_t shown = std::min<size_t>(v.tokens.size(), 16);
     for (size_t i = 0; i < shown; ++i) std::printf("%s%d", i ? " " : "", v.tokens[i]);

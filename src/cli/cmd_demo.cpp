@@ -12,7 +12,8 @@
 #include <thread>
 
 #include "baton/cli/child_process.h"
-#include "baton/mkmodel.h"
+#include "baton/pd/pd_protocol.h"
+#include "baton/testmodel/mkmodel.h"
 #include "cli.h"
 
 namespace baton {
@@ -132,7 +133,7 @@ int run_demo(demo_options o) {
     req.body = body.dump();
     req.set_header("Content-Type", "application/json");
     req.response_handler = [&](const httplib::Response & r) {
-        route = r.get_header_value("X-Baton-Route");
+        route = r.get_header_value(std::string(pd_header_route));
         return r.status == 200;
     };
     req.content_receiver = [&](const char * d, size_t n, uint64_t, uint64_t) {

@@ -3,7 +3,7 @@
 
 #include <cstdio>
 
-#include "baton/mkmodel.h"
+#include "baton/testmodel/mkmodel.h"
 #include "cli.h"
 
 namespace baton {

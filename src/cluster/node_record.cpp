@@ -3,8 +3,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "baton/blob.h"
-
 namespace baton {
 
 using json = nlohmann::json;
@@ -13,10 +11,10 @@ namespace {
 
 Status bad(const std::string & m) { return Status(status_code::invalid_argument, "node record: " + m); }
 
-// A ggml type number from its name ("f16"), through the one name table (blob_kv_type_name).
+// A ggml type number from its name ("f16"), through the one name table (identity_kv_type_name).
 bool kv_type_from_name(const std::string & name, int32_t & out) {
     for (int32_t t = 0; t < 64; ++t) {
-        if (blob_kv_type_name(t) == name) {
+        if (identity_kv_type_name(t) == name) {
             out = t;
             return true;
         }
@@ -123,11 +121,12 @@ std::string node_record_json(const node_record & r) {
         {"version", k_node_record_version},
         {"role", node_role_name(r.role)},
         {"url", r.url},
-        {"model", {{"id", r.model_id}, {"alias", r.model_alias}, {"fingerprint", blob_fingerprint_hex(r.fingerprint)}}},
+        {"model",
+         {{"id", r.model_id}, {"alias", r.model_alias}, {"fingerprint", identity_fingerprint_hex(r.fingerprint)}}},
         {"kv",
          {{"n_ctx", r.kv.n_ctx},
-          {"type_k", blob_kv_type_name(r.kv.type_k)},
-          {"type_v", blob_kv_type_name(r.kv.type_v)},
+          {"type_k", identity_kv_type_name(r.kv.type_k)},
+          {"type_v", identity_kv_type_name(r.kv.type_v)},
           {"flash_attn", r.kv.flash_attn},
           {"kv_unified", r.kv.kv_unified},
           {"n_seq_max", r.kv.n_seq_max}}},
@@ -150,8 +149,8 @@ Result<node_record> node_record_parse(std::string_view text) {
 }
 
 std::string node_record_group(const node_record & r) {
-    std::string g = blob_fingerprint_hex(r.fingerprint) + "/" + blob_kv_type_name(r.kv.type_k) + "/" +
-                    blob_kv_type_name(r.kv.type_v) + (r.kv.flash_attn ? "/fa" : "/nofa") +
+    std::string g = identity_fingerprint_hex(r.fingerprint) + "/" + identity_kv_type_name(r.kv.type_k) + "/" +
+                    identity_kv_type_name(r.kv.type_v) + (r.kv.flash_attn ? "/fa" : "/nofa") +
                     (r.kv.kv_unified ? "/unified" : "/split" + std::to_string(r.kv.n_seq_max));
     return g;
 }

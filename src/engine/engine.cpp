@@ -3,7 +3,7 @@
 
 #include <llama.h>
 
-#include "baton/buffer_pool.h"
+#include "baton/base/buffer_pool.h"
 #include "engine_impl.h"
 #include "engine_test_seam.h"
 #include "state_probe.h"

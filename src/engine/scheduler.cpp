@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "baton/buffer_pool.h"
+#include "baton/base/buffer_pool.h"
 #include "engine_impl.h"
 #include "engine_test_seam.h"
 

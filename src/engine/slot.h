@@ -18,11 +18,11 @@
 #include <string>
 #include <vector>
 
+#include "baton/base/status.h"
 #include "baton/blob.h"
 #include "baton/chunk_plan.h"
 #include "baton/engine.h"
 #include "baton/state_payload.h"
-#include "baton/status.h"
 #include "baton/text.h"
 
 struct llama_context;

@@ -4,9 +4,9 @@
 // Thread-safety: call before the scheduler thread starts (it uses the context).
 #pragma once
 
+#include "baton/base/status.h"
 #include "baton/model.h"
 #include "baton/state_payload.h"
-#include "baton/status.h"
 
 struct llama_context;
 

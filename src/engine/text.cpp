@@ -20,7 +20,7 @@
 #include <cstring>
 #include <memory>
 
-#include "baton/thread_annotations.h"
+#include "baton/base/thread_annotations.h"
 #include "text_specials.h"
 
 namespace baton {

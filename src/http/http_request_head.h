@@ -16,10 +16,10 @@
 #include <cstdint>
 #include <string_view>
 
+#include "baton/base/status.h"
 #include "baton/http/http_message.h"
 #include "baton/http/http_server.h"
 #include "baton/http/net.h"
-#include "baton/status.h"
 
 namespace baton {
 

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "baton/buffer_pool.h"
+#include "baton/base/buffer_pool.h"
 #include "http_request_head.h"
 
 namespace baton {

@@ -12,7 +12,7 @@
 #include <sstream>
 #include <utility>
 
-#include "baton/thread_annotations.h"
+#include "baton/base/thread_annotations.h"
 
 namespace baton {
 

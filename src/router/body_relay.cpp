@@ -1,7 +1,7 @@
 // body_relay.cpp — see body_relay.h.
 #include "body_relay.h"
 
-#include "baton/buffer_pool.h"
+#include "baton/base/buffer_pool.h"
 
 namespace baton {
 

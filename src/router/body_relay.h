@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "baton/base/status.h"
 #include "baton/http/async_notify.h"
-#include "baton/status.h"
 
 namespace baton {
 

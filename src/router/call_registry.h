@@ -23,9 +23,9 @@
 #include <mutex>
 #include <utility>
 
+#include "baton/base/status.h"
+#include "baton/base/thread_annotations.h"
 #include "baton/http/net.h"
-#include "baton/status.h"
-#include "baton/thread_annotations.h"
 
 namespace baton {
 

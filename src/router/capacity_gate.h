@@ -12,8 +12,8 @@
 #include <memory>
 #include <mutex>
 
+#include "baton/base/thread_annotations.h"
 #include "baton/http/async_notify.h"
-#include "baton/thread_annotations.h"
 
 namespace baton {
 

@@ -15,7 +15,7 @@
 
 #include <cstdint>
 
-#include "baton/status.h"
+#include "baton/base/status.h"
 
 namespace baton {
 

@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "baton/base/thread_annotations.h"
 #include "baton/http/http_client.h"
-#include "baton/thread_annotations.h"
 
 namespace baton {
 

@@ -17,6 +17,7 @@
 #include <thread>
 #include <tuple>
 
+#include "baton/base/thread_annotations.h"
 #include "baton/blob.h"
 #include "baton/cluster/cluster_watch.h"
 #include "baton/http/http_client.h"
@@ -25,7 +26,7 @@
 #include "baton/model.h"
 #include "baton/openai/chat_format.h"
 #include "baton/openai/openai.h"
-#include "baton/thread_annotations.h"
+#include "baton/pd/pd_protocol.h"
 #include "body_relay.h"
 #include "call_registry.h"
 #include "capacity_gate.h"
@@ -284,7 +285,8 @@ net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpo
             // only to a node of the prefill node's group (one that can restore it).
             const node_filter model_only = ctx.filter;
             ctx.filter.group = prefill.group(blob->node);
-            relay_result r = co_await relay(ex, ctx, "/v1/decode", "", "application/octet-stream", blob->blob);
+            relay_result r =
+                co_await relay(ex, ctx, std::string(pd_path_decode), "", "application/octet-stream", blob->blob);
             ctx.filter = model_only;
             co_await prefill_done(ctx, blob.value());
             if (r.outcome == relay_outcome::done) co_return;
@@ -367,7 +369,7 @@ net::awaitable<Result<prefill_stream>> router_impl::prefill_hop(http_exchange & 
         }
         // (No co_await inside ?: — GCC miscompiles it.)
         Status st = conn.status();
-        if (st.ok()) st = co_await call->send("POST", "/v1/prefill", node_headers(), "application/json", body);
+        if (st.ok()) st = co_await call->send("POST", pd_path_prefill, node_headers(), "application/json", body);
         Result<http_response_head> head(st);
         if (st.ok()) head = co_await call->read_head();
         if (!head.ok()) {
@@ -377,12 +379,16 @@ net::awaitable<Result<prefill_stream>> router_impl::prefill_hop(http_exchange & 
             if (router_call_action({fault, false, ctx.req.stream}) == call_action::next_node) continue;
             co_return last;
         }
-        if (head->status == 200) {
+        const pd_answer answer = pd_classify_node_answer(pd_hop::prefill, head->status,
+                                                         !http_header_find(head->headers, pd_header_draining).empty());
+        if (answer == pd_answer::ok) {
             if (!head->content_length || *head->content_length > cfg.max_blob_bytes) {
                 // A blob without a length, or over --max-blob-mb: refused at its headers, nothing buffered.
                 metrics.node_outcome(url.text, "blob_too_large");
-                last = Status(status_code::upstream_error, url.text + "/v1/prefill answered a blob without a Content-Length or over " +
-                                                               std::to_string(cfg.max_blob_bytes >> 20) + " MiB (--max-blob-mb)");
+                last = Status(status_code::upstream_error, url.text + std::string(pd_path_prefill) +
+                                                               " answered a blob without a Content-Length or over " +
+                                                               std::to_string(cfg.max_blob_bytes >> 20) +
+                                                               " MiB (--max-blob-mb)");
                 continue;
             }
             prefill_stream p;
@@ -400,18 +406,19 @@ net::awaitable<Result<prefill_stream>> router_impl::prefill_hop(http_exchange & 
             co_return p;
         }
         auto err = co_await call->read_all(1 << 20);
-        if (head->status == 503 && !http_header_find(head->headers, "X-Baton-Draining").empty()) {
+        if (answer == pd_answer::draining) {
             prefill.mark_draining(i);  // it leaves the cluster: not selected again until it rejoins
             metrics.node_outcome(url.text, "draining");
             last = Status(status_code::unavailable, url.text + " is draining");
             continue;
         }
-        if (head->status == 400) {  // the client's fault: no other node will accept it either
+        if (answer == pd_answer::client_error) {  // no other node will accept it either
             metrics.node_outcome(url.text, "bad_request");
             co_return Status(status_code::invalid_argument, "prefill node rejected the request: " + (err.ok() ? err.value() : ""));
         }
         metrics.node_outcome(url.text, "http_" + std::to_string(head->status));
-        last = Status(status_code::upstream_error, url.text + "/v1/prefill answered " + std::to_string(head->status));
+        last = Status(status_code::upstream_error,
+                      url.text + std::string(pd_path_prefill) + " answered " + std::to_string(head->status));
     }
 }
 
@@ -437,7 +444,8 @@ net::awaitable<void> router_impl::prefill_done(route_ctx & ctx, prefill_stream &
 
 // send_relayed sends the blob as the request body, each byte as soon as it has arrived.
 net::awaitable<Status> router_impl::send_relayed(http_upstream & up, body_relay & blob, const route_ctx & ctx) {
-    Status st = co_await up.send_head("POST", "/v1/decode", node_headers(), "application/octet-stream", blob.length());
+    Status st =
+        co_await up.send_head("POST", pd_path_decode, node_headers(), "application/octet-stream", blob.length());
     if (!st.ok()) co_return st;
     auto n = async_notify::make(co_await net::this_coro::executor);
     blob.set_reader(n);
@@ -494,17 +502,21 @@ net::awaitable<relay_result> router_impl::relay(http_exchange & ex, route_ctx & 
         }
         http_upstream & up = *conn.value();
         const int code = head->status;
-        if (code == 422 && path == "/v1/decode") {
+        // A forwarded request (path != /v1/decode) carries no blob, so a 422 there is the node's answer.
+        pd_answer answer =
+            pd_classify_node_answer(pd_hop::decode, code, !http_header_find(head->headers, pd_header_draining).empty());
+        if (answer == pd_answer::blob_rejected && path != pd_path_decode) answer = pd_answer::node_error;
+        if (answer == pd_answer::blob_rejected) {
             metrics.node_outcome(url.text, "blob_rejected");
             co_return relay_result{relay_outcome::blob_rejected, {}};
         }
-        if (code == 503 && !http_header_find(head->headers, "X-Baton-Draining").empty()) {
+        if (answer == pd_answer::draining) {
             decode.mark_draining(i);  // it leaves the cluster: not selected again until it rejoins
             metrics.node_outcome(url.text, "draining");
             last = Status(status_code::unavailable, "every decode node is busy or draining");
             continue;
         }
-        if (code == 503) {  // no free slot there: try another node
+        if (answer == pd_answer::busy) {  // no free slot there: try another node
             metrics.node_outcome(url.text, "busy");
             last = Status(status_code::unavailable, "every decode node is busy");
             continue;
@@ -531,7 +543,7 @@ net::awaitable<relay_result> router_impl::relay(http_exchange & ex, route_ctx & 
         res.status = code;
         res.content_type = head->content_type.empty() ? "application/json" : head->content_type;
         res.body = std::move(all.value());
-        res.headers = {{"X-Baton-Route", ctx.route}, {"X-Baton-Decode-Node", url.text}};
+        res.headers = {{std::string(pd_header_route), ctx.route}, {std::string(pd_header_decode_node), url.text}};
         co_await ex.respond(std::move(res));
         co_return relay_result{relay_outcome::done, {}};
     }
@@ -571,10 +583,11 @@ net::awaitable<std::optional<Status>> router_impl::stream_to_client(http_exchang
         }
         if (!begun) {
             begun = true;
-            if (!co_await ex.begin(
-                    200, head.content_type.empty() ? "text/event-stream" : head.content_type,
-                    {{"X-Baton-Route", ctx.route}, {"X-Baton-Decode-Node", url}, {"Cache-Control", "no-cache"}},
-                    std::nullopt)) {
+            if (!co_await ex.begin(200, head.content_type.empty() ? "text/event-stream" : head.content_type,
+                                   {{std::string(pd_header_route), ctx.route},
+                                    {std::string(pd_header_decode_node), url},
+                                    {"Cache-Control", "no-cache"}},
+                                   std::nullopt)) {
                 up.close();
                 co_return std::nullopt;
             }
@@ -735,7 +748,7 @@ std::string router_impl::cluster_models_json() const {
             if (r.draining) continue;
             model_info & m = models[r.model_id];
             if (!r.model_alias.empty()) m.aliases.insert(r.model_alias);
-            m.fingerprint = blob_fingerprint_hex(r.fingerprint);
+            m.fingerprint = identity_fingerprint_hex(r.fingerprint);
             if (r.role != node_role::decode) ++m.prefill;
             if (r.role != node_role::prefill) ++m.decode;
         }

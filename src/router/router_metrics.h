@@ -9,8 +9,8 @@
 #include <mutex>
 #include <string>
 
+#include "baton/base/thread_annotations.h"
 #include "baton/http/metrics_text.h"
-#include "baton/thread_annotations.h"
 
 namespace baton {
 

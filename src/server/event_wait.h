@@ -13,10 +13,10 @@
 #include <functional>
 #include <vector>
 
+#include "baton/base/status.h"
 #include "baton/engine.h"
 #include "baton/http/async_notify.h"
 #include "baton/http/http_server.h"
-#include "baton/status.h"
 
 namespace baton {
 

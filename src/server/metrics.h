@@ -13,9 +13,9 @@
 #include <string>
 #include <utility>
 
+#include "baton/base/thread_annotations.h"
 #include "baton/engine.h"
 #include "baton/http/metrics_text.h"
-#include "baton/thread_annotations.h"
 
 namespace baton {
 

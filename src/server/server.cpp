@@ -1,5 +1,6 @@
 // server.cpp — the node's lifecycle, routes and shared request helpers (auth and body caps are the edge's).
 #include "baton/server/server.h"
+#include "baton/pd/pd_protocol.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -7,7 +8,7 @@
 
 #include <llama.h>
 
-#include "baton/buffer_pool.h"
+#include "baton/base/buffer_pool.h"
 #include "server_impl.h"
 #include "server_test_seam.h"
 
@@ -92,7 +93,7 @@ net::awaitable<void> server_impl::send_blob(http_exchange & ex, std::vector<uint
 
 net::awaitable<void> server_impl::respond_not_serving(http_exchange & ex, const Status & st) {
     http_response r = http_error_response(st);
-    if (stopping.load()) r.headers.emplace_back("X-Baton-Draining", "1");
+    if (stopping.load()) r.headers.emplace_back(std::string(pd_header_draining), "1");
     co_await ex.respond(std::move(r));
 }
 
@@ -159,11 +160,11 @@ void server_impl::install_routes() {
     };
     add("POST", "/slots/{id}", closed(json_body), true, &server_impl::on_slot_action);
     add("GET", "/v1/slots", none, true, &server_impl::on_slots);
-    add("GET", "/v1/slots/{id}/state", closed(none), true, &server_impl::on_state_get);
-    add("DELETE", "/v1/slots/{id}/state", closed(none), true, &server_impl::on_state_delete);
-    add("PUT", "/v1/slots/{id}/state", closed(blob_body), true, &server_impl::on_state_put);
-    add("POST", "/v1/decode", closed(blob_body), true, &server_impl::on_decode);
-    add("POST", "/v1/prefill", closed(json_body), true, &server_impl::on_prefill);
+    add("GET", pd_path_slot_state.data(), closed(none), true, &server_impl::on_state_get);
+    add("DELETE", pd_path_slot_state.data(), closed(none), true, &server_impl::on_state_delete);
+    add("PUT", pd_path_slot_state.data(), closed(blob_body), true, &server_impl::on_state_put);
+    add("POST", pd_path_decode.data(), closed(blob_body), true, &server_impl::on_decode);
+    add("POST", pd_path_prefill.data(), closed(json_body), true, &server_impl::on_prefill);
     add("POST", "/admin/drain", closed(none), false, &server_impl::on_admin_drain);
     // The OpenAI routes, and llama-server's unprefixed aliases of them.
     for (const char * path : {"/v1/completions", "/completions"}) {

@@ -13,8 +13,9 @@
 
 #include "baton/blob.h"
 #include "baton/http/sse.h"
-#include "event_wait.h"
 #include "baton/openai/openai_response.h"
+#include "baton/pd/pd_protocol.h"
+#include "event_wait.h"
 #include "server_impl.h"
 
 namespace baton {
@@ -164,7 +165,7 @@ net::awaitable<void> server_impl::respond_generation(http_exchange & ex, engine_
     if (const auto * d = std::get_if<task_decode>(&task)) req = &d->req;
     const uint32_t n_prompt = req ? uint32_t(req->prompt.size()) : 0;
     openai_response_meta meta = openai_response_meta_make(
-        oreq.endpoint, model_name, "fp_" + blob_fingerprint_hex(model->identity().fingerprint).substr(0, 12));
+        oreq.endpoint, model_name, "fp_" + identity_fingerprint_hex(model->identity().fingerprint).substr(0, 12));
     meta.return_tokens = oreq.return_tokens;
     meta.logprobs = oreq.n_probs >= 0;
     if (oreq.endpoint == openai_endpoint::completion) {
@@ -361,7 +362,7 @@ net::awaitable<void> server_impl::on_openai(http_exchange & ex, openai_endpoint 
 }
 
 net::awaitable<void> server_impl::on_prefill(http_exchange & ex) {
-    Status st = check_role(cfg.role != node_role::decode, "/v1/prefill");
+    Status st = check_role(cfg.role != node_role::decode, pd_path_prefill.data());
     if (!st.ok()) co_return (void) co_await ex.respond_error(st);
     // The blob embeds the request as this node resolved it: its defaults filled in, a chat rendered and
     // tokenized, so the decode node needs neither the defaults nor the template.
@@ -376,12 +377,12 @@ net::awaitable<void> server_impl::on_prefill(http_exchange & ex) {
     auto done = co_await run_to_done(ex, task_prefill{std::move(gen.value())});
     if (!done.ok()) co_return (void) co_await ex.respond_error(done.status());
     co_await send_blob(ex, std::move(done->blob),
-                       {{"X-Baton-Prompt-Tokens", std::to_string(done->usage.prompt_tokens)},
-                        {"X-Baton-Cached-Tokens", std::to_string(done->usage.cached_tokens)}});
+                       {{std::string(pd_header_prompt_tokens), std::to_string(done->usage.prompt_tokens)},
+                        {std::string(pd_header_cached_tokens), std::to_string(done->usage.cached_tokens)}});
 }
 
 net::awaitable<void> server_impl::on_decode(http_exchange & ex) {
-    Status st = check_role(cfg.role != node_role::prefill, "/v1/decode");
+    Status st = check_role(cfg.role != node_role::prefill, pd_path_decode.data());
     if (!st.ok()) co_return (void) co_await ex.respond_error(st);
     auto blob = co_await blob_parse_edge(std::move(ex.request().body));
     if (!blob.ok()) co_return (void) co_await ex.respond_error(blob.status());

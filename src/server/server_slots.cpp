@@ -102,7 +102,7 @@ net::awaitable<void> server_impl::on_models(http_exchange & ex) {
     const model_identity & id = model->identity();
     const kv_layout c = eng->layout();
     json meta = {{"arch", id.arch},
-                 {"fingerprint", blob_fingerprint_hex(id.fingerprint)},
+                 {"fingerprint", identity_fingerprint_hex(id.fingerprint)},
                  {"llama_version", id.llama_version},
                  {"n_vocab", id.n_vocab},
                  {"n_ctx", c.n_ctx},

@@ -34,7 +34,7 @@ import openai
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import openai_client_test as base  # noqa: E402  (the process helpers)
 
-# A Hermes-style chat template that shows tools (shared with tests/server/serve_structured_test.cpp).
+# A Hermes-style chat template that shows tools (shared with tests/e2e/serve_structured_test.cpp).
 HERMES_TEMPLATE_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hermes_tools.jinja")
 
 SCHEMAS = {
@@ -234,7 +234,7 @@ class RouterPD(unittest.TestCase):
                 continue
             # The same tokens; the numbers to 1e-4: the single node has served other requests, and where a
             # sequence sits in the KV cache changes the last bits of its logits (bit-equality needs nodes in
-            # the same state: tests/server/serve_structured_test.cpp).
+            # the same state: tests/e2e/serve_structured_test.cpp).
             self.assertEqual([(t, [x for x, _ in top]) for t, _, top in la], [(t, [x for x, _ in top]) for t, _, top in lb])
             for (_, pa, ta), (_, pb, tb) in zip(la, lb):
                 self.assertAlmostEqual(pa, pb, delta=1e-4)

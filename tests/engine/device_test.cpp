@@ -1,5 +1,5 @@
 // device_test.cpp — llama-server's placement and KV flags: parsing, checks before anything is loaded, and
-// the placement a load reports. (The Vulkan device itself: cross_device_test.cpp and tests/cli/pd_grid_test.cpp.)
+// the placement a load reports. (The Vulkan device itself: cross_device_test.cpp and tests/e2e/pd_grid_test.cpp.)
 #include <ggml.h>
 #include <gtest/gtest.h>
 

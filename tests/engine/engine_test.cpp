@@ -3,7 +3,7 @@
 // concurrency. Runs on every test architecture.
 #include <llama.h>
 
-#include "baton/mkmodel.h"
+#include "baton/testmodel/mkmodel.h"
 #include "engine_fixture.h"
 
 namespace baton {

@@ -19,8 +19,8 @@
 #include <set>
 
 #include "baton/generate.h"
-#include "baton/mkmodel.h"
 #include "baton/model.h"
+#include "baton/testmodel/mkmodel.h"
 #include "baton/text.h"
 #include "support/test_support.h"
 

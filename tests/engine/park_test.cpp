@@ -1,6 +1,6 @@
 // park_test.cpp — idle slots parked in host memory while another slot works (unified KV), and brought
 // back through the restore routine when a prompt reuses them. Runs on every test architecture.
-#include "baton/mkmodel.h"
+#include "baton/testmodel/mkmodel.h"
 #include "engine_fixture.h"
 
 namespace baton {

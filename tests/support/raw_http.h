@@ -1,4 +1,4 @@
-// raw_http.h — a byte-level HTTP/1.1 client for end-to-end tests of the HTTP edge (tests/edge).
+// raw_http.h — a byte-level HTTP/1.1 client for end-to-end tests of the HTTP edge (tests/e2e/edge_e2e_test.cpp).
 //
 // httplib (node_process::client) always sends well-formed requests one at a time and hides what the
 // server did with the connection. These helpers send exactly the bytes a test gives them — pipelined,

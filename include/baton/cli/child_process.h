@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "baton/status.h"
+#include "baton/base/status.h"
 
 namespace baton {
 

@@ -18,9 +18,9 @@
 #include <string_view>
 #include <vector>
 
+#include "baton/base/status.h"
 #include "baton/http/http_client.h"
 #include "baton/http/net.h"
-#include "baton/status.h"
 
 namespace baton {
 

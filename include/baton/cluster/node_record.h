@@ -12,8 +12,8 @@
 #include <string>
 #include <string_view>
 
-#include "baton/identity.h"
-#include "baton/status.h"
+#include "baton/base/identity.h"
+#include "baton/base/status.h"
 
 namespace baton {
 

@@ -16,9 +16,9 @@
 #include <string>
 #include <string_view>
 
+#include "baton/base/status.h"
 #include "baton/http/http_message.h"
 #include "baton/http/net.h"
-#include "baton/status.h"
 
 namespace baton {
 

@@ -13,8 +13,8 @@
 
 #include <string>
 
+#include "baton/base/status.h"
 #include "baton/http/http_message.h"
-#include "baton/status.h"
 
 namespace baton {
 

@@ -42,14 +42,14 @@
 #include <thread>
 #include <vector>
 
+#include "baton/base/status.h"
+#include "baton/base/thread_annotations.h"
 #include "baton/http/async_notify.h"
 #include "baton/http/http_body_budget.h"
 #include "baton/http/http_errors.h"
 #include "baton/http/http_message.h"
 #include "baton/http/metrics_text.h"
 #include "baton/http/net.h"
-#include "baton/status.h"
-#include "baton/thread_annotations.h"
 
 namespace baton {
 

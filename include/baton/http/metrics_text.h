@@ -16,7 +16,7 @@
 #include <string_view>
 #include <tuple>
 
-#include "baton/thread_annotations.h"
+#include "baton/base/thread_annotations.h"
 
 namespace baton {
 

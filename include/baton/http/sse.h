@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "baton/status.h"
+#include "baton/base/status.h"
 
 namespace baton {
 

@@ -22,8 +22,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "baton/base/status.h"
 #include "baton/openai/openai.h"
-#include "baton/status.h"
 
 struct llama_model;
 struct llama_vocab;

@@ -36,8 +36,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "baton/base/status.h"
 #include "baton/openai/chat_message.h"
-#include "baton/status.h"
 #include "baton/text.h"
 
 namespace baton {

@@ -52,8 +52,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "baton/base/status.h"
 #include "baton/sampling.h"
-#include "baton/status.h"
 
 namespace baton {
 

@@ -15,12 +15,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "baton/base/status.h"
 #include "baton/engine.h"
-#include "baton/sampling.h"
 #include "baton/openai/chat_message.h"
 #include "baton/openai/reasoning.h"
 #include "baton/openai/tool_calls.h"
-#include "baton/status.h"
+#include "baton/sampling.h"
 #include "baton/text.h"
 
 struct llama_vocab;

@@ -34,7 +34,7 @@
 #include <string>
 #include <string_view>
 
-#include "baton/status.h"
+#include "baton/base/status.h"
 
 namespace baton {
 

@@ -52,7 +52,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "baton/status.h"
+#include "baton/base/status.h"
 
 namespace baton {
 

@@ -27,10 +27,10 @@
 #include <string>
 #include <vector>
 
+#include "baton/base/status.h"
 #include "baton/cluster/etcd_client.h"
 #include "baton/http/http_server.h"
 #include "baton/openai/openai.h"
-#include "baton/status.h"
 
 namespace baton {
 

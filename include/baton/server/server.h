@@ -19,6 +19,7 @@
 #include <string>
 #include <string_view>
 
+#include "baton/base/status.h"
 #include "baton/cluster/etcd_client.h"
 #include "baton/cluster/node_record.h"
 #include "baton/device.h"
@@ -26,7 +27,6 @@
 #include "baton/http/http_server.h"
 #include "baton/openai/chat_format.h"
 #include "baton/openai/openai.h"
-#include "baton/status.h"
 
 namespace baton {
 

@@ -1,0 +1,46 @@
+// pd_protocol.h — the router <-> node protocol of prefill/decode disaggregation, defined once: the paths a
+// router calls on a node, the X-Baton-* headers either side writes, and what a node's answer means to the
+// router (pd_classify_node_answer, a pure function its unit test tables). Node (server), router and the
+// CLI's demo use these names; none spells a path or header itself. docs/router.md describes the protocol.
+// Thread-safety: constants and pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace baton {
+
+// Paths a router calls on a node.
+inline constexpr std::string_view pd_path_prefill = "/v1/prefill";  // POST the client's request -> a state blob
+inline constexpr std::string_view pd_path_decode = "/v1/decode";    // POST a state blob -> the client's answer
+inline constexpr std::string_view pd_path_slot_state = "/v1/slots/{id}/state";  // GET/PUT/DELETE a slot's state
+
+// Headers.
+inline constexpr std::string_view pd_header_draining = "X-Baton-Draining";  // node -> router on a 503: leaving
+inline constexpr std::string_view pd_header_prompt_tokens = "X-Baton-Prompt-Tokens";  // prefill answer: prompt
+inline constexpr std::string_view pd_header_cached_tokens = "X-Baton-Cached-Tokens";  // prefill answer: reused
+inline constexpr std::string_view pd_header_route = "X-Baton-Route";  // router -> client: "pd", "local", ...
+inline constexpr std::string_view pd_header_decode_node = "X-Baton-Decode-Node";  // router -> client: which node
+
+// pd_hop: which call of the PD flow a node answered.
+enum class pd_hop : uint8_t {
+    prefill,  // POST /v1/prefill
+    decode,   // POST /v1/decode (or a forwarded request on a decode node)
+};
+
+// pd_answer: what the router makes of a node's HTTP answer (transport failures are failure_policy's).
+enum class pd_answer : uint8_t {
+    ok,             // 200: use it (a blob from prefill, the client's answer from decode)
+    blob_rejected,  // decode, 422: the node refused the blob itself; the router re-runs the request locally
+    draining,       // 503 with X-Baton-Draining: the node leaves the cluster; mark it and try another
+    busy,           // 503 without it: no free slot there; try another node
+    client_error,   // prefill, 400: the request is at fault; no other node would take it, answer the client
+    node_error,     // anything else: a prefill hop tries the next node; a decode hop relays it as it is
+};
+
+// pd_classify_node_answer: the meaning of status (with or without the draining header) on hop.
+pd_answer pd_classify_node_answer(pd_hop hop, int status, bool draining);
+
+const char * pd_answer_name(pd_answer a);  // for metrics and test output: "ok", "blob_rejected", ...
+
+}  // namespace baton

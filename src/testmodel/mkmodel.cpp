@@ -1,0 +1,137 @@
+// mkmodel.cpp — writes Baton's deterministic GGUF test models through gguf.h: the parameters' rules, the
+// general.* keys, and the file written whole and renamed into place. What differs per architecture is in
+// testmodel_arch.*, the vocabularies in testmodel_vocab.*.
+#include "baton/testmodel/mkmodel.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "testmodel_arch.h"
+#include "testmodel_vocab.h"
+
+namespace baton {
+namespace {
+
+using namespace testmodel;
+
+bool one_of(const std::string & v, const std::vector<std::string> & allowed) {
+    return std::find(allowed.begin(), allowed.end(), v) != allowed.end();
+}
+
+std::string list_of(const std::vector<std::string> & v) {
+    std::string s;
+    for (size_t i = 0; i < v.size(); ++i) s += (i == 0 ? "" : i + 1 == v.size() ? " or " : ", ") + v[i];
+    return s;
+}
+
+}  // namespace
+
+const std::vector<std::string> & mkmodel_archs() {
+    static const std::vector<std::string> archs = {"llama",  "mamba2",   "granitehybrid", "lfm2",
+                                                   "gemma3", "qwen3moe", "qwen3next"};
+    return archs;
+}
+
+const std::vector<std::string> & mkmodel_wtypes() {
+    static const std::vector<std::string> w = {"f32", "f16", "q8_0", "q4_K"};
+    return w;
+}
+
+const std::vector<std::string> & mkmodel_vocabs() {
+    static const std::vector<std::string> v = {"spm", "bpe"};
+    return v;
+}
+
+Status mkmodel_check_params(const mkmodel_params & p) {
+    if (!one_of(p.arch, mkmodel_archs()))
+        return {status_code::invalid_argument,
+                "arch: unknown architecture '" + p.arch + "' (expected " + list_of(mkmodel_archs()) + ")"};
+    if (!one_of(p.wtype, mkmodel_wtypes()))
+        return {status_code::invalid_argument,
+                "wtype: unknown weight type '" + p.wtype + "' (expected " + list_of(mkmodel_wtypes()) + ")"};
+    if (!one_of(p.vocab, mkmodel_vocabs()))
+        return {status_code::invalid_argument,
+                "vocab: unknown vocabulary '" + p.vocab + "' (expected " + list_of(mkmodel_vocabs()) + ")"};
+    if (p.n_embd < 32 || p.n_embd > 8192 || p.n_embd % 32 != 0)
+        return {status_code::invalid_argument,
+                "n-embd: " + std::to_string(p.n_embd) + " is not a multiple of 32 in 32..8192"};
+    if (p.n_layer < 1 || p.n_layer > 256)
+        return {status_code::invalid_argument, "n-layer: " + std::to_string(p.n_layer) + " is not in 1..256"};
+    if (is_hybrid_arch(p.arch) && p.n_layer < 2)
+        return {status_code::invalid_argument, "n-layer: hybrid architecture '" + p.arch + "' needs at least 2 layers"};
+    if (p.arch == "gemma3" && p.n_layer < 2)
+        return {status_code::invalid_argument,
+                "n-layer: gemma3 needs at least 2 layers (a sliding-window and a global one)"};
+    if (p.n_ctx < 16 || p.n_ctx > (1 << 20))
+        return {status_code::invalid_argument, "n-ctx: " + std::to_string(p.n_ctx) + " is not in 16..1048576"};
+    return {};
+}
+
+Status mkmodel_ensure(const mkmodel_params & params, const std::string & path) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) == 0) return {};
+    return mkmodel_write(params, path);
+}
+
+Status mkmodel_write(const mkmodel_params & mp, const std::string & path) {
+    BATON_RETURN_IF_ERROR(mkmodel_check_params(mp));
+    const vocab_data vocab = mp.vocab == "bpe" ? build_bpe_vocab() : build_spm_vocab();
+    const arch_shape s = shape_of(mp, int(vocab.tokens.size()));
+
+    // Open the temporary file first so an unwritable path fails before any work, with the OS reason.
+    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+    int fd = ::open(tmp.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+    if (fd < 0) return {status_code::io_error, "cannot write '" + path + "': " + std::strerror(errno)};
+    ::close(fd);
+
+    // The ggml context holds only tensor descriptions (at most 32 per layer plus the 4 global ones); the
+    // data lives in tensor_maker::data, exactly as large as each tensor's type needs.
+    ggml_init_params ip = {size_t(s.n_layer * 32 + 8) * ggml_tensor_overhead(), nullptr, true};
+    std::unique_ptr<ggml_context, decltype(&ggml_free)> ctx(ggml_init(ip), ggml_free);
+    std::unique_ptr<gguf_context, decltype(&gguf_free)> g(gguf_init_empty(), gguf_free);
+    if (!ctx || !g) {
+        ::unlink(tmp.c_str());
+        return {status_code::internal, "mkmodel: out of memory for the model tensors"};
+    }
+    gguf_set_val_str(g.get(), "general.architecture", mp.arch.c_str());
+    gguf_set_val_str(g.get(), "general.name", ("baton-test-" + mp.arch).c_str());
+    gguf_set_val_u32(g.get(), "general.file_type", ftype_of(mp.wtype));
+    set_hparams(g.get(), mp, s);
+    if (mp.vocab == "bpe") set_bpe_vocab(g.get(), vocab, mp.chat_template);
+    else set_spm_vocab(g.get(), vocab, mp.chat_template);
+
+    tensor_maker tm;
+    tm.ctx = ctx.get();
+    tm.gctx = g.get();
+    tm.r = rng{mp.seed};
+    tm.wtype = wtype_of(mp.wtype);
+    const int64_t E = s.n_embd, V = s.n_vocab;
+    // gemma3 scales the embeddings by sqrt(E) on input: draw them 1/sqrt(E) as large so the residual
+    // stream does not drown the layers' outputs.
+    tm.add("token_embd.weight", {E, V}, 'w', mp.arch == "gemma3" ? 1.0f / std::sqrt(float(E)) : 1.0f);
+    for (int il = 0; il < s.n_layer; ++il) add_layer(tm, mp.arch, il, s);
+    // lfm2 names its final norm token_embd_norm; an untied output matrix keeps the random model from
+    // echoing its input token (with tied embeddings the residual stream predicts itself).
+    tm.add(mp.arch == "lfm2" ? "token_embd_norm.weight" : "output_norm.weight", {E}, 'o');
+    tm.add("output.weight", {E, V}, 'w', 4.0f / std::sqrt(float(E)));
+
+    if (!gguf_write_to_file(g.get(), tmp.c_str(), false)) {
+        ::unlink(tmp.c_str());
+        return {status_code::io_error, "cannot write '" + path + "': writing the GGUF data failed"};
+    }
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+        const int e = errno;
+        ::unlink(tmp.c_str());
+        return {status_code::io_error, "cannot write '" + path + "': " + std::strerror(e)};
+    }
+    return {};
+}
+
+}  // namespace baton
