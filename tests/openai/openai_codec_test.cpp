@@ -1,0 +1,125 @@
+// openai_codec_test.cpp — the OpenAI request codec without a model or a process: openai_parse's shapes,
+// defaults and refusals (one case per rule), and openai_request_json's canonical form, which a prefill
+// node embeds in a blob and a decode node parses back: rendering a parsed request and parsing it again
+// must give the same canonical text.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <variant>
+
+#include "baton/openai/openai.h"
+
+namespace baton {
+namespace {
+
+Result<openai_request> parse(const std::string & body, openai_endpoint e = openai_endpoint::completions) {
+    return openai_parse(body, e);
+}
+
+// A refusal is invalid_argument (or too_large) and names the field.
+void expect_refused(const std::string & body, const std::string & field,
+                    openai_endpoint e = openai_endpoint::completions) {
+    auto r = parse(body, e);
+    ASSERT_FALSE(r.ok()) << body;
+    EXPECT_NE(r.status().message().find(field), std::string::npos) << body << " -> " << r.status().message();
+}
+
+TEST(OpenaiParse, CompletionTextPromptTakesTheDefaultsItLeavesOut) {
+    openai_defaults d;
+    d.sampling.temperature = 0.3f;
+    d.max_tokens = 7;
+    auto r = openai_parse(R"({"prompt":"Hello","top_k":5})", openai_endpoint::completions, false, d);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    ASSERT_TRUE(std::holds_alternative<openai_prompt_text>(r->input));
+    EXPECT_EQ(std::get<openai_prompt_text>(r->input).text, "Hello");
+    EXPECT_FLOAT_EQ(r->sampling.temperature, 0.3f);  // the node's default
+    EXPECT_EQ(r->sampling.top_k, 5);                 // the request's own
+    EXPECT_EQ(r->max_tokens, 7);
+    EXPECT_EQ(r->n, 1);
+    EXPECT_FALSE(r->stream);
+}
+
+TEST(OpenaiParse, CompletionTokenPromptAndAOneStringArray) {
+    auto t = parse(R"({"prompt":[1,2,3]})");
+    ASSERT_TRUE(t.ok()) << t.status().message();
+    ASSERT_TRUE(std::holds_alternative<openai_prompt_tokens>(t->input));
+    EXPECT_EQ(std::get<openai_prompt_tokens>(t->input).tokens, (std::vector<token_id>{1, 2, 3}));
+    auto s = parse(R"({"prompt":["only one"]})");
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    EXPECT_EQ(std::get<openai_prompt_text>(s->input).text, "only one");
+}
+
+TEST(OpenaiParse, ChatMessagesKeepRolesContentAndOrder) {
+    auto r = parse(R"({"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"Hi"}],
+                       "max_tokens":4,"stream":true,"stream_options":{"include_usage":true}})",
+                   openai_endpoint::chat);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    ASSERT_TRUE(std::holds_alternative<openai_chat>(r->input));
+    const auto & m = std::get<openai_chat>(r->input).messages;
+    ASSERT_EQ(m.size(), 2u);
+    EXPECT_EQ(m[0].role, "system");
+    EXPECT_EQ(m[1].content, "Hi");
+    EXPECT_EQ(r->max_tokens, 4);
+    EXPECT_TRUE(r->stream);
+    EXPECT_TRUE(r->include_usage);
+}
+
+TEST(OpenaiParse, MaxTokensSpellingsAndSeedMinusOne) {
+    EXPECT_EQ(parse(R"({"prompt":"a","max_completion_tokens":9})")->max_tokens, 9);
+    EXPECT_EQ(parse(R"({"prompt":"a","n_predict":11})")->max_tokens, 11);
+    EXPECT_EQ(parse(R"({"prompt":"a","seed":-1})")->sampling.seed, 0xFFFFFFFFu);
+    EXPECT_EQ(parse(R"({"prompt":"a","seed":42})")->sampling.seed, 42u);
+}
+
+TEST(OpenaiParse, MalformedBodiesAndShapesAreRefused) {
+    EXPECT_FALSE(parse("{").ok());
+    EXPECT_FALSE(parse("[]").ok());
+    expect_refused(R"({"messages":[]})", "messages", openai_endpoint::chat);
+    expect_refused(R"({"prompt":"a","temperature":"hot"})", "temperature");
+    expect_refused(R"({"prompt":"a","top_p":1.5})", "top_p");
+    expect_refused(R"({"prompt":"a","max_tokens":-2})", "max_tokens");
+    expect_refused(R"({"prompt":"a","stream_options":3})", "stream_options");
+    expect_refused(R"({"prompt":"a","n":2})", "n", openai_endpoint::completion);
+}
+
+TEST(OpenaiParse, FieldsThatWouldChangeTheAnswerAreRefusedByName) {
+    expect_refused(R"({"prompt":"a","mirostat":2})", "mirostat");
+    expect_refused(R"({"prompt":"a","echo":true})", "echo");
+    expect_refused(R"({"prompt":"a","suffix":"x"})", "suffix");
+    expect_refused(R"({"prompt":"a","tools":[{"type":"function","function":{"name":"f"}}]})", "tools");
+    // Their "off" values are accepted: a client library sending defaults is not refused.
+    EXPECT_TRUE(parse(R"({"prompt":"a","mirostat":0,"typical_p":1,"echo":false})").ok());
+}
+
+TEST(OpenaiParse, TheEndpointFieldCountsOnlyWhereThePdProtocolAllowsIt) {
+    const std::string body = R"({"endpoint":"completion","prompt":"a"})";
+    auto pub = openai_parse(body, openai_endpoint::completions, false);
+    ASSERT_TRUE(pub.ok()) << pub.status().message();
+    EXPECT_EQ(pub->endpoint, openai_endpoint::completions) << "a public request cannot switch its endpoint";
+    auto pd = openai_parse(body, openai_endpoint::completions, true);
+    ASSERT_TRUE(pd.ok()) << pd.status().message();
+    EXPECT_EQ(pd->endpoint, openai_endpoint::completion);
+    EXPECT_FALSE(openai_parse(R"({"endpoint":"embeddings","prompt":"a"})", openai_endpoint::completions, true).ok());
+}
+
+TEST(OpenaiRequestJson, CanonicalFormIsAFixedPointOfParse) {
+    const std::pair<const char *, openai_endpoint> bodies[] = {
+        {R"({"prompt":"Hello","max_tokens":3,"temperature":0,"seed":7,"stop":["\n"]})", openai_endpoint::completions},
+        {R"({"prompt":[1,2,3],"n":2,"logprobs":2,"top_k":3,"logit_bias":{"5":-100}})", openai_endpoint::completions},
+        {R"({"messages":[{"role":"user","content":"Hi"}],"stream":true,"grammar":"root ::= \"a\""})",
+         openai_endpoint::chat},
+        {R"({"prompt":"x","n_predict":2,"return_tokens":true})", openai_endpoint::completion},
+    };
+    for (const auto & [body, endpoint] : bodies) {
+        auto first = openai_parse(body, endpoint);
+        ASSERT_TRUE(first.ok()) << body << ": " << first.status().message();
+        const std::string canonical = openai_request_json(*first);
+        auto again = openai_parse(canonical, endpoint, true);
+        ASSERT_TRUE(again.ok()) << canonical << ": " << again.status().message();
+        EXPECT_EQ(openai_request_json(*again), canonical) << body;
+        EXPECT_EQ(again->endpoint, endpoint) << canonical;
+    }
+}
+
+}  // namespace
+}  // namespace baton
