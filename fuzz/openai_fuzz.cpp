@@ -1,35 +1,29 @@
-// openai_fuzz.cpp — libFuzzer target for the OpenAI request parser (src/openai/openai.cpp).
+// openai_fuzz.cpp — libFuzzer target for the two request parsers a generation meets: the client's (the
+// OpenAI dialect, src/openai/openai.cpp) and the embedded request a prefill node writes into a blob
+// (src/pd/pd_request.cpp), which the decode node reads back.
 //
-// Input layout: byte 0 selects the call, the rest is the request body.
+// Input layout: byte 0 selects the call, the rest is the body.
 //   bit 0: endpoint (0 completions or completion, 1 chat)
-//   bit 1: allow_endpoint_field (the /v1/prefill form, where "endpoint" in the body overrides bits 0 and 2,
-//          and a chat may come rendered: "prompt" token ids and "reasoning")
+//   bit 1: the body is an embedded request (pd_request_decode) instead of a client's (openai_parse)
 //   bit 2: with bit 0 clear, llama-server's /completion instead of /v1/completions
-//   bits 3..7: ignored (so mutations of the selector still land on one of the six cases)
+//   bits 3..7: ignored (so mutations of the selector still land on one of the cases)
 //
-// For any input: openai_parse must return (never crash, hang or touch memory it does not own, which
-// ASan/UBSan check) and a failure must carry a message. For an input that parses, the canonical JSON is a
-// fixed point, which is what lets a decode node rebuild exactly the request prefill embedded in a blob:
-//   J1 = openai_request_json(parse(body))          must parse again (same endpoint, endpoint field allowed),
-//   r2 = parse(J1)                                  must equal the first request field for field, and
-//   J2 = openai_request_json(r2)                    must be byte-identical to J1.
-// Why this holds (checked against openai.cpp, not assumed):
+// For any input: the parser must return (never crash, hang or touch memory it does not own, which
+// ASan/UBSan check) and a failure must carry a message. For a client's request that parses, the embedded
+// form is exact, which is what lets a decode node generate from exactly the request prefill resolved:
+//   r  = openai_parse(body), a chat replaced by a rendered one (as a prefill node renders it, token ids and
+//        a reasoning split derived from the input so the fuzzer varies them);
+//   J1 = pd_request_encode(r)       must decode (with limits no lower than the parser's),
+//   r2 = pd_request_decode(J1)      must equal r field for field (floats bit for bit), and
+//   J2 = pd_request_encode(r2)      must be byte-identical to J1.
+// An embedded request that decodes must re-encode to text that decodes to the same request.
+// Why the round trip holds (checked against the code, not assumed):
 //   - nlohmann's parser rejects invalid UTF-8 and lone surrogates, so every string that reaches the request
 //     is valid UTF-8 and the dump's error_handler_t::replace never rewrites it;
-//   - float fields are range-checked as double and then narrowed; every range bound (0, 1, 2, 10, 100) is
-//     a float exactly and rounding is monotone, so the narrowed value stays in range. The dump writes the
-//     float widened to double in shortest round-trip form, so re-parsing and narrowing gives the same
-//     float bits (-0.0 included);
-//   - logit_bias: numeric object keys become ids, in the object's (sorted) order; texts (array strings and
-//     other keys) are written after the ids as [text, bias] (an array string: a text again); false (never)
-//     is written as false, since JSON has no infinity;
-//   - aliases collapse to one spelling (max_completion_tokens/n_predict -> max_tokens, a string stop -> a
-//     one-element array, a one-string prompt array -> a string, text content parts -> one string, null
-//     content -> ""), and the canonical spelling parses to the same value;
-//   - "endpoint" is always written, and the re-parse allows it, so the endpoint survives either way;
-//   - a schema (json_schema, response_format) is written as the grammar it compiled to, and a grammar
-//     re-parses as itself; tool-call arguments in the history are re-dumped compactly (a fixed point), and
-//     the logprobs fields collapse to n_probs.
+//   - float fields are range-checked and stored as float; the encoder writes the float widened to double in
+//     shortest round-trip form, so decoding and narrowing gives the same float bits (-0.0 included);
+//   - a never-sampled bias (-infinity) is written as false, since JSON has no infinity;
+//   - the public parser's bounds (stop strings, logit_bias texts, n, n_probs, token ids) are the decoder's.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -38,6 +32,7 @@
 #include <string_view>
 
 #include "baton/openai/openai.h"
+#include "baton/pd/pd_request.h"
 
 namespace {
 
@@ -84,6 +79,29 @@ bool same_request(const openai_request & a, const openai_request & b) {
            a.ignore_eos == b.ignore_eos && a.return_tokens == b.return_tokens;
 }
 
+// rendered: the chat as a prefill node would embed it (the template's output is the node's; here token ids
+// and a reasoning split derived from the messages, so both vary with the input).
+openai_chat_rendered rendered(const openai_chat & c) {
+    openai_chat_rendered out;
+    for (const auto & m : c.messages) out.tokens.push_back(token_id(m.content.size() & 0xffff));
+    if (out.tokens.empty()) out.tokens.push_back(1);
+    out.reasoning.format = c.reasoning.value_or(reasoning_format::none);
+    out.reasoning.starts_open = c.add_generation_prompt;
+    if (c.tools.is_array() && !c.tools.empty()) out.tools = tool_call_format::hermes;
+    return out;
+}
+
+void embedded_round_trip(const openai_request & r) {
+    auto j1 = pd_request_encode(r);
+    if (!j1.ok()) fail(("a parsed request does not encode: " + j1.status().to_string()).c_str());
+    auto r2 = pd_request_decode(j1.value(), pd_request_limits{});
+    if (!r2.ok()) fail(("the embedded request does not decode: " + r2.status().to_string()).c_str(), j1.value());
+    if (!same_request(r, r2.value())) fail("the decoded embedded request is a different request", j1.value());
+    auto j2 = pd_request_encode(r2.value());
+    if (!j2.ok() || j1.value() != j2.value())
+        fail("the embedded request is not a fixed point", j1.value(), j2.ok() ? j2.value() : "");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
@@ -91,19 +109,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     const openai_endpoint endpoint = (data[0] & 1)   ? openai_endpoint::chat
                                      : (data[0] & 4) ? openai_endpoint::completion
                                                      : openai_endpoint::completions;
-    const bool allow_endpoint_field = (data[0] & 2) != 0;
+    const bool embedded = (data[0] & 2) != 0;
     const std::string_view body(reinterpret_cast<const char *>(data) + 1, size - 1);
 
-    auto r = openai_parse(body, endpoint, allow_endpoint_field);
+    if (embedded) {
+        auto r = pd_request_decode(body, pd_request_limits{});
+        if (!r.ok()) {
+            if (r.status().message().empty()) fail("error without a message");
+            return 0;
+        }
+        embedded_round_trip(r.value());
+        return 0;
+    }
+    auto r = openai_parse(body, endpoint);
     if (!r.ok()) {
         if (r.status().message().empty()) fail("error without a message");
         return 0;
     }
-    const std::string j1 = openai_request_json(r.value());
-    auto r2 = openai_parse(j1, endpoint, true);
-    if (!r2.ok()) fail(("canonical JSON does not parse: " + r2.status().to_string()).c_str(), j1);
-    if (!same_request(r.value(), r2.value())) fail("re-parsed canonical JSON is a different request", j1);
-    const std::string j2 = openai_request_json(r2.value());
-    if (j1 != j2) fail("canonical JSON is not a fixed point", j1, j2);
+    if (const auto * chat = std::get_if<openai_chat>(&r->input)) r->input = rendered(*chat);
+    // The decoder holds the grammar to its limits (the same defaults the parser used).
+    embedded_round_trip(r.value());
     return 0;
 }

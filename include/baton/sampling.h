@@ -47,6 +47,7 @@ struct sampling_params {
     // What grammar_check holds the grammar to: the node's --grammar-max-* (never read from a request; a
     // request parsed with a node's defaults carries them to the engine, which checks them again).
     grammar_limits grammar_bounds;
+    bool operator==(const sampling_params &) const = default;  // floats by value (0.0 == -0.0)
 };
 
 // sampling_check returns invalid_argument naming the first out-of-range field (logit_bias: at most 1024

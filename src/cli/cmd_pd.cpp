@@ -17,6 +17,7 @@
 #include "baton/engine.h"
 #include "baton/model.h"
 #include "baton/openai/openai.h"
+#include "baton/pd/pd_request.h"
 #include "cli.h"
 
 namespace baton {
@@ -81,9 +82,11 @@ int run_prefill(pd_options & o) {
     req.input = openai_prompt_text{o.prompt};
     req.max_tokens = o.n_predict;
     req.sampling = o.sampling;
+    auto embedded = pd_request_encode(req);
+    if (!embedded.ok()) return cli_fail(k_exit_failure, embedded.status().message());
     auto gen = openai_to_gen(req, m->vocab());
     if (!gen.ok()) return cli_fail(k_exit_failure, gen.status().message());
-    gen->request_json = openai_request_json(req);
+    gen->request_json = std::move(embedded.value());
     engine_config cfg;
     cfg.ctx = o.ctx;
     auto eng = engine::create(m, cfg);
@@ -111,7 +114,7 @@ int run_decode(pd_options & o) {
     auto blob = validated_blob::parse(std::move(bytes.value()), cfg.limits);
     if (!blob.ok()) return cli_fail(k_exit_failure, "invalid blob: " + blob.status().message());
     if (!blob.value()->view().request) return cli_fail(k_exit_failure, "invalid blob: request: no embedded request");
-    auto req = openai_parse(*blob.value()->view().request, openai_endpoint::completions, true);
+    auto req = pd_request_decode(*blob.value()->view().request, pd_request_limits{});
     if (!req.ok()) return cli_fail(k_exit_failure, "invalid blob: request: " + req.status().message());
     if (o.n_given) req->max_tokens = o.n_predict;
     auto model = loaded_model::load(o.model_path, o.load);

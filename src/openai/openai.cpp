@@ -26,6 +26,13 @@ const char * openai_endpoint_name(openai_endpoint e) {
     return "completions";
 }
 
+Result<openai_endpoint> openai_endpoint_parse(std::string_view name) {
+    for (openai_endpoint e : {openai_endpoint::completions, openai_endpoint::chat, openai_endpoint::completion})
+        if (name == openai_endpoint_name(e)) return e;
+    return Status(status_code::invalid_argument,
+                  "endpoint: \"" + std::string(name.substr(0, 32)) + "\" is not completions, chat or completion");
+}
+
 namespace {
 
 Status bad(const std::string & m) { return {status_code::invalid_argument, m}; }
@@ -86,8 +93,9 @@ Status parse_logit_bias(const json & j, std::vector<std::pair<int32_t, float>> &
             const size_t sign = !s.empty() && (s[0] == '-' || s[0] == '+') ? 1 : 0;
             const bool number = s.size() > sign && s.find_first_not_of("0123456789", sign) == std::string::npos;
             if (!key_form || !number) {
-                if (s.empty() || s.size() > 256) return bad(where + ": a text must be 1..256 bytes");
-                if (texts.size() >= 64) return bad("logit_bias: at most 64 texts");
+                if (s.empty() || s.size() > openai_logit_bias_text_bytes_max)
+                    return bad(where + ": a text must be 1..256 bytes");
+                if (texts.size() >= openai_logit_bias_texts_max) return bad("logit_bias: at most 64 texts");
                 texts.emplace_back(s, b);
                 return {};
             }
@@ -128,7 +136,7 @@ Status parse_stop(const json & j, std::vector<std::string> & out) {
     if (it->is_string()) {
         out = {it->get<std::string>()};
     } else if (it->is_array()) {
-        if (it->size() > 16) return bad("stop: at most 16 stop strings");
+        if (it->size() > openai_stop_max) return bad("stop: at most 16 stop strings");
         for (const auto & s : *it) {
             if (!s.is_string()) return bad("stop: must be a string or an array of strings");
             out.push_back(s.get<std::string>());
@@ -191,43 +199,6 @@ Status parse_prompt(const json & j, const prompt_limits & lim, openai_request & 
     if (it->is_array() && it->size() > 1)
         return bad("prompt: several prompts in one request are not supported: send one request per prompt");
     return bad("prompt: must be a string or an array of token ids");
-}
-
-// parse_rendered reads a chat a node already rendered (the form /v1/prefill embeds): "prompt" token ids and
-// "reasoning" {format, open, close, starts_open}.
-Status parse_rendered(const json & j, openai_request & r) {
-    openai_chat_rendered c;
-    auto p = j.find("prompt");
-    if (!p->is_array() || p->empty()) return bad("prompt: a rendered chat must be a non-empty array of token ids");
-    BATON_RETURN_IF_ERROR(parse_token_ids(*p, "prompt", c.tokens));
-    auto it = j.find("reasoning");
-    if (it == j.end() || !it->is_object()) return bad("reasoning: a rendered chat needs an object");
-    auto f = it->find("format");
-    if (f == it->end() || !f->is_string()) return bad("reasoning.format: must be a string");
-    auto fmt = reasoning_format_parse(f->get<std::string>());
-    if (!fmt.ok()) return bad("reasoning.format: " + fmt.status().message());
-    c.reasoning.format = fmt.value();
-    for (auto [key, out] : {std::pair{"open", &c.reasoning.tags.open}, std::pair{"close", &c.reasoning.tags.close}}) {
-        auto t = it->find(key);
-        if (t == it->end() || !t->is_string()) return bad(std::string("reasoning.") + key + ": must be a string");
-        *out = t->get<std::string>();
-        if (out->empty() || out->size() > 64) return bad(std::string("reasoning.") + key + ": must be 1..64 bytes");
-        for (unsigned char ch : *out)
-            if (ch <= ' ' || ch >= 0x7f)
-                return bad(std::string("reasoning.") + key + ": must be printable ASCII without blanks");
-    }
-    BATON_RETURN_IF_ERROR(get_bool(*it, "starts_open", c.reasoning.starts_open));
-    if (auto tf = j.find("tool_format"); tf != j.end() && !tf->is_null()) {
-        if (!tf->is_string()) return bad("tool_format: must be a string or null");
-        bool found = false;
-        for (tool_call_format f :
-             {tool_call_format::generic, tool_call_format::hermes, tool_call_format::llama3, tool_call_format::mistral})
-            if (*tf == tool_call_format_name(f)) c.tools = f, found = true;
-        if (!found)
-            return bad("tool_format: \"" + tf->get<std::string>().substr(0, 32) + "\" is not a tool-call format");
-    }
-    r.input = std::move(c);
-    return {};
 }
 
 // json_plain: nested at most as deep as a chat template takes (chat_template_json_depth_max), every number
@@ -503,16 +474,14 @@ Status parse_logprobs(const json & j, openai_endpoint endpoint, openai_request &
     return {};
 }
 
-Status parse_fields(const json & j, const ordered_json & ordered, openai_endpoint endpoint, bool allow_rendered,
-                    const openai_defaults & d, openai_request & r) {
+Status parse_fields(const json & j, const ordered_json & ordered, openai_endpoint endpoint, const openai_defaults & d,
+                    openai_request & r) {
     r.endpoint = endpoint;
     r.max_tokens = d.max_tokens;
     r.sampling = d.sampling;
     if (auto it = j.find("model"); it != j.end() && it->is_string()) r.model = it->get<std::string>();
     if (endpoint == openai_endpoint::chat) {
-        if (allow_rendered && !j.contains("messages") && j.contains("prompt"))
-            BATON_RETURN_IF_ERROR(parse_rendered(j, r));
-        else BATON_RETURN_IF_ERROR(parse_messages(j, ordered, d.prompt, r));
+        BATON_RETURN_IF_ERROR(parse_messages(j, ordered, d.prompt, r));
     } else {
         BATON_RETURN_IF_ERROR(parse_prompt(j, d.prompt, r));
     }
@@ -555,114 +524,19 @@ Status parse_fields(const json & j, const ordered_json & ordered, openai_endpoin
 
 }  // namespace
 
-Result<openai_request> openai_parse(std::string_view body, openai_endpoint endpoint, bool allow_endpoint_field,
-                                    const openai_defaults & defaults) {
+Result<openai_request> openai_parse(std::string_view body, openai_endpoint endpoint, const openai_defaults & defaults) {
     json j = json::parse(body.begin(), body.end(), nullptr, false);
     if (j.is_discarded()) return bad("body: malformed JSON");
     if (!j.is_object()) return bad("body: must be a JSON object");
     openai_request r;
-    if (auto it = j.find("endpoint"); it != j.end() && allow_endpoint_field) {
-        if (!it->is_string()) return bad("endpoint: must be \"completions\", \"chat\" or \"completion\"");
-        const std::string e = it->get<std::string>();
-        if (e == "chat") endpoint = openai_endpoint::chat;
-        else if (e == "completions") endpoint = openai_endpoint::completions;
-        else if (e == "completion") endpoint = openai_endpoint::completion;
-        else return bad("endpoint: \"" + e + "\" is not \"completions\", \"chat\" or \"completion\"");
-    }
     try {
         auto ordered = ordered_parts(body, j);
         if (!ordered.ok()) return ordered.status();
-        BATON_RETURN_IF_ERROR(parse_fields(j, ordered.value(), endpoint, allow_endpoint_field, defaults, r));
+        BATON_RETURN_IF_ERROR(parse_fields(j, ordered.value(), endpoint, defaults, r));
     } catch (const std::exception & e) {  // nlohmann throws on invalid UTF-8 in some accessors
         return bad(std::string("body: ") + e.what());
     }
     return r;
-}
-
-namespace {
-
-ordered_json tool_choice_json(const tool_choice & c) {
-    if (std::holds_alternative<tool_choice_none>(c)) return "none";
-    if (std::holds_alternative<tool_choice_required>(c)) return "required";
-    if (const auto * n = std::get_if<tool_choice_named>(&c))
-        return {{"type", "function"}, {"function", {{"name", n->name}}}};
-    return "auto";
-}
-
-}  // namespace
-
-// Built as an ordered object so the tools keep the client's key order (every field is written explicitly,
-// in this order).
-std::string openai_request_json(const openai_request & r) {
-    ordered_json j;
-    j["endpoint"] = openai_endpoint_name(r.endpoint);
-    j["model"] = r.model;
-    if (const auto * chat = std::get_if<openai_chat>(&r.input)) {
-        ordered_json msgs = ordered_json::array();
-        for (const auto & m : chat->messages) {
-            ordered_json jm = {{"role", m.role}, {"content", m.content}};
-            if (!m.tool_calls.empty()) {
-                ordered_json calls = ordered_json::array();
-                for (const auto & c : m.tool_calls)
-                    calls.push_back({{"id", c.id},
-                                     {"type", "function"},
-                                     {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
-                jm["tool_calls"] = std::move(calls);
-            }
-            if (!m.tool_call_id.empty()) jm["tool_call_id"] = m.tool_call_id;
-            if (!m.name.empty()) jm["name"] = m.name;
-            msgs.push_back(std::move(jm));
-        }
-        j["messages"] = msgs;
-        j["chat_template_kwargs"] = chat->template_kwargs;
-        j["add_generation_prompt"] = chat->add_generation_prompt;
-        j["reasoning_format"] =
-            chat->reasoning ? ordered_json(reasoning_format_name(*chat->reasoning)) : ordered_json(nullptr);
-        j["tools"] = chat->tools;
-        j["tool_choice"] = tool_choice_json(chat->choice);
-        j["parallel_tool_calls"] = chat->parallel_tool_calls;
-    } else if (const auto * rendered = std::get_if<openai_chat_rendered>(&r.input)) {
-        j["prompt"] = rendered->tokens;
-        const openai_reasoning & x = rendered->reasoning;
-        j["reasoning"] = {{"format", reasoning_format_name(x.format)},
-                          {"open", x.tags.open},
-                          {"close", x.tags.close},
-                          {"starts_open", x.starts_open}};
-        j["tool_format"] =
-            rendered->tools ? ordered_json(tool_call_format_name(*rendered->tools)) : ordered_json(nullptr);
-    } else if (const auto * toks = std::get_if<openai_prompt_tokens>(&r.input)) {
-        j["prompt"] = toks->tokens;
-    } else {
-        j["prompt"] = std::get<openai_prompt_text>(r.input).text;
-    }
-    j["max_tokens"] = r.max_tokens;
-    j["n"] = r.n;
-    j["n_probs"] = r.n_probs;
-    const sampling_params & s = r.sampling;
-    j["temperature"] = s.temperature;
-    j["top_p"] = s.top_p;
-    j["top_k"] = s.top_k;
-    j["min_p"] = s.min_p;
-    j["repeat_penalty"] = s.repeat_penalty;
-    j["repeat_last_n"] = s.repeat_last_n;
-    j["frequency_penalty"] = s.frequency_penalty;
-    j["presence_penalty"] = s.presence_penalty;
-    j["seed"] = s.seed;
-    ordered_json bias = ordered_json::array();  // [[id, bias]], never-sampled tokens as false (JSON has no infinity)
-    for (const auto & [token, b] : s.logit_bias)
-        bias.push_back({token, b == -INFINITY ? ordered_json(false) : ordered_json(b)});
-    for (const auto & [text, b] : r.logit_bias_text)  // texts after ids: a re-parse keeps both orders
-        bias.push_back({text, b == -INFINITY ? ordered_json(false) : ordered_json(b)});
-    j["logit_bias"] = bias;
-    j["grammar"] = s.grammar.gbnf;
-    j["grammar_lazy"] = s.grammar.lazy;
-    j["grammar_trigger_patterns"] = s.grammar.trigger_patterns;
-    j["stop"] = r.stop;
-    j["stream"] = r.stream;
-    j["stream_options"] = {{"include_usage", r.include_usage}};
-    j["ignore_eos"] = r.ignore_eos;
-    j["return_tokens"] = r.return_tokens;
-    return j.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
 }
 
 Result<gen_request> openai_to_gen(const openai_request & r, const llama_vocab * vocab, uint32_t n_ctx) {

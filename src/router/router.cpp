@@ -262,7 +262,7 @@ net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpo
     // Grammars: the router refuses only what no node may take (the flags' caps, still far inside libllama's
     // stack); each node enforces its own --grammar-max-*.
     route_defaults.sampling.grammar_bounds = grammar_limits_cap;
-    auto parsed = openai_parse(body, ep, false, route_defaults);
+    auto parsed = openai_parse(body, ep, route_defaults);
     if (!parsed.ok()) co_return (void) co_await ex.respond_error(parsed.status());
     ctx.req = std::move(parsed.value());
     ctx.affinity = request_affinity_key(ctx.req);
@@ -334,17 +334,11 @@ net::awaitable<void> router_impl::pump_blob(std::shared_ptr<http_upstream> call,
 
 // On success the blob keeps arriving (the producer holds the node until it is in); prefill_done ends the hop.
 net::awaitable<Result<prefill_stream>> router_impl::prefill_hop(http_exchange & ex, route_ctx & ctx) {
-    // The client's body and the endpoint: the prefill node fills in its defaults and renders a chat with
-    // its template, and embeds the request so resolved in the blob.
-    // The field is added to the client's text, not to a re-serialization of it: a dump would sort every
-    // object's keys, and the order of a schema's properties and of the tools' keys is the client's (the
-    // grammar and the template follow it). Written last, so it wins over an "endpoint" the client sent.
-    const std::string_view text = ex.request().body_text();
-    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-    if (!j.is_object()) co_return Status(status_code::invalid_argument, "body: must be a JSON object");
-    const size_t close = text.find_last_of('}');  // an object's text ends with '}' (and maybe whitespace)
-    const std::string field = std::string("\"endpoint\":\"") + openai_endpoint_name(ctx.req.endpoint) + "\"";
-    const std::string body = j.empty() ? "{" + field + "}" : std::string(text.substr(0, close)) + "," + field + "}";
+    // The client's body as the client wrote it (the order of a schema's properties and of the tools' keys is
+    // the client's, and the grammar and the template follow it), its endpoint in a header of the protocol.
+    const std::string_view body = ex.request().body_text();
+    http_headers headers = node_headers();
+    headers.emplace_back(std::string(pd_header_endpoint), openai_endpoint_name(ctx.req.endpoint));
     std::vector<size_t> tried;
     Status last(status_code::upstream_error, "no healthy prefill node");
     for (;;) {
@@ -369,7 +363,7 @@ net::awaitable<Result<prefill_stream>> router_impl::prefill_hop(http_exchange & 
         }
         // (No co_await inside ?: — GCC miscompiles it.)
         Status st = conn.status();
-        if (st.ok()) st = co_await call->send("POST", pd_path_prefill, node_headers(), "application/json", body);
+        if (st.ok()) st = co_await call->send("POST", pd_path_prefill, headers, "application/json", body);
         Result<http_response_head> head(st);
         if (st.ok()) head = co_await call->read_head();
         if (!head.ok()) {

@@ -15,6 +15,7 @@
 #include "baton/http/sse.h"
 #include "baton/openai/openai_response.h"
 #include "baton/pd/pd_protocol.h"
+#include "baton/pd/pd_request.h"
 #include "event_wait.h"
 #include "server_impl.h"
 
@@ -343,9 +344,8 @@ void server_impl::log_generation(const openai_request & oreq, const openai_resul
         u.generated_tokens, r.done.ms_generate, finish_reason_name(r.done.finish));
 }
 
-net::awaitable<Result<openai_request>> server_impl::prepare(std::string_view body, openai_endpoint endpoint,
-                                                            bool allow_endpoint_field) {
-    auto oreq = openai_parse(body, endpoint, allow_endpoint_field, cfg.defaults);
+net::awaitable<Result<openai_request>> server_impl::prepare(std::string_view body, openai_endpoint endpoint) {
+    auto oreq = openai_parse(body, endpoint, cfg.defaults);
     if (!oreq.ok()) co_return oreq.status();
     if (!std::holds_alternative<openai_chat>(oreq->input)) co_return oreq;
     const uint32_t n_ctx = n_ctx_slot();
@@ -353,7 +353,7 @@ net::awaitable<Result<openai_request>> server_impl::prepare(std::string_view bod
 }
 
 net::awaitable<void> server_impl::on_openai(http_exchange & ex, openai_endpoint endpoint) {
-    auto oreq = co_await prepare(ex.request().body_text(), endpoint, false);
+    auto oreq = co_await prepare(ex.request().body_text(), endpoint);
     if (!oreq.ok()) co_return (void) co_await ex.respond_error(oreq.status());
     const uint32_t n_ctx = n_ctx_slot();
     auto gen = co_await http->offload([&] { return openai_to_gen(oreq.value(), model->vocab(), n_ctx); });
@@ -364,14 +364,23 @@ net::awaitable<void> server_impl::on_openai(http_exchange & ex, openai_endpoint 
 net::awaitable<void> server_impl::on_prefill(http_exchange & ex) {
     Status st = check_role(cfg.role != node_role::decode, pd_path_prefill.data());
     if (!st.ok()) co_return (void) co_await ex.respond_error(st);
-    // The blob embeds the request as this node resolved it: its defaults filled in, a chat rendered and
-    // tokenized, so the decode node needs neither the defaults nor the template.
-    auto oreq = co_await prepare(ex.request().body_text(), openai_endpoint::completions, true);
+    // The body is the client's request as the client wrote it; the router names its endpoint in a header
+    // (absent: /v1/completions). The blob embeds the request as this node resolved it (pd_request.h): its
+    // defaults filled in, a chat rendered and tokenized, so the decode node needs neither.
+    const std::string_view ep_name = ex.request().header(pd_header_endpoint);
+    auto endpoint =
+        ep_name.empty() ? Result<openai_endpoint>(openai_endpoint::completions) : openai_endpoint_parse(ep_name);
+    if (!endpoint.ok())
+        co_return (void) co_await ex.respond_error(Status(
+            status_code::invalid_argument, std::string(pd_header_endpoint) + ": " + endpoint.status().message()));
+    auto oreq = co_await prepare(ex.request().body_text(), endpoint.value());
     if (!oreq.ok()) co_return (void) co_await ex.respond_error(oreq.status());
+    auto embedded = pd_request_encode(oreq.value());
+    if (!embedded.ok()) co_return (void) co_await ex.respond_error(embedded.status());
     const uint32_t n_ctx = n_ctx_slot();
     auto gen = co_await http->offload([&] { return openai_to_gen(oreq.value(), model->vocab(), n_ctx); });
     if (!gen.ok()) co_return (void) co_await ex.respond_error(gen.status());
-    gen->request_json = openai_request_json(oreq.value());
+    gen->request_json = std::move(embedded.value());
     auto ticket = admit();
     if (!ticket.ok()) co_return (void) co_await ex.respond_error(ticket.status());
     auto done = co_await run_to_done(ex, task_prefill{std::move(gen.value())});
@@ -393,17 +402,15 @@ net::awaitable<void> server_impl::on_decode(http_exchange & ex) {
             Status(status_code::incompatible, "request: the blob embeds no request; /v1/decode takes blobs made by /v1/prefill"));
     }
     // The embedded request is complete (prefill wrote every field): no defaults of this node apply, only
-    // its limits (a blob's grammar and prompt meet this node's --grammar-max-* and prompt flags).
-    openai_defaults limits_only;
-    limits_only.sampling.grammar_bounds = cfg.defaults.sampling.grammar_bounds;
-    limits_only.prompt = cfg.defaults.prompt;
-    auto oreq = openai_parse(*v.request, openai_endpoint::completions, true, limits_only);
-    if (oreq.ok() && std::holds_alternative<openai_chat>(oreq->input))
-        oreq =
-            Status(status_code::invalid_argument, "messages: a chat in a blob must come rendered (prompt token ids)");
+    // its limits (a blob's grammar, prompt and choices meet this node's --grammar-max-*, prompt flags, --n-max).
+    pd_request_limits limits;
+    limits.grammar = cfg.defaults.sampling.grammar_bounds;
+    limits.prompt = cfg.defaults.prompt;
+    limits.n_max = cfg.defaults.n_max;
+    auto oreq = pd_request_decode(*v.request, limits);
     if (!oreq.ok()) {
-        metrics.count_blob_reject(status_code::corrupt);
-        co_return (void) co_await ex.respond_error(Status(status_code::corrupt, "request: the embedded request is invalid: " + oreq.status().message()));
+        metrics.count_blob_reject(oreq.status().code());
+        co_return (void) co_await ex.respond_error(oreq.status());
     }
     // Off the event loop: an embedded text prompt (and logit_bias texts) are tokenized here.
     const uint32_t n_ctx = n_ctx_slot();

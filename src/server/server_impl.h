@@ -95,8 +95,7 @@ class server_impl {
     // ---- server_generate.cpp ----
     net::awaitable<void> on_openai(http_exchange & ex, openai_endpoint endpoint);
     // prepare parses a generation request with the node's defaults and renders a chat (on the bridge pool).
-    net::awaitable<Result<openai_request>> prepare(std::string_view body, openai_endpoint endpoint,
-                                                   bool allow_endpoint_field);
+    net::awaitable<Result<openai_request>> prepare(std::string_view body, openai_endpoint endpoint);
     net::awaitable<void> on_prefill(http_exchange & ex);
     net::awaitable<void> on_decode(http_exchange & ex);
     // respond_generation submits task and answers in the OpenAI shape of oreq (streamed if it asks).

@@ -113,7 +113,7 @@ net::awaitable<void> server_impl::on_detokenize(http_exchange & ex) {
 }
 
 net::awaitable<void> server_impl::on_apply_template(http_exchange & ex) {
-    auto oreq = openai_parse(ex.request().body_text(), openai_endpoint::chat, false, cfg.defaults);
+    auto oreq = openai_parse(ex.request().body_text(), openai_endpoint::chat, cfg.defaults);
     if (!oreq.ok()) co_return (void) co_await ex.respond_error(oreq.status());
     auto prompt = co_await http->offload([&] { return chat->render(std::get<openai_chat>(oreq->input)); });
     if (!prompt.ok()) co_return (void) co_await ex.respond_error(prompt.status());

@@ -31,10 +31,10 @@ TEST(GrammarRequest, TheParserHoldsGrammarsToTheNodesBounds) {
 
     openai_defaults d;
     d.sampling.grammar_bounds.depth_max = 200;
-    auto raised = openai_parse(completion_with_grammar(nested_groups(150)), openai_endpoint::completions, false, d);
+    auto raised = openai_parse(completion_with_grammar(nested_groups(150)), openai_endpoint::completions, d);
     ASSERT_TRUE(raised.ok()) << raised.status().to_string();
     EXPECT_EQ(raised->sampling.grammar_bounds, d.sampling.grammar_bounds);  // carried to the engine's check
-    auto over = openai_parse(completion_with_grammar(nested_groups(201)), openai_endpoint::completions, false, d);
+    auto over = openai_parse(completion_with_grammar(nested_groups(201)), openai_endpoint::completions, d);
     ASSERT_FALSE(over.ok());
     EXPECT_NE(over.status().message().find("deeper than 200"), std::string::npos) << over.status().to_string();
 }
@@ -71,7 +71,7 @@ std::string blob_with_grammar(const std::string & bytes, const std::string & gbn
     const blob_view & b = v.value();
     if (!b.request) throw std::runtime_error("the blob embeds no request");
     json req = json::parse(*b.request);
-    req["grammar"] = gbnf;
+    req["sampling"]["grammar"]["gbnf"] = gbnf;  // docs/state-blob.md, section 7
     const std::string req_text = req.dump();
     blob_parts parts;
     parts.identity = b.identity;
@@ -105,9 +105,8 @@ TEST(GrammarRequestRegression, NestedHundredThousandDeepGrammarIsRefusedAndTheNo
         post(*n, "/v1/prefill", json{{"prompt", "Hi"}, {"max_tokens", 2}, {"temperature", 0}}.dump());
     ASSERT_EQ(blob.status, 200) << blob.body;
     const http_reply dec = post(*n, "/v1/decode", blob_with_grammar(blob.body, deep), "application/octet-stream");
-    EXPECT_EQ(dec.status, 422) << dec.body;  // corrupt: the blob's request is not one a prefill node writes
-    EXPECT_NE(dec.body.find("request: the embedded request is invalid: grammar: groups nested deeper than 64"),
-              std::string::npos)
+    EXPECT_EQ(dec.status, 422) << dec.body;  // incompatible: over this node's --grammar-max-depth
+    EXPECT_NE(dec.body.find("embedded request: sampling.grammar: groups nested deeper than 64"), std::string::npos)
         << dec.body;
 
     EXPECT_EQ(get(*n, "/health").status, 200);

@@ -50,7 +50,6 @@ TEST(RouterReliabilityRegression, HundredThousandDeepGrammarKillsNoProcess) {
     streamed["stream"] = true;
     EXPECT_EQ(post(*t.decode, "/v1/completions", streamed.dump()).status, 400);
     json pbody = body;
-    pbody["endpoint"] = "completions";
     EXPECT_EQ(post(*t.prefill, "/v1/prefill", pbody.dump()).status, 400);
     t.expect_all_alive("after the deep grammar to the nodes");
 
@@ -63,8 +62,8 @@ TEST(RouterReliabilityRegression, HundredThousandDeepGrammarKillsNoProcess) {
     auto v = blob_parse(bytes);
     ASSERT_TRUE(v.ok() && v->request) << v.status().to_string();
     json req = json::parse(*v->request);
-    ASSERT_TRUE(req.contains("grammar")) << req.dump();
-    req["grammar"] = deep;
+    ASSERT_TRUE(req["sampling"]["grammar"].contains("gbnf")) << req.dump();
+    req["sampling"]["grammar"]["gbnf"] = deep;
     const std::string req_text = req.dump();
     blob_parts parts = blob_view_parts(v.value());
     parts.request = req_text;

@@ -100,8 +100,7 @@ TEST(ServeCompat, DeviceAndKvFlagsAreTakenAndTheNodeLogsThePlacement) {
     EXPECT_NE(err.find("every layer and the KV cache on the CPU"), std::string::npos) << err;
     const http_reply r = post(*n, "/v1/completions", k_completion);
     ASSERT_EQ(r.status, 200) << r.body;
-    const http_reply blob =
-        post(*n, "/v1/prefill", R"({"prompt":"Hello there","max_tokens":4,"endpoint":"completions"})");
+    const http_reply blob = post(*n, "/v1/prefill", R"({"prompt":"Hello there","max_tokens":4})");
     ASSERT_EQ(blob.status, 200) << blob.body;
     auto view =
         blob_parse(std::span<const uint8_t>(reinterpret_cast<const uint8_t *>(blob.body.data()), blob.body.size()));

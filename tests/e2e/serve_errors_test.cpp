@@ -19,9 +19,7 @@ void expect_error(const http_reply & r, int status, const std::string & type, co
 
 const std::string k_prompt = R"({"prompt":"Hello there","max_tokens":4,"temperature":0})";
 
-std::string prefill_body() {
-    return R"({"endpoint":"completions","prompt":"Hello there","max_tokens":4,"temperature":0})";
-}
+std::string prefill_body() { return R"({"prompt":"Hello there","max_tokens":4,"temperature":0})"; }
 
 TEST(ServeErrors, MalformedRequestsAre400) {
     auto n = node_process::start(serve_args("llama"));
@@ -29,7 +27,7 @@ TEST(ServeErrors, MalformedRequestsAre400) {
     expect_error(post(*n, "/v1/completions", R"({"prompt":"x","temperature":"hot"})"), 400, "invalid_argument",
                  "temperature");
     expect_error(post(*n, "/v1/chat/completions", R"({"messages":[]})"), 400, "invalid_argument", "messages");
-    expect_error(post(*n, "/v1/prefill", R"({"endpoint":"nope","prompt":"x"})"), 400, "invalid_argument", "endpoint");
+    expect_error(post_prefill(*n, "nope", R"({"prompt":"x"})"), 400, "invalid_argument", "X-Baton-Endpoint");
     expect_error(post(*n, "/v1/completions", R"({"prompt":[1, 999999]})"), 400, "invalid_argument", "prompt");
     // The node still works afterwards.
     EXPECT_EQ(post(*n, "/v1/completions", k_prompt).status, 200);

@@ -326,7 +326,6 @@ TEST(ServeLlama, LogitBiasSteersAndBansTokensAlsoThroughPd) {
                      {"seed", 7},
                      {"logit_bias", json::array({json::array({first, false}), json::array({pushed, 3.5})})}};
         const json single = post(*n, "/v1/completions", body.dump()).j();
-        body["endpoint"] = "completions";
         const http_reply blob = post(*pre, "/v1/prefill", body.dump());
         ASSERT_EQ(blob.status, 200) << blob.body;
         const http_reply pd = post(*dec, "/v1/decode", blob.body, "application/octet-stream");

@@ -21,7 +21,6 @@ std::string one_request(const node_process & n, int client, int i) {
         case 1: r = post(n, "/v1/chat/completions", chat.dump()); break;
         case 2: {
             json p = completion;
-            p["endpoint"] = "completions";
             r = post(n, "/v1/prefill", p.dump());
             if (r.status == 200) r = post(n, "/v1/decode", r.body, "application/octet-stream");
             break;

@@ -54,8 +54,7 @@ TEST_P(ServePdTest, PrefillThenDecodeMatchesSingleNode) {
                 ASSERT_EQ(single.status, 200) << single.body;
 
                 json pbody = body;
-                pbody["endpoint"] = chat ? "chat" : "completions";
-                const http_reply blob = post(*pre, "/v1/prefill", pbody.dump());
+                const http_reply blob = post_prefill(*pre, chat ? "chat" : "completions", pbody.dump());
                 ASSERT_EQ(blob.status, 200) << blob.body;
                 EXPECT_EQ(blob.content_type, "application/octet-stream");
                 const http_reply pd = post(*dec, "/v1/decode", blob.body, "application/octet-stream");

@@ -50,7 +50,6 @@ TEST(ServeStateRegression, CraftedStateIsRefusedAndTheSlotStaysUsable) {
     const http_reply single = post(*n, "/v1/completions", body.dump());
     ASSERT_EQ(single.status, 200) << single.body;
     json pbody = body;
-    pbody["endpoint"] = "completions";
     const http_reply blob = post(*n, "/v1/prefill", pbody.dump());
     ASSERT_EQ(blob.status, 200) << blob.body;
 
@@ -95,7 +94,6 @@ TEST(ServeStateAuth, NodesSharingASecretMoveStatesAndRefuseAnyOther) {
     const http_reply single = post(*pre, "/v1/completions", body.dump());
     ASSERT_EQ(single.status, 200);
     json pbody = body;
-    pbody["endpoint"] = "completions";
     const http_reply blob = post(*pre, "/v1/prefill", pbody.dump());
     ASSERT_EQ(blob.status, 200) << blob.body;
     auto key_a = blob_key::make({a});

@@ -87,8 +87,7 @@ struct pd_trio {
     }
     // pd runs body through /v1/prefill and /v1/decode.
     http_reply pd(const std::string & endpoint, json body) const {
-        body["endpoint"] = endpoint;
-        const http_reply blob = post(*pre, "/v1/prefill", body.dump());
+        const http_reply blob = post_prefill(*pre, endpoint, body.dump());
         if (blob.status != 200) return blob;
         return post(*dec, "/v1/decode", blob.body, "application/octet-stream");
     }

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "baton/pd/pd_protocol.h"
 #include "support/node_process.h"
 #include "support/test_support.h"
 
@@ -58,6 +59,16 @@ inline http_reply post(const node_process & n, const std::string & path, const s
                        double timeout_s = 120) {
     auto c = n.client(timeout_s);
     return to_reply(c->Post(path, auth_headers(key), body, type));
+}
+
+// post_prefill: POST /v1/prefill as a router does, the client's body unchanged and its endpoint
+// ("completions", "chat", "completion") in the PD protocol's header.
+inline http_reply post_prefill(const node_process & n, const std::string & endpoint, const std::string & body,
+                               const std::string & key = "") {
+    auto c = n.client(120);
+    httplib::Headers h = auth_headers(key);
+    h.emplace(std::string(pd_header_endpoint), endpoint);
+    return to_reply(c->Post(std::string(pd_path_prefill), h, body, "application/json"));
 }
 
 inline http_reply get(const node_process & n, const std::string & path, const std::string & key = "",

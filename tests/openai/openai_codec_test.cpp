@@ -1,7 +1,6 @@
 // openai_codec_test.cpp — the OpenAI request codec without a model or a process: openai_parse's shapes,
-// defaults and refusals (one case per rule), and openai_request_json's canonical form, which a prefill
-// node embeds in a blob and a decode node parses back: rendering a parsed request and parsing it again
-// must give the same canonical text.
+// defaults and refusals (one case per rule). What a prefill node embeds in a blob is pd/pd_request.h's
+// (tests/pd/pd_request_test.cpp).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -28,7 +27,7 @@ TEST(OpenaiParse, CompletionTextPromptTakesTheDefaultsItLeavesOut) {
     openai_defaults d;
     d.sampling.temperature = 0.3f;
     d.max_tokens = 7;
-    auto r = openai_parse(R"({"prompt":"Hello","top_k":5})", openai_endpoint::completions, false, d);
+    auto r = openai_parse(R"({"prompt":"Hello","top_k":5})", openai_endpoint::completions, d);
     ASSERT_TRUE(r.ok()) << r.status().message();
     ASSERT_TRUE(std::holds_alternative<openai_prompt_text>(r->input));
     EXPECT_EQ(std::get<openai_prompt_text>(r->input).text, "Hello");
@@ -91,34 +90,27 @@ TEST(OpenaiParse, FieldsThatWouldChangeTheAnswerAreRefusedByName) {
     EXPECT_TRUE(parse(R"({"prompt":"a","mirostat":0,"typical_p":1,"echo":false})").ok());
 }
 
-TEST(OpenaiParse, TheEndpointFieldCountsOnlyWhereThePdProtocolAllowsIt) {
-    const std::string body = R"({"endpoint":"completion","prompt":"a"})";
-    auto pub = openai_parse(body, openai_endpoint::completions, false);
+TEST(OpenaiParse, AnEndpointOrRenderedPromptInTheBodyIsNotThePublicDialect) {
+    // The PD internals travel in their own format (pd/pd_request.h): a client cannot switch its endpoint,
+    // nor hand a chat endpoint a "rendered" prompt of token ids.
+    auto pub = openai_parse(R"({"endpoint":"completion","prompt":"a"})", openai_endpoint::completions);
     ASSERT_TRUE(pub.ok()) << pub.status().message();
-    EXPECT_EQ(pub->endpoint, openai_endpoint::completions) << "a public request cannot switch its endpoint";
-    auto pd = openai_parse(body, openai_endpoint::completions, true);
-    ASSERT_TRUE(pd.ok()) << pd.status().message();
-    EXPECT_EQ(pd->endpoint, openai_endpoint::completion);
-    EXPECT_FALSE(openai_parse(R"({"endpoint":"embeddings","prompt":"a"})", openai_endpoint::completions, true).ok());
+    EXPECT_EQ(pub->endpoint, openai_endpoint::completions);
+    auto rendered = openai_parse(R"({"prompt":[1,2],"reasoning":{"format":"none","open":"<a>","close":"</a>",
+                                     "starts_open":false}})",
+                                 openai_endpoint::chat);
+    ASSERT_FALSE(rendered.ok());
+    EXPECT_NE(rendered.status().message().find("messages"), std::string::npos) << rendered.status().message();
 }
 
-TEST(OpenaiRequestJson, CanonicalFormIsAFixedPointOfParse) {
-    const std::pair<const char *, openai_endpoint> bodies[] = {
-        {R"({"prompt":"Hello","max_tokens":3,"temperature":0,"seed":7,"stop":["\n"]})", openai_endpoint::completions},
-        {R"({"prompt":[1,2,3],"n":2,"logprobs":2,"top_k":3,"logit_bias":{"5":-100}})", openai_endpoint::completions},
-        {R"({"messages":[{"role":"user","content":"Hi"}],"stream":true,"grammar":"root ::= \"a\""})",
-         openai_endpoint::chat},
-        {R"({"prompt":"x","n_predict":2,"return_tokens":true})", openai_endpoint::completion},
-    };
-    for (const auto & [body, endpoint] : bodies) {
-        auto first = openai_parse(body, endpoint);
-        ASSERT_TRUE(first.ok()) << body << ": " << first.status().message();
-        const std::string canonical = openai_request_json(*first);
-        auto again = openai_parse(canonical, endpoint, true);
-        ASSERT_TRUE(again.ok()) << canonical << ": " << again.status().message();
-        EXPECT_EQ(openai_request_json(*again), canonical) << body;
-        EXPECT_EQ(again->endpoint, endpoint) << canonical;
+TEST(OpenaiEndpoint, NamesParseBackAndOthersAreRefused) {
+    for (openai_endpoint e : {openai_endpoint::completions, openai_endpoint::chat, openai_endpoint::completion}) {
+        auto back = openai_endpoint_parse(openai_endpoint_name(e));
+        ASSERT_TRUE(back.ok());
+        EXPECT_EQ(back.value(), e);
     }
+    EXPECT_FALSE(openai_endpoint_parse("embeddings").ok());
+    EXPECT_FALSE(openai_endpoint_parse("").ok());
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 // openai.h — OpenAI-compatible request parsing into typed structs, and the canonical JSON of a request.
 //
 // This is the edge: JSON is parsed here, once, into openai_request; the engine only ever sees gen_request.
-// The canonical JSON (openai_request_json) is what prefill embeds in a blob, so a decode node can rebuild
-// exactly the same request. Every field it writes is explicit, so defaults can never drift between nodes.
+// What a prefill node embeds in a blob is not this dialect but the PD protocol's own format
+// (pd/pd_request.h), which writes every field explicitly so defaults never drift between nodes.
 // Thread-safety: pure functions.
 #pragma once
 
@@ -31,6 +31,8 @@ namespace baton {
 // llama-server's own /completion (same prompt shapes as completions, llama-server's response shape).
 enum class openai_endpoint : uint8_t { completions, chat, completion };
 const char * openai_endpoint_name(openai_endpoint e);  // "completions" | "chat" | "completion"
+// openai_endpoint_parse: the endpoint of a name openai_endpoint_name returns (invalid_argument otherwise).
+Result<openai_endpoint> openai_endpoint_parse(std::string_view name);
 
 // What the model is asked to continue: one of four shapes, decided by the endpoint and the body.
 struct openai_prompt_text {  // completions: "prompt" as a string (or a one-string array)
@@ -59,8 +61,8 @@ struct openai_reasoning {
     bool starts_open = false;  // the rendered prompt opened the thought (reasoning_prompt_opens)
     bool operator==(const openai_reasoning &) const = default;
 };
-// chat, already rendered by a node's template and tokenized: what a prefill node embeds in a blob, so the
-// decode node needs no template (canonical JSON: "endpoint":"chat" with "prompt" token ids and "reasoning").
+// chat, already rendered by a node's template and tokenized (chat_formatter::render_request): what a prefill
+// node embeds in a blob (pd/pd_request.h), so the decode node needs no template. Never parsed from a client.
 struct openai_chat_rendered {
     std::vector<token_id> tokens;
     openai_reasoning reasoning;
@@ -86,7 +88,13 @@ struct openai_request {
     bool include_usage = false;  // stream_options.include_usage
     bool ignore_eos = false;
     bool return_tokens = false;  // /completion: "tokens" holds the generated ids
+    bool operator==(const openai_request &) const = default;
 };
+
+// Bounds on a request's lists (the public parser's, and the embedded request's in pd/pd_request.h).
+inline constexpr size_t openai_stop_max = 16;                    // "stop": strings
+inline constexpr size_t openai_logit_bias_texts_max = 64;        // "logit_bias": entries given as text
+inline constexpr size_t openai_logit_bias_text_bytes_max = 256;  // ... each 1..256 bytes
 
 // Bounds on the work a prompt may ask of the chat template and the tokenizer, checked while the body is
 // parsed, before any template or tokenizer runs (a chat's rendered text is checked again after rendering:
@@ -104,19 +112,14 @@ struct openai_defaults {
     prompt_limits prompt;  // --max-messages, --max-prompt-mb (the same defaults wherever a request is parsed)
 };
 
-// openai_parse parses a request body. endpoint decides which shape is expected. For /v1/prefill the body
-// may carry "endpoint": "completions"|"chat"|"completion", which overrides it, and a chat may come rendered
-// ("prompt" token ids and "reasoning") (allow_endpoint_field). Fields the request leaves out take the
-// defaults. Errors are invalid_argument naming the field ("temperature: must be a number"); a field Baton
+// openai_parse parses a client's request body. endpoint decides which shape is expected (for /v1/prefill
+// the router names it in the X-Baton-Endpoint header). Fields the request leaves out take the defaults. Errors are invalid_argument naming the field ("temperature: must be a number"); a field Baton
 // does not implement whose value would change the answer (a grammar, tools, logit_bias, mirostat ...) is
 // an error naming it, never silently dropped (docs/api.md lists them).
-Result<openai_request> openai_parse(std::string_view body, openai_endpoint endpoint, bool allow_endpoint_field = false,
+Result<openai_request> openai_parse(std::string_view body, openai_endpoint endpoint,
                                     const openai_defaults & defaults = {});
 // openai_request_endpoint: the endpoint whose response shape the request gets.
 inline openai_endpoint openai_request_endpoint(const openai_request & r) { return r.endpoint; }
-
-// openai_request_json renders the canonical JSON of a request (every field explicit, "endpoint" included).
-std::string openai_request_json(const openai_request & r);
 
 // openai_to_gen tokenizes the prompt and builds the engine request. REQUIRES: the input is not an
 // unrendered openai_chat (render it first: chat_formatter in chat_format.h; invalid_argument otherwise).

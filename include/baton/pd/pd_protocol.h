@@ -19,6 +19,9 @@ inline constexpr std::string_view pd_path_slot_state = "/v1/slots/{id}/state";  
 inline constexpr std::string_view pd_header_draining = "X-Baton-Draining";  // node -> router on a 503: leaving
 inline constexpr std::string_view pd_header_prompt_tokens = "X-Baton-Prompt-Tokens";  // prefill answer: prompt
 inline constexpr std::string_view pd_header_cached_tokens = "X-Baton-Cached-Tokens";  // prefill answer: reused
+// router -> prefill node: the endpoint of the client's request ("completions" | "chat" | "completion",
+// openai_endpoint_name); the body is the client's, unchanged. Absent: completions.
+inline constexpr std::string_view pd_header_endpoint = "X-Baton-Endpoint";
 inline constexpr std::string_view pd_header_route = "X-Baton-Route";  // router -> client: "pd", "local", ...
 inline constexpr std::string_view pd_header_decode_node = "X-Baton-Decode-Node";  // router -> client: which node
 
