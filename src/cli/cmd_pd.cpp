@@ -81,7 +81,7 @@ int run_prefill(pd_options & o) {
     req.input = openai_prompt_text{o.prompt};
     req.max_tokens = o.n_predict;
     req.sampling = o.sampling;
-    auto gen = openai_to_gen(req, m->vocab());
+    auto gen = openai_to_gen(req, *m);
     if (!gen.ok()) return cli_fail(k_exit_failure, gen.status().message());
     gen->request_json = openai_request_json(req);
     engine_config cfg;
@@ -117,7 +117,7 @@ int run_decode(pd_options & o) {
     auto model = loaded_model::load(o.model_path, o.load);
     if (!model.ok()) return cli_fail(k_exit_failure, model.status().message());
     std::shared_ptr<const loaded_model> m(std::move(model.value()));
-    auto gen = openai_to_gen(req.value(), m->vocab());
+    auto gen = openai_to_gen(req.value(), *m);
     if (!gen.ok()) return cli_fail(k_exit_failure, gen.status().message());
     auto eng = engine::create(m, cfg);
     if (!eng.ok()) return cli_fail(k_exit_failure, eng.status().message());
