@@ -2,13 +2,15 @@
 //
 // A loaded_model owns a llama_model and knows its identity: the fingerprint (XXH3-128 over the GGUF file's
 // bytes, i.e. its metadata, tensor descriptions and tensor data; computed once per load), the libllama
-// version, the architecture name and shape. Thread-safety: immutable after load; llama_model is safe to
-// share between contexts.
+// version, the architecture name and shape. It also reads, once, what the modules above the engine need of
+// a model (model_info: special-token texts, the chat template, the training context), so they never touch
+// libllama's types. Thread-safety: immutable after load; llama_model is safe to share between contexts.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "baton/base/identity.h"
@@ -22,6 +24,20 @@ namespace baton {
 
 // model_fingerprint_file hashes a file's bytes (streaming, bounded memory).
 Result<std::array<uint8_t, 16>> model_fingerprint_file(const std::string & path);
+
+// model_info: a model's metadata as plain values, for the modules above the engine (the chat formatter,
+// /props, the node's default context). Filled by loaded_model::load; a test builds one by hand to stand for
+// a model. The vocabulary's size is model_identity::n_vocab.
+struct model_info {
+    std::string bos_text;  // the BOS token's text ("<s>"); "" when the vocabulary has none
+    std::string eos_text;  // the EOS token's text ("</s>", "<|im_end|>"); "" when the vocabulary has none
+    bool add_bos = false;  // text_tokenize(..., add_special = true) puts BOS first
+    bool add_eos = false;  // ... and EOS last
+    std::optional<std::string> chat_template;  // tokenizer.chat_template; nullopt when absent or empty
+    uint32_t n_ctx_train = 0;  // tokens: the context the model was trained with (0 after a vocab_only load)
+
+    bool operator==(const model_info &) const = default;
+};
 
 struct model_load_params {
     offload_config offload;  // default: CPU only (-dev none), whatever devices ggml found
@@ -39,9 +55,12 @@ class loaded_model {
     // invalid_argument if libllama rejects it.
     static Result<std::unique_ptr<loaded_model>> load(const std::string & path, const model_load_params & params = {});
 
+    // get, vocab: libllama's handles, for the engine itself (other modules use info() and the
+    // loaded_model forms of text.h and sampling.h; scripts/check-deps keeps libllama's types inside the engine).
     llama_model * get() const { return model_; }
     const llama_vocab * vocab() const;
     const model_identity & identity() const { return identity_; }
+    const model_info & info() const { return info_; }
     const std::string & path() const { return path_; }
     // placement: the devices in use and how many layers (with their KV cache) libllama put on them.
     const offload_placement & placement() const { return placement_; }
@@ -58,9 +77,13 @@ class loaded_model {
     loaded_model() = default;
     llama_model * model_ = nullptr;
     model_identity identity_;
+    model_info info_;
     std::string path_;
     offload_placement placement_;
 };
+
+// libllama_version: the linked libllama's version ("0.7.0"), what model_identity::llama_version records.
+std::string libllama_version();
 
 // llama_quiet_logs installs a log callback that drops libllama/ggml logs below error level (or all logs
 // when BATON_LLAMA_LOG is unset and level is not error). Idempotent.

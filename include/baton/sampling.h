@@ -12,6 +12,7 @@
 
 #include "baton/base/status.h"
 #include "baton/grammar_check.h"
+#include "baton/model.h"
 
 struct llama_sampler;
 struct llama_vocab;
@@ -86,5 +87,9 @@ Result<int32_t> sampling_sample(llama_sampler * chain, const float * logits, siz
 // sampling_check_grammar: whether p's grammar passes grammar_check (p.grammar_bounds) and then libllama
 // accepts it for vocab (builds and frees its sampler).
 Status sampling_check_grammar(const sampling_params & p, const llama_vocab * vocab);
+// The same for the modules above the engine, which never see libllama's types: model's vocabulary.
+inline Status sampling_check_grammar(const sampling_params & p, const loaded_model & model) {
+    return sampling_check_grammar(p, model.vocab());
+}
 
 }  // namespace baton

@@ -2,7 +2,9 @@
 //
 // Byte-fallback vocabularies can split one UTF-8 character over several tokens, so token pieces are raw
 // bytes; utf8_complete_prefix() tells how many bytes of a growing buffer can be emitted without cutting a
-// character. Thread-safety: the vocabulary is read-only; these functions are safe from any thread.
+// character. The functions take the vocabulary (the engine's own callers) or, for the modules above the
+// engine, which never see libllama's types, the loaded_model it belongs to: the same function either way.
+// Thread-safety: the vocabulary is read-only; these functions are safe from any thread.
 #pragma once
 
 #include <cstdint>
@@ -11,9 +13,9 @@
 #include <vector>
 
 #include "baton/base/status.h"
+#include "baton/model.h"
 
 struct llama_vocab;
-struct llama_model;
 
 namespace baton {
 
@@ -46,6 +48,19 @@ std::string text_token_piece(const llama_vocab * vocab, token_id token, bool spe
 
 // text_detokenize concatenates the pieces of tokens (special: control tokens as their text, "<s>").
 std::string text_detokenize(const llama_vocab * vocab, const std::vector<token_id> & tokens, bool special = false);
+
+// The same for the modules above the engine: the vocabulary of model.
+inline Result<std::vector<token_id>> text_tokenize(const loaded_model & model, std::string_view text, bool add_special,
+                                                   bool parse_special, uint32_t n_ctx = 0) {
+    return text_tokenize(model.vocab(), text, add_special, parse_special, n_ctx);
+}
+inline std::string text_token_piece(const loaded_model & model, token_id token, bool special = false) {
+    return text_token_piece(model.vocab(), token, special);
+}
+inline std::string text_detokenize(const loaded_model & model, const std::vector<token_id> & tokens,
+                                   bool special = false) {
+    return text_detokenize(model.vocab(), tokens, special);
+}
 
 // utf8_complete_prefix returns the length of the longest prefix of s that does not end inside an
 // incomplete UTF-8 sequence (invalid bytes count as complete, so nothing is held back forever).

@@ -4,19 +4,19 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdlib>
-#include <llama.h>
 
 #include <cstdio>
 #include <vector>
 
 #include "baton/build_info.h"
 #include "baton/http/http_server.h"
+#include "baton/model.h"
 #include "baton/sampling.h"
 
 namespace baton {
 
 std::string cli_version_string() {
-    std::string s = std::string("baton ") + BATON_VERSION_STRING + " (libllama " + llama_version();
+    std::string s = std::string("baton ") + BATON_VERSION_STRING + " (libllama " + libllama_version();
     if (std::string(BATON_LLAMA_BUILD_NUMBER).size() > 0) s += ", build b" BATON_LLAMA_BUILD_NUMBER;
     return s + ")";
 }

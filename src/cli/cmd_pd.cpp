@@ -84,7 +84,7 @@ int run_prefill(pd_options & o) {
     req.sampling = o.sampling;
     auto embedded = pd_request_encode(req);
     if (!embedded.ok()) return cli_fail(k_exit_failure, embedded.status().message());
-    auto gen = openai_to_gen(req, m->vocab());
+    auto gen = openai_to_gen(req, *m);
     if (!gen.ok()) return cli_fail(k_exit_failure, gen.status().message());
     gen->request_json = std::move(embedded.value());
     engine_config cfg;
@@ -120,7 +120,7 @@ int run_decode(pd_options & o) {
     auto model = loaded_model::load(o.model_path, o.load);
     if (!model.ok()) return cli_fail(k_exit_failure, model.status().message());
     std::shared_ptr<const loaded_model> m(std::move(model.value()));
-    auto gen = openai_to_gen(req.value(), m->vocab());
+    auto gen = openai_to_gen(req.value(), *m);
     if (!gen.ok()) return cli_fail(k_exit_failure, gen.status().message());
     auto eng = engine::create(m, cfg);
     if (!eng.ok()) return cli_fail(k_exit_failure, eng.status().message());

@@ -1,4 +1,4 @@
-// model.cpp — model loading and identity (fingerprint, version, shape).
+// model.cpp — model loading, identity (fingerprint, version, shape) and the model_info read from libllama.
 #include "baton/model.h"
 
 #include "baton/blob.h"
@@ -6,6 +6,7 @@
 #include <llama.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -38,7 +39,29 @@ namespace {
 void log_drop(ggml_log_level level, const char * text, void *) {
     if (level == GGML_LOG_LEVEL_ERROR || std::getenv("BATON_LLAMA_LOG")) std::fputs(text, stderr);
 }
+
+// token_text: a special token's text, "" for none (LLAMA_TOKEN_NULL) or a vocabulary without text for it.
+std::string token_text(const llama_vocab * vocab, llama_token t) {
+    if (t == LLAMA_TOKEN_NULL) return {};
+    const char * s = llama_vocab_get_text(vocab, t);
+    return s ? s : "";
+}
+
+model_info read_info(const llama_model * m) {
+    const llama_vocab * vocab = llama_model_get_vocab(m);
+    model_info info;
+    info.bos_text = token_text(vocab, llama_vocab_bos(vocab));
+    info.eos_text = token_text(vocab, llama_vocab_eos(vocab));
+    info.add_bos = llama_vocab_get_add_bos(vocab);
+    info.add_eos = llama_vocab_get_add_eos(vocab);
+    if (const char * t = llama_model_chat_template(m, nullptr); t && *t) info.chat_template = t;
+    info.n_ctx_train = uint32_t(std::max<int32_t>(0, llama_model_n_ctx_train(m)));
+    return info;
+}
+
 }  // namespace
+
+std::string libllama_version() { return llama_version(); }
 
 void llama_quiet_logs() {
     llama_log_set(log_drop, nullptr);
@@ -92,6 +115,7 @@ Result<std::unique_ptr<loaded_model>> loaded_model::load(const std::string & pat
     id.n_layer = uint32_t(llama_model_n_layer(m));
     id.n_embd = uint32_t(llama_model_n_embd(m));
     id.n_vocab = uint32_t(llama_vocab_n_tokens(llama_model_get_vocab(m)));
+    lm->info_ = read_info(m);
     return lm;
 }
 

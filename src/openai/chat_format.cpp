@@ -1,12 +1,10 @@
 // chat_format.cpp — choosing the chat template, rendering a chat and deciding its reasoning split.
 #include "baton/openai/chat_format.h"
 
-#include <llama.h>
-
-#include <climits>
 #include <optional>
 #include <string_view>
 
+#include "baton/chat_builtin.h"
 #include "baton/openai/chat_template.h"
 
 namespace baton {
@@ -14,7 +12,6 @@ namespace baton {
 using json = nlohmann::json;
 
 struct chat_formatter::state {
-    const llama_vocab * vocab = nullptr;
     std::string source;  // Jinja source, or the template string / name libllama's formatter gets
     std::string origin;
     bool jinja = true;
@@ -24,7 +21,7 @@ struct chat_formatter::state {
     reasoning_format reasoning = reasoning_format::deepseek;
     reasoning_tags tags;
     uint64_t max_prompt_bytes = 0;  // --max-prompt-mb
-    std::string bos, eos;  // token texts
+    std::string bos, eos;           // token texts
     bool add_bos = false, add_eos = false;
 };
 
@@ -32,52 +29,22 @@ namespace {
 
 Status bad(const std::string & m) { return {status_code::invalid_argument, m}; }
 
-std::string token_text(const llama_vocab * vocab, llama_token t) {
-    if (t == LLAMA_TOKEN_NULL) return {};
-    const char * s = llama_vocab_get_text(vocab, t);
-    return s ? s : "";
-}
-
-bool is_builtin_name(const std::string & name) {
-    std::vector<const char *> names(256);
-    const int32_t n = llama_chat_builtin_templates(names.data(), names.size());
-    for (int32_t i = 0; i < n && i < int32_t(names.size()); ++i)
-        if (name == names[size_t(i)]) return true;
-    return false;
-}
-
 // builtin_render applies libllama's formatter (a built-in name, or a template string it recognizes).
 Result<std::string> builtin_render(const std::string & tmpl, const std::vector<chat_message> & messages, bool add_ass) {
-    std::vector<llama_chat_message> msgs;
-    size_t total = 0;
-    for (const auto & m : messages) {
-        msgs.push_back({m.role.c_str(), m.content.c_str()});
-        total += m.role.size() + m.content.size();
-    }
-    if (total > size_t(INT32_MAX / 4)) return Status(status_code::too_large, "messages: too long");
-    std::string buf(total * 2 + 256, '\0');
-    int32_t n =
-        llama_chat_apply_template(tmpl.c_str(), msgs.data(), msgs.size(), add_ass, buf.data(), int32_t(buf.size()));
-    if (n > int32_t(buf.size())) {
-        buf.resize(size_t(n));
-        n = llama_chat_apply_template(tmpl.c_str(), msgs.data(), msgs.size(), add_ass, buf.data(), int32_t(buf.size()));
-    }
-    if (n < 0)
-        return bad(
-            "chat template: libllama's formatter does not know this template (use --jinja or --chat-template NAME)");
-    buf.resize(size_t(n));
-    return buf;
+    std::vector<chat_builtin_message> msgs;
+    msgs.reserve(messages.size());
+    for (const auto & m : messages) msgs.push_back({m.role, m.content});
+    return chat_builtin_apply(tmpl, msgs, add_ass);
 }
 
 }  // namespace
 
-Result<chat_formatter> chat_formatter::create(const llama_model * model, const chat_format_config & cfg) {
+Result<chat_formatter> chat_formatter::create(const model_info & model, const chat_format_config & cfg) {
     auto st = std::make_shared<state>();
-    st->vocab = llama_model_get_vocab(model);
-    st->bos = token_text(st->vocab, llama_vocab_bos(st->vocab));
-    st->eos = token_text(st->vocab, llama_vocab_eos(st->vocab));
-    st->add_bos = llama_vocab_get_add_bos(st->vocab);
-    st->add_eos = llama_vocab_get_add_eos(st->vocab);
+    st->bos = model.bos_text;
+    st->eos = model.eos_text;
+    st->add_bos = model.add_bos;
+    st->add_eos = model.add_eos;
     st->reasoning = cfg.reasoning;
     st->max_prompt_bytes = cfg.max_prompt_bytes;
     if (!cfg.kwargs.is_null() && !cfg.kwargs.is_object()) return bad("--chat-template-kwargs: must be a JSON object");
@@ -86,15 +53,15 @@ Result<chat_formatter> chat_formatter::create(const llama_model * model, const c
     if (from_flag) {
         st->source = cfg.template_text;
         st->origin = cfg.template_origin.empty() ? "--chat-template" : cfg.template_origin;
-    } else if (const char * t = llama_model_chat_template(model, nullptr); t && *t) {
-        st->source = t;
+    } else if (model.chat_template && !model.chat_template->empty()) {
+        st->source = *model.chat_template;
         st->origin = "model";
     } else {
         st->source = std::string(chat_template_chatml_source());
         st->origin = "chatml fallback";
     }
     // A built-in name always goes to libllama's formatter; so does everything under --no-jinja.
-    st->jinja = cfg.jinja && !(from_flag && is_builtin_name(st->source));
+    st->jinja = cfg.jinja && !(from_flag && chat_builtin_is_name(st->source));
     if (!st->jinja && !st->kwargs.is_null() && !st->kwargs.empty())
         return bad("--chat-template-kwargs: the template is rendered by libllama's built-in formatter, which takes no "
                    "variables (use --jinja)");
@@ -165,12 +132,13 @@ Result<chat_prompt> chat_formatter::render(const openai_chat & chat) const {
     return out;
 }
 
-Result<openai_request> chat_formatter::render_request(openai_request r, uint32_t n_ctx) const {
+Result<openai_request> chat_formatter::render_request(openai_request r, const loaded_model & model,
+                                                      uint32_t n_ctx) const {
     const auto * chat = std::get_if<openai_chat>(&r.input);
     if (!chat) return r;
     auto p = render(*chat);
     if (!p.ok()) return p.status();
-    auto toks = text_tokenize(s_->vocab, p->text, true, true, n_ctx);
+    auto toks = text_tokenize(model, p->text, true, true, n_ctx);
     if (!toks.ok()) return toks.status();
     if (toks->empty()) return bad("messages: the rendered prompt is empty");
     openai_chat_rendered rendered{std::move(toks.value()), p->reasoning, std::nullopt};

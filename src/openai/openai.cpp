@@ -1,7 +1,6 @@
 // openai.cpp — OpenAI request bodies <-> typed requests.
 #include "baton/openai/openai.h"
 
-#include <llama.h>
 #include <nlohmann/json.hpp>
 
 #include <array>
@@ -539,7 +538,7 @@ Result<openai_request> openai_parse(std::string_view body, openai_endpoint endpo
     return r;
 }
 
-Result<gen_request> openai_to_gen(const openai_request & r, const llama_vocab * vocab, uint32_t n_ctx) {
+Result<gen_request> openai_to_gen(const openai_request & r, const loaded_model & model, uint32_t n_ctx) {
     gen_request g;
     g.n_predict = r.max_tokens < 0 ? INT32_MAX : r.max_tokens;
     g.sampling = r.sampling;
@@ -554,24 +553,24 @@ Result<gen_request> openai_to_gen(const openai_request & r, const llama_vocab * 
         g.prompt = ids->tokens;
     } else {
         // As llama-server: control tokens written in a raw prompt ("<|im_start|>") are parsed.
-        auto toks = text_tokenize(vocab, std::get<openai_prompt_text>(r.input).text, true, true, n_ctx);
+        auto toks = text_tokenize(model, std::get<openai_prompt_text>(r.input).text, true, true, n_ctx);
         if (!toks.ok()) return toks.status();
         g.prompt = std::move(toks.value());
     }
     if (g.prompt.empty()) return bad("prompt: is empty after tokenization");
     for (const auto & [text, bias] : r.logit_bias_text) {
-        auto toks = text_tokenize(vocab, text, false, false);
+        auto toks = text_tokenize(model, text, false, false);
         if (!toks.ok()) return toks.status();
         if (toks->empty()) return bad("logit_bias: \"" + text.substr(0, 32) + "\" has no tokens");
         for (token_id t : toks.value()) g.sampling.logit_bias.emplace_back(t, bias);
     }
     if (!r.logit_bias_text.empty()) BATON_RETURN_IF_ERROR(sampling_check(g.sampling));
-    const int32_t n_vocab = llama_vocab_n_tokens(vocab);
+    const int64_t n_vocab = model.identity().n_vocab;
     for (const auto & [token, bias] : g.sampling.logit_bias)
         if (token >= n_vocab)
             return bad("logit_bias: token " + std::to_string(token) + " is not in the vocabulary (" +
                        std::to_string(n_vocab) + " tokens)");
-    BATON_RETURN_IF_ERROR(sampling_check_grammar(g.sampling, vocab));
+    BATON_RETURN_IF_ERROR(sampling_check_grammar(g.sampling, model));
     return g;
 }
 

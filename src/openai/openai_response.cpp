@@ -175,9 +175,9 @@ const char * openai_finish_of(const openai_result & r) {
     return openai_finish_name(r.done.finish);
 }
 
-openai_logprob openai_logprob_make(const llama_vocab * vocab, token_id token, const token_probs & p) {
-    openai_logprob out{token, text_token_piece(vocab, token, true), p.logprob, {}};
-    for (const auto & t : p.top) out.top.push_back({t.token, text_token_piece(vocab, t.token, true), t.logprob});
+openai_logprob openai_logprob_make(const loaded_model & model, token_id token, const token_probs & p) {
+    openai_logprob out{token, text_token_piece(model, token, true), p.logprob, {}};
+    for (const auto & t : p.top) out.top.push_back({t.token, text_token_piece(model, t.token, true), t.logprob});
     return out;
 }
 

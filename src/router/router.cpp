@@ -177,9 +177,9 @@ class router_impl {
 uint32_t router_impl::count_tokens(const openai_request & r) const {
     if (const auto * ids = std::get_if<openai_prompt_tokens>(&r.input)) return uint32_t(ids->tokens.size());
     if (vocab && chat) {
-        auto rendered = chat->render_request(r);
+        auto rendered = chat->render_request(r, *vocab);
         if (rendered.ok()) {
-            auto g = openai_to_gen(rendered.value(), vocab->vocab());
+            auto g = openai_to_gen(rendered.value(), *vocab);
             if (g.ok()) return uint32_t(g->prompt.size());
         }
     }
@@ -934,7 +934,7 @@ Result<std::unique_ptr<router>> router::create(const router_config & cfg) {
         impl->vocab = std::move(m.value());
         chat_format_config chat_cfg;
         chat_cfg.max_prompt_bytes = cfg.prompt.max_prompt_bytes;
-        auto chat = chat_formatter::create(impl->vocab->get(), chat_cfg);
+        auto chat = chat_formatter::create(impl->vocab->info(), chat_cfg);
         if (chat.ok()) impl->chat = std::move(chat.value());
     }
     impl->http = std::make_unique<http_server>(http_server_config{.host = cfg.host,

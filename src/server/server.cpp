@@ -6,8 +6,6 @@
 #include <cstdio>
 #include <thread>
 
-#include <llama.h>
-
 #include "baton/base/buffer_pool.h"
 #include "server_impl.h"
 #include "server_test_seam.h"
@@ -224,14 +222,14 @@ Status server::load() {
     const std::string & p = s.cfg.model_path;
     s.model_file = p.substr(p.find_last_of('/') == std::string::npos ? 0 : p.find_last_of('/') + 1);
     s.model_name = s.cfg.alias.empty() ? s.model_file : s.cfg.alias;
-    auto chat = chat_formatter::create(s.model->get(), s.cfg.chat);
+    auto chat = chat_formatter::create(s.model->info(), s.cfg.chat);
     if (!chat.ok()) return chat.status();
     s.chat = std::move(chat.value());
     if (Status u = s.chat->usable(); !u.ok())
         std::fprintf(stderr, "baton: serve: chat is off: %s\n", u.message().c_str());
     if (s.cfg.engine.ctx.n_ctx == 0) {  // -c 0: the context the model was trained with (as llama-server)
-        const int32_t train = llama_model_n_ctx_train(s.model->get());
-        s.cfg.engine.ctx.n_ctx = uint32_t(std::clamp<int32_t>(train, 16, 1 << 24));
+        const uint32_t train = s.model->info().n_ctx_train;
+        s.cfg.engine.ctx.n_ctx = std::clamp<uint32_t>(train, 16, 1 << 24);
     }
     auto e = engine::create(s.model, s.cfg.engine);
     if (!e.ok()) return e.status();

@@ -99,7 +99,7 @@ struct choice_state {
     }
 
     // step folds one event into res and returns what it adds to the output.
-    openai_delta step(const engine_event & e, const llama_vocab * vocab) {
+    openai_delta step(const engine_event & e, const loaded_model & vocab) {
         openai_delta d;
         d.index = res.index;
         if (const auto * t = std::get_if<event_token>(&e)) {
@@ -172,7 +172,7 @@ net::awaitable<void> server_impl::respond_generation(http_exchange & ex, engine_
     if (oreq.endpoint == openai_endpoint::completion) {
         // llama-server's "prompt": the prompt as the model saw it, special tokens written out ("<s>...").
         meta.generation_settings = openai_generation_settings(oreq, eng->layout().n_ctx);
-        if (req) meta.prompt_text = text_detokenize(model->vocab(), req->prompt, true);
+        if (req) meta.prompt_text = text_detokenize(*model, req->prompt, true);
     }
     req = nullptr;  // (it points into task, which may be replaced below)
     // n > 1 on a node that serves the whole request: the prompt is processed once, into a blob that is
@@ -215,7 +215,7 @@ net::awaitable<void> server_impl::respond_generation(http_exchange & ex, engine_
         }
         return out;
     };
-    const llama_vocab * vocab = model->vocab();
+    const loaded_model & vocab = *model;
 
     // Every choice's first event before any byte is written: a request that fails before its first token
     // gets a real HTTP status even when it asked to stream.
@@ -349,14 +349,14 @@ net::awaitable<Result<openai_request>> server_impl::prepare(std::string_view bod
     if (!oreq.ok()) co_return oreq.status();
     if (!std::holds_alternative<openai_chat>(oreq->input)) co_return oreq;
     const uint32_t n_ctx = n_ctx_slot();
-    co_return co_await http->offload([&] { return chat->render_request(std::move(oreq.value()), n_ctx); });
+    co_return co_await http->offload([&] { return chat->render_request(std::move(oreq.value()), *model, n_ctx); });
 }
 
 net::awaitable<void> server_impl::on_openai(http_exchange & ex, openai_endpoint endpoint) {
     auto oreq = co_await prepare(ex.request().body_text(), endpoint);
     if (!oreq.ok()) co_return (void) co_await ex.respond_error(oreq.status());
     const uint32_t n_ctx = n_ctx_slot();
-    auto gen = co_await http->offload([&] { return openai_to_gen(oreq.value(), model->vocab(), n_ctx); });
+    auto gen = co_await http->offload([&] { return openai_to_gen(oreq.value(), *model, n_ctx); });
     if (!gen.ok()) co_return (void) co_await ex.respond_error(gen.status());
     co_await respond_generation(ex, task_generate{std::move(gen.value())}, oreq.value());
 }
@@ -378,7 +378,7 @@ net::awaitable<void> server_impl::on_prefill(http_exchange & ex) {
     auto embedded = pd_request_encode(oreq.value());
     if (!embedded.ok()) co_return (void) co_await ex.respond_error(embedded.status());
     const uint32_t n_ctx = n_ctx_slot();
-    auto gen = co_await http->offload([&] { return openai_to_gen(oreq.value(), model->vocab(), n_ctx); });
+    auto gen = co_await http->offload([&] { return openai_to_gen(oreq.value(), *model, n_ctx); });
     if (!gen.ok()) co_return (void) co_await ex.respond_error(gen.status());
     gen->request_json = std::move(embedded.value());
     auto ticket = admit();
@@ -414,7 +414,7 @@ net::awaitable<void> server_impl::on_decode(http_exchange & ex) {
     }
     // Off the event loop: an embedded text prompt (and logit_bias texts) are tokenized here.
     const uint32_t n_ctx = n_ctx_slot();
-    auto gen = co_await http->offload([&] { return openai_to_gen(oreq.value(), model->vocab(), n_ctx); });
+    auto gen = co_await http->offload([&] { return openai_to_gen(oreq.value(), *model, n_ctx); });
     if (!gen.ok()) co_return (void) co_await ex.respond_error(gen.status());
     co_await respond_generation(ex, task_decode{blob.value(), std::move(gen.value())}, oreq.value());
 }

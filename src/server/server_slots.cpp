@@ -13,8 +13,6 @@
 #include <cstdio>
 #include <fstream>
 
-#include <llama.h>
-
 #include "baton/model.h"
 #include "server_impl.h"
 
@@ -178,11 +176,6 @@ net::awaitable<void> server_impl::on_props(http_exchange & ex) {
     defaults.max_tokens = cfg.defaults.max_tokens;
     defaults.sampling = cfg.defaults.sampling;
     const kv_layout c = eng->layout();
-    const auto vocab = model->vocab();
-    auto text_of = [&](llama_token t) -> std::string {
-        const char * s = t == LLAMA_TOKEN_NULL ? nullptr : llama_vocab_get_text(vocab, t);
-        return s ? s : "";
-    };
     json props = {{"default_generation_settings",
                    {{"params", openai_generation_settings(defaults, c.n_ctx)}, {"n_ctx", c.n_ctx}}},
                   {"total_slots", c.n_seq_max},
@@ -193,8 +186,8 @@ net::awaitable<void> server_impl::on_props(http_exchange & ex) {
                   {"endpoint_props", false},
                   {"endpoint_metrics", true},
                   {"chat_template", chat->source()},
-                  {"bos_token", text_of(llama_vocab_bos(vocab))},
-                  {"eos_token", text_of(llama_vocab_eos(vocab))},
+                  {"bos_token", model->info().bos_text},
+                  {"eos_token", model->info().eos_text},
                   {"build_info", cfg.build_info},
                   {"is_sleeping", false},
                   {"baton",

@@ -67,7 +67,7 @@ net::awaitable<void> server_impl::on_tokenize(http_exchange & ex) {
             Status(status_code::too_large, "content: " + std::to_string(text.size()) +
                                                " bytes, more than --max-prompt-mb allows (" +
                                                std::to_string(cfg.defaults.prompt.max_prompt_bytes) + " bytes)"));
-    const llama_vocab * vocab = model->vocab();
+    const loaded_model & vocab = *model;
     auto out = co_await http->offload([&]() -> Result<json> {
         auto toks = text_tokenize(vocab, text, add_special.value(), parse_special.value());
         if (!toks.ok()) return toks.status();
@@ -107,7 +107,7 @@ net::awaitable<void> server_impl::on_detokenize(http_exchange & ex) {
                                                            " is not a token id in 0.." + std::to_string(n_vocab - 1)));
         tokens.push_back(token_id(t.get<int64_t>()));
     }
-    const llama_vocab * vocab = model->vocab();
+    const loaded_model & vocab = *model;
     const std::string text = co_await http->offload([&] { return text_detokenize(vocab, tokens); });
     co_await ex.respond(json_response({{"content", text}}));
 }

@@ -7,6 +7,7 @@
 
 #include "baton/generate.h"
 #include "baton/model.h"
+#include "baton/testmodel/mkmodel.h"
 #include "baton/text.h"
 #include "support/test_support.h"
 
@@ -119,6 +120,40 @@ TEST(Tokenize, Utf8CompletePrefixHoldsBackPartialCharacters) {
     EXPECT_EQ(utf8_complete_prefix("ab\xF0\x9F\x98\x80"), 6u);
     EXPECT_EQ(utf8_complete_prefix("\xE2\x9C"), 0u);
     EXPECT_EQ(utf8_complete_prefix("a\xFF"), 2u);
+}
+
+// model_info: what the modules above the engine read of a model, from the GGUF's tokenizer and metadata.
+TEST(ModelInfo, ReadsSpecialTokenTextsTemplateAndTrainingContext) {
+    model_load_params vocab_only;
+    vocab_only.vocab_only = true;
+    auto spm = loaded_model::load(test::test_model_path("llama"));
+    ASSERT_TRUE(spm.ok()) << spm.status().to_string();
+    const model_info & s = spm.value()->info();
+    EXPECT_EQ(s.bos_text, "<s>");
+    EXPECT_EQ(s.eos_text, "</s>");
+    EXPECT_TRUE(s.add_bos);
+    EXPECT_FALSE(s.add_eos);
+    ASSERT_TRUE(s.chat_template.has_value());
+    EXPECT_NE(s.chat_template->find("<|im_start|>"), std::string::npos);
+    EXPECT_EQ(s.n_ctx_train, 4096u);
+
+    auto bpe = loaded_model::load(test::test_model_path("llama", 1, 64, 4, "f32", "bpe"), vocab_only);
+    ASSERT_TRUE(bpe.ok()) << bpe.status().to_string();
+    const model_info & b = bpe.value()->info();
+    EXPECT_EQ(b.bos_text, "<|endoftext|>");
+    EXPECT_EQ(b.eos_text, "<|im_end|>");
+    EXPECT_FALSE(b.add_bos);
+    EXPECT_EQ(b.n_ctx_train, 0u);  // a vocab_only load reads no hyperparameters
+
+    mkmodel_params p;
+    p.chat_template = false;
+    p.n_ctx = 512;
+    const std::string path = test::scratch_dir() + "/model-info-no-template.gguf";
+    ASSERT_TRUE(mkmodel_ensure(p, path).ok());
+    auto bare = loaded_model::load(path);
+    ASSERT_TRUE(bare.ok()) << bare.status().to_string();
+    EXPECT_FALSE(bare.value()->info().chat_template.has_value());
+    EXPECT_EQ(bare.value()->info().n_ctx_train, 512u);
 }
 
 TEST(Fingerprint, DiffersBetweenSeeds) {

@@ -6,8 +6,6 @@
 // as invalid_argument with minja's message; concurrent renders agree.
 #include <gtest/gtest.h>
 
-#include <llama.h>
-
 #include <chrono>
 #include <string>
 #include <string_view>
@@ -16,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "baton/chat_builtin.h"
 #include "baton/openai/chat_template.h"
 #include "openai/test_templates.h"
 
@@ -144,16 +143,11 @@ std::string render_ok(const chat_template & t, const std::vector<chat_message> &
 
 // llama_builtin renders messages with one of libllama's built-in formatters, named ("chatml", "llama3").
 std::string llama_builtin(const char * name, const std::vector<chat_message> & messages, bool add_ass) {
-    std::vector<llama_chat_message> msgs;
-    for (const chat_message & m : messages) msgs.push_back({m.role.c_str(), m.content.c_str()});
-    std::vector<char> buf(4096);
-    int32_t n = llama_chat_apply_template(name, msgs.data(), msgs.size(), add_ass, buf.data(), int32_t(buf.size()));
-    if (n > int32_t(buf.size())) {
-        buf.resize(size_t(n));
-        n = llama_chat_apply_template(name, msgs.data(), msgs.size(), add_ass, buf.data(), int32_t(buf.size()));
-    }
-    if (n < 0) ADD_FAILURE() << "libllama has no built-in template " << name;
-    return n < 0 ? std::string() : std::string(buf.data(), size_t(n));
+    std::vector<chat_builtin_message> msgs;
+    for (const chat_message & m : messages) msgs.push_back({m.role, m.content});
+    auto r = chat_builtin_apply(name, msgs, add_ass);
+    if (!r.ok()) ADD_FAILURE() << r.status().to_string();
+    return r.ok() ? r.value() : std::string();
 }
 
 json nested_arrays(int depth) {

@@ -14,6 +14,8 @@
 // prompt never holds two. The reasoning split of the answer is decided here too: the node's
 // --reasoning-format or the request's reasoning_format, the markers of the template's family, and whether
 // the prompt opened the thought.
+// The formatter knows the model only as a model_info (model.h: plain values), so a test can stand one up
+// without a model; tokenizing the rendered text (render_request) takes the loaded_model.
 // Thread-safety: a chat_formatter is immutable after create(); render is safe from any thread.
 #pragma once
 
@@ -23,10 +25,8 @@
 #include <nlohmann/json.hpp>
 
 #include "baton/base/status.h"
+#include "baton/model.h"
 #include "baton/openai/openai.h"
-
-struct llama_model;
-struct llama_vocab;
 
 namespace baton {
 
@@ -51,14 +51,17 @@ class chat_formatter {
   public:
     // create picks and prepares the template. A template given on the command line that does not parse is
     // invalid_argument (the node refuses to start); the model's own one only disables chat (see above).
-    static Result<chat_formatter> create(const llama_model * model, const chat_format_config & cfg);
+    // model: the model's BOS/EOS texts, whether its tokenizer adds them, and its own template
+    // (loaded_model::info()).
+    static Result<chat_formatter> create(const model_info & model, const chat_format_config & cfg);
 
     // render renders a chat (invalid_argument naming the template error, or a refused field).
     Result<chat_prompt> render(const openai_chat & chat) const;
-    // render_request turns an openai_chat input into openai_chat_rendered (the prompt tokenized); any other
-    // input is returned as it is. A rendered text over max_prompt_bytes is too_large; n_ctx > 0 (the slot's
-    // context): a prompt that cannot come to fewer tokens is refused before it is tokenized whole.
-    Result<openai_request> render_request(openai_request r, uint32_t n_ctx = 0) const;
+    // render_request turns an openai_chat input into openai_chat_rendered (the prompt tokenized with
+    // model's vocabulary, control tokens parsed); any other input is returned as it is. A rendered text over
+    // max_prompt_bytes is too_large; n_ctx > 0 (the slot's context): a prompt that cannot come to fewer
+    // tokens is refused before it is tokenized whole. REQUIRES: model is the one whose info() made this.
+    Result<openai_request> render_request(openai_request r, const loaded_model & model, uint32_t n_ctx = 0) const;
 
     // The template for /props: its source (or libllama's built-in name), whether Jinja renders it, where
     // it came from ("model", "--chat-template", "--chat-template-file PATH", "chatml fallback").

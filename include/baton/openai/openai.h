@@ -23,8 +23,6 @@
 #include "baton/sampling.h"
 #include "baton/text.h"
 
-struct llama_vocab;
-
 namespace baton {
 
 // completions: /v1/completions (OpenAI's text completions); chat: /v1/chat/completions; completion:
@@ -124,7 +122,7 @@ inline openai_endpoint openai_request_endpoint(const openai_request & r) { retur
 // openai_to_gen tokenizes the prompt and builds the engine request. REQUIRES: the input is not an
 // unrendered openai_chat (render it first: chat_formatter in chat_format.h; invalid_argument otherwise).
 // n_ctx > 0 (the slot's context): a text prompt that cannot come to fewer tokens is refused without being
-// tokenized whole (text_tokenize), as the engine would refuse it after.
-Result<gen_request> openai_to_gen(const openai_request & r, const llama_vocab * vocab, uint32_t n_ctx = 0);
+// tokenized whole (text_tokenize), as the engine would refuse it after. Tokens come from model's vocabulary.
+Result<gen_request> openai_to_gen(const openai_request & r, const loaded_model & model, uint32_t n_ctx = 0);
 
 }  // namespace baton

@@ -60,7 +60,7 @@ struct openai_logprob {
 };
 
 // openai_logprob_make: the response form of one token's probabilities (pieces from the vocabulary).
-openai_logprob openai_logprob_make(const llama_vocab * vocab, token_id token, const token_probs & p);
+openai_logprob openai_logprob_make(const loaded_model & model, token_id token, const token_probs & p);
 
 // One choice of a finished generation.
 struct openai_result {
