@@ -1,0 +1,142 @@
+// prefill_hop.cpp — the prefill hop: every healthy prefill node once, least loaded first, until one answers
+// with a blob. The blob is read into a body_relay by a producer coroutine (pump_blob) while the decode hop
+// already sends it on; prefill_done waits for its last byte and frees the prefill node.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+
+#include "baton/pd/pd_protocol.h"
+#include "router_impl.h"
+
+namespace baton {
+
+net::awaitable<void> router_impl::pump_blob(std::shared_ptr<http_upstream> call, std::shared_ptr<body_relay> blob,
+                                            node_hold node, call_guard guard) {
+    Status st;
+    while (blob->room() > 0) {
+        auto n = co_await call->read_some(blob->tail(), size_t(std::min<uint64_t>(blob->room(), 4u << 20)));
+        if (!n.ok()) {
+            st = n.status();
+            break;
+        }
+        if (n.value() == 0) break;
+        blob->commit(n.value());
+    }
+    blob->finish(st.ok() ? st : guard.failure(st));
+    if (blob->failed())
+        note_call_failure(prefill, node.index(), call->url().text, st.ok() ? blob->status() : st, guard);
+}
+
+// On success the blob keeps arriving (the producer holds the node until it is in); prefill_done ends the hop.
+net::awaitable<Result<prefill_stream>> router_impl::prefill_hop(http_exchange & ex, route_ctx & ctx) {
+    // The client's body and the endpoint: the prefill node fills in its defaults and renders a chat with
+    // its template, and embeds the request so resolved in the blob.
+    // The field is added to the client's text, not to a re-serialization of it: a dump would sort every
+    // object's keys, and the order of a schema's properties and of the tools' keys is the client's (the
+    // grammar and the template follow it). Written last, so it wins over an "endpoint" the client sent.
+    const std::string_view text = ex.request().body_text();
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    if (!j.is_object()) co_return Status(status_code::invalid_argument, "body: must be a JSON object");
+    const size_t close = text.find_last_of('}');  // an object's text ends with '}' (and maybe whitespace)
+    const std::string field = std::string("\"endpoint\":\"") + openai_endpoint_name(ctx.req.endpoint) + "\"";
+    const std::string body = j.empty() ? "{" + field + "}" : std::string(text.substr(0, close)) + "," + field + "}";
+    std::vector<size_t> tried;
+    Status last(status_code::upstream_error, "no healthy prefill node");
+    for (;;) {
+        Status why;
+        auto node = co_await acquire_node(ex, prefill, prefill_gate, ctx, tried, false, why);
+        if (!node) {
+            if (why.code() == status_code::cancelled || why.code() == status_code::deadline_exceeded) co_return why;
+            if (tried.empty()) last = why;
+            co_return last;
+        }
+        const size_t i = node->index();
+        tried.push_back(i);
+        const http_url url = prefill.address(i);
+        auto conn = co_await http_upstream::connect(url, ctx.deadline);
+        std::shared_ptr<http_upstream> call;
+        call_guard guard;  // an ejection closes the call's socket: the pending send, read or blob read fails at once
+        if (conn.ok()) {
+            call = std::move(conn.value());
+            guard = prefill_calls.enter(i, ex.executor(), [w = std::weak_ptr<http_upstream>(call)] {
+                if (auto c = w.lock()) c->close();
+            });
+        }
+        // (No co_await inside ?: — GCC miscompiles it.)
+        Status st = conn.status();
+        if (st.ok()) st = co_await call->send("POST", pd_path_prefill, node_headers(), "application/json", body);
+        Result<http_response_head> head(st);
+        if (st.ok()) head = co_await call->read_head();
+        if (!head.ok()) {
+            const call_fault fault = note_call_failure(prefill, i, url.text, head.status(), guard);
+            last = guard.failure(head.status());
+            // (Never begun: the decode hop answers the client.) Next node, or the deadline's error as is.
+            if (router_call_action({fault, false, ctx.req.stream}) == call_action::next_node) continue;
+            co_return last;
+        }
+        const pd_answer answer = pd_classify_node_answer(pd_hop::prefill, head->status,
+                                                         !http_header_find(head->headers, pd_header_draining).empty());
+        if (answer == pd_answer::ok) {
+            if (!head->content_length || *head->content_length > cfg.max_blob_bytes) {
+                // A blob without a length, or over --max-blob-mb: refused at its headers, nothing buffered.
+                metrics.node_outcome(url.text, "blob_too_large");
+                last = Status(status_code::upstream_error, url.text + std::string(pd_path_prefill) +
+                                                               " answered a blob without a Content-Length or over " +
+                                                               std::to_string(cfg.max_blob_bytes >> 20) +
+                                                               " MiB (--max-blob-mb)");
+                continue;
+            }
+            prefill_stream p;
+            try {
+                p.blob = std::make_shared<body_relay>(*head->content_length);
+            } catch (const std::bad_alloc &) {
+                metrics.node_outcome(url.text, "blob_too_large");
+                last = Status(status_code::upstream_error, url.text + ": no memory for a blob of " +
+                                                               std::to_string(*head->content_length) + " bytes");
+                continue;
+            }
+            p.call = call;
+            p.node = i;
+            p.t_headers = steady::now();
+            net::co_spawn(ex.executor(), pump_blob(call, p.blob, std::move(*node), std::move(guard)), net::detached);
+            co_return p;
+        }
+        auto err = co_await call->read_all(1 << 20);
+        if (answer == pd_answer::draining) {
+            prefill.mark_draining(i);  // it leaves the cluster: not selected again until it rejoins
+            metrics.node_outcome(url.text, "draining");
+            last = Status(status_code::unavailable, url.text + " is draining");
+            continue;
+        }
+        if (answer == pd_answer::client_error) {  // no other node will accept it either
+            metrics.node_outcome(url.text, "bad_request");
+            co_return Status(status_code::invalid_argument,
+                             "prefill node rejected the request: " + (err.ok() ? err.value() : ""));
+        }
+        metrics.node_outcome(url.text, "http_" + std::to_string(head->status));
+        last = Status(status_code::upstream_error,
+                      url.text + std::string(pd_path_prefill) + " answered " + std::to_string(head->status));
+    }
+}
+
+// prefill_done waits for the blob's last byte (normally already in), records the hop and frees the node.
+net::awaitable<void> router_impl::prefill_done(route_ctx & ctx, prefill_stream & p) {
+    auto n = async_notify::make(co_await net::this_coro::executor);
+    p.blob->set_reader(n);
+    // (co_await is kept out of && and ?: : GCC miscompiles short-circuit operands that suspend.)
+    while (!p.blob->ended()) {
+        if (!co_await n->wait_until(ctx.deadline)) break;
+    }
+    p.blob->set_reader(nullptr);
+    if (p.blob->ended() && p.blob->status().ok()) {
+        metrics.node_outcome(prefill.url(p.node), "ok");
+        metrics.blob(p.blob->length(), seconds_between(p.t_headers, p.blob->ended_at()));
+    }
+    // (A failed transfer is counted by its pump.) Ends a transfer still running: the deadline passed, and
+    // the pump, its read cut off, counts a timeout.
+    p.call->close();
+}
+
+}  // namespace baton
