@@ -12,6 +12,24 @@
 
 namespace baton {
 
+namespace {
+
+// prefill_body: the body of the POST /v1/prefill call for a client's body text (text) and endpoint.
+Result<std::string> prefill_body(std::string_view text, openai_endpoint endpoint) {
+    // The client's body and the endpoint: the prefill node fills in its defaults and renders a chat with
+    // its template, and embeds the request so resolved in the blob.
+    // The field is added to the client's text, not to a re-serialization of it: a dump would sort every
+    // object's keys, and the order of a schema's properties and of the tools' keys is the client's (the
+    // grammar and the template follow it). Written last, so it wins over an "endpoint" the client sent.
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    if (!j.is_object()) return Status(status_code::invalid_argument, "body: must be a JSON object");
+    const size_t close = text.find_last_of('}');  // an object's text ends with '}' (and maybe whitespace)
+    const std::string field = std::string("\"endpoint\":\"") + openai_endpoint_name(endpoint) + "\"";
+    return j.empty() ? "{" + field + "}" : std::string(text.substr(0, close)) + "," + field + "}";
+}
+
+}  // namespace
+
 net::awaitable<void> router_impl::pump_blob(std::shared_ptr<http_upstream> call, std::shared_ptr<body_relay> blob,
                                             node_hold node, call_guard guard) {
     Status st;
@@ -31,17 +49,9 @@ net::awaitable<void> router_impl::pump_blob(std::shared_ptr<http_upstream> call,
 
 // On success the blob keeps arriving (the producer holds the node until it is in); prefill_done ends the hop.
 net::awaitable<Result<prefill_stream>> router_impl::prefill_hop(http_exchange & ex, route_ctx & ctx) {
-    // The client's body and the endpoint: the prefill node fills in its defaults and renders a chat with
-    // its template, and embeds the request so resolved in the blob.
-    // The field is added to the client's text, not to a re-serialization of it: a dump would sort every
-    // object's keys, and the order of a schema's properties and of the tools' keys is the client's (the
-    // grammar and the template follow it). Written last, so it wins over an "endpoint" the client sent.
-    const std::string_view text = ex.request().body_text();
-    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-    if (!j.is_object()) co_return Status(status_code::invalid_argument, "body: must be a JSON object");
-    const size_t close = text.find_last_of('}');  // an object's text ends with '}' (and maybe whitespace)
-    const std::string field = std::string("\"endpoint\":\"") + openai_endpoint_name(ctx.req.endpoint) + "\"";
-    const std::string body = j.empty() ? "{" + field + "}" : std::string(text.substr(0, close)) + "," + field + "}";
+    auto prefill_request = prefill_body(ex.request().body_text(), ctx.req.endpoint);
+    if (!prefill_request.ok()) co_return prefill_request.status();
+    const std::string body = std::move(prefill_request.value());
     std::vector<size_t> tried;
     Status last(status_code::upstream_error, "no healthy prefill node");
     for (;;) {
