@@ -1,6 +1,8 @@
 // decode_relay.cpp — relaying to a decode node (a blob, or the client's own body), with node retry before
 // the first byte: relay picks a node by affinity and sends (send_relayed streams the blob as it arrives),
 // then passes the node's answer to the client whole or, for a stream, piece by piece (stream_to_client).
+// What each answer means (relay it, the next node, a refused blob) is pd_decode_answer_decide's, and what a
+// call that failed at the transport level does next is router_call_action's: this file executes them.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -8,6 +10,7 @@
 
 #include "baton/http/sse.h"
 #include "baton/pd/pd_protocol.h"
+#include "pd_fallback_policy.h"
 #include "router_impl.h"
 
 namespace baton {
@@ -46,11 +49,7 @@ net::awaitable<relay_result> router_impl::relay(http_exchange & ex, route_ctx & 
     for (;;) {
         Status why;
         auto node = co_await acquire_node(ex, decode, decode_gate, ctx, tried, true, why);
-        if (!node) {
-            if (tried.empty() || why.code() == status_code::cancelled || why.code() == status_code::deadline_exceeded)
-                last = why;
-            co_return relay_result{relay_outcome::failed, last};
-        }
+        if (!node) co_return relay_result{relay_outcome::failed, pd_no_node_error(why, last, !tried.empty())};
         const size_t i = node->index();
         tried.push_back(i);
         const http_url url = decode.address(i);
@@ -74,32 +73,26 @@ net::awaitable<relay_result> router_impl::relay(http_exchange & ex, route_ctx & 
         }
         http_upstream & up = *conn.value();
         const int code = head->status;
-        // A forwarded request (path != /v1/decode) carries no blob, so a 422 there is the node's answer.
-        pd_answer answer =
-            pd_classify_node_answer(pd_hop::decode, code, !http_header_find(head->headers, pd_header_draining).empty());
-        if (answer == pd_answer::blob_rejected && path != pd_path_decode) answer = pd_answer::node_error;
-        if (answer == pd_answer::blob_rejected) {
-            metrics.node_outcome(url.text, "blob_rejected");
-            co_return relay_result{relay_outcome::blob_rejected, {}};
-        }
-        if (answer == pd_answer::draining) {
-            decode.mark_draining(i);  // it leaves the cluster: not selected again until it rejoins
-            metrics.node_outcome(url.text, "draining");
-            last = Status(status_code::unavailable, "every decode node is busy or draining");
+        pd_decode_reply reply;
+        reply.status = code;
+        reply.draining = !http_header_find(head->headers, pd_header_draining).empty();
+        reply.carries_blob = path == pd_path_decode;  // a forwarded request carries none: its 422 is an answer
+        reply.stream = ctx.req.stream;
+        const pd_node_decision d = pd_decode_answer_decide(reply);
+        if (d.mark_draining) decode.mark_draining(i);  // it leaves the cluster: not selected again until it rejoins
+        if (!d.outcome.empty()) metrics.node_outcome(url.text, d.outcome);
+        if (d.action == pd_node_action::blob_rejected) co_return relay_result{relay_outcome::blob_rejected, {}};
+        if (d.action == pd_node_action::next_node) {  // draining or busy: another node
+            last = d.error;
             continue;
         }
-        if (answer == pd_answer::busy) {  // no free slot there: try another node
-            metrics.node_outcome(url.text, "busy");
-            last = Status(status_code::unavailable, "every decode node is busy");
-            continue;
-        }
-        metrics.node_outcome(url.text, code == 200 ? "ok" : "http_" + std::to_string(code));
-        if (code == 200 && ctx.req.stream) {
+        if (d.action == pd_node_action::relay_stream) {
             std::optional<Status> early = co_await stream_to_client(ex, ctx, up, head.value(), i, url.text, guard);
             if (!early) co_return relay_result{relay_outcome::done, {}};
             last = *early;  // nothing reached the client: the policy said another node
             continue;
         }
+        // relay_whole: the node's answer, whatever its status, read whole and relayed as it is.
         auto all = co_await up.read_all();
         node->release();
         if (!all.ok()) {  // nothing reached the client yet (the body is relayed whole)

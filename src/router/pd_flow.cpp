@@ -1,10 +1,14 @@
 // pd_flow.cpp — on_generation, one client request's flow: parsed once at the edge (model, affinity, token
 // count), then the PD route (the prefill hop, the decode relay of its blob) or the direct route (the
-// client's body to a decode node), and the fallback when the PD route fails.
+// client's body to a decode node). What follows each hop's end — done, an error answered as is, the
+// fallback to local prefill or its refusal under --fallback fail — is pd_fallback_decide's decision
+// (pd_fallback_policy.h); this file only executes it.
 #include <string>
 #include <string_view>
+#include <variant>
 
 #include "baton/pd/pd_protocol.h"
+#include "pd_fallback_policy.h"
 #include "request_affinity.h"
 #include "router_impl.h"
 
@@ -39,9 +43,9 @@ net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpo
     if (have_prefill) n_tokens = co_await http->offload([&] { return count_tokens(ctx.req); });
     const bool pd = have_prefill && n_tokens >= cfg.pd_min_tokens;
     metrics.mode(pd ? "pd" : "direct");
-    std::string reason;
     if (pd) {
         ctx.route = "pd";
+        pd_fallback_decision next;
         auto blob = co_await prefill_hop(ex, ctx);
         if (blob.ok()) {
             // The decode hop starts while the blob is still arriving: the two transfers overlap. The blob goes
@@ -52,32 +56,24 @@ net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpo
                 co_await relay(ex, ctx, std::string(pd_path_decode), "", "application/octet-stream", blob->blob);
             ctx.filter = model_only;
             co_await prefill_done(ctx, blob.value());
-            if (r.outcome == relay_outcome::done) co_return;
-            if (r.outcome == relay_outcome::failed) co_return (void) co_await ex.respond_error(r.error);
-            reason = r.outcome == relay_outcome::blob_failed ? "prefill_failed" : "blob_rejected";
-            if (r.outcome == relay_outcome::blob_failed) blob = r.error;
+            next = pd_fallback_decide(pd_decode_ended{r.outcome, r.error, ex.begun()}, cfg.fallback);
         } else {
-            reason = "prefill_failed";
-            // The client's fault, the client gone, the deadline passed, or the router full: answered as is.
-            // Only a failed or missing prefill node falls back.
-            const status_code c = blob.status().code();
-            if (c == status_code::invalid_argument || c == status_code::cancelled ||
-                c == status_code::deadline_exceeded || ctx.router_full)
-                co_return (void) co_await ex.respond_error(blob.status());
+            next = pd_fallback_decide(pd_prefill_failed{blob.status(), ctx.router_full}, cfg.fallback);
         }
-        metrics.fallback(reason);
-        if (cfg.fallback == fallback_policy::fail)
-            co_return (void) co_await ex.respond_error(
-                Status(status_code::upstream_error,
-                       reason == "prefill_failed" ? "prefill failed and --fallback is fail: " + blob.status().message()
-                                                  : "the decode node rejected the blob and --fallback is fail"));
-        ctx.route = "fallback:" + reason;
+        if (std::holds_alternative<pd_finish>(next)) co_return;
+        if (const auto * answer = std::get_if<pd_answer_client>(&next))
+            co_return (void) co_await ex.respond_error(answer->error);
+        if (const auto * refused = std::get_if<pd_fallback_refused>(&next)) {
+            metrics.fallback(pd_fallback_reason_name(refused->reason));
+            co_return (void) co_await ex.respond_error(refused->error);
+        }
+        const pd_fallback_reason reason = std::get<pd_fall_back>(next).reason;
+        metrics.fallback(pd_fallback_reason_name(reason));
+        ctx.route = std::string("fallback:") + pd_fallback_reason_name(reason);
     }
     relay_result r = co_await relay(ex, ctx, ctx.path, body, "application/json", nullptr);
-    if (r.outcome != relay_outcome::done && !ex.begun())
-        co_await ex.respond_error(r.outcome == relay_outcome::failed
-                                      ? r.error
-                                      : Status(status_code::upstream_error, "the decode node rejected the request"));
+    const pd_fallback_decision last = pd_fallback_decide(pd_direct_ended{r.outcome, r.error, ex.begun()}, cfg.fallback);
+    if (const auto * answer = std::get_if<pd_answer_client>(&last)) co_await ex.respond_error(answer->error);
 }
 
 }  // namespace baton

@@ -1,6 +1,7 @@
 // prefill_hop.cpp — the prefill hop: every healthy prefill node once, least loaded first, until one answers
 // with a blob. The blob is read into a body_relay by a producer coroutine (pump_blob) while the decode hop
-// already sends it on; prefill_done waits for its last byte and frees the prefill node.
+// already sends it on; prefill_done waits for its last byte and frees the prefill node. What a node's answer
+// means (take the blob, the next node, the client's fault) is pd_prefill_answer_decide's (pd_fallback_policy.h).
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "baton/pd/pd_protocol.h"
+#include "pd_fallback_policy.h"
 #include "router_impl.h"
 
 namespace baton {
@@ -57,11 +59,7 @@ net::awaitable<Result<prefill_stream>> router_impl::prefill_hop(http_exchange & 
     for (;;) {
         Status why;
         auto node = co_await acquire_node(ex, prefill, prefill_gate, ctx, tried, false, why);
-        if (!node) {
-            if (why.code() == status_code::cancelled || why.code() == status_code::deadline_exceeded) co_return why;
-            if (tried.empty()) last = why;
-            co_return last;
-        }
+        if (!node) co_return pd_no_node_error(why, last, !tried.empty());
         const size_t i = node->index();
         tried.push_back(i);
         const http_url url = prefill.address(i);
@@ -86,48 +84,41 @@ net::awaitable<Result<prefill_stream>> router_impl::prefill_hop(http_exchange & 
             if (router_call_action({fault, false, ctx.req.stream}) == call_action::next_node) continue;
             co_return last;
         }
-        const pd_answer answer = pd_classify_node_answer(pd_hop::prefill, head->status,
-                                                         !http_header_find(head->headers, pd_header_draining).empty());
-        if (answer == pd_answer::ok) {
-            if (!head->content_length || *head->content_length > cfg.max_blob_bytes) {
-                // A blob without a length, or over --max-blob-mb: refused at its headers, nothing buffered.
-                metrics.node_outcome(url.text, "blob_too_large");
-                last = Status(status_code::upstream_error, url.text + std::string(pd_path_prefill) +
-                                                               " answered a blob without a Content-Length or over " +
-                                                               std::to_string(cfg.max_blob_bytes >> 20) +
-                                                               " MiB (--max-blob-mb)");
-                continue;
-            }
-            prefill_stream p;
-            try {
-                p.blob = std::make_shared<body_relay>(*head->content_length);
-            } catch (const std::bad_alloc &) {
-                metrics.node_outcome(url.text, "blob_too_large");
-                last = Status(status_code::upstream_error, url.text + ": no memory for a blob of " +
-                                                               std::to_string(*head->content_length) + " bytes");
-                continue;
-            }
-            p.call = call;
-            p.node = i;
-            p.t_headers = steady::now();
-            net::co_spawn(ex.executor(), pump_blob(call, p.blob, std::move(*node), std::move(guard)), net::detached);
-            co_return p;
+        // A refused answer's body is read (a 400's error quotes it); a blob is left to pump_blob.
+        std::string said;
+        if (head->status != 200) {
+            auto err = co_await call->read_all(1 << 20);
+            if (err.ok()) said = std::move(err.value());
         }
-        auto err = co_await call->read_all(1 << 20);
-        if (answer == pd_answer::draining) {
-            prefill.mark_draining(i);  // it leaves the cluster: not selected again until it rejoins
-            metrics.node_outcome(url.text, "draining");
-            last = Status(status_code::unavailable, url.text + " is draining");
+        pd_prefill_reply reply;
+        reply.status = head->status;
+        reply.draining = !http_header_find(head->headers, pd_header_draining).empty();
+        reply.node = url.text;
+        reply.content_length = head->content_length;
+        reply.max_blob_bytes = cfg.max_blob_bytes;
+        reply.said = said;
+        const pd_node_decision d = pd_prefill_answer_decide(reply);
+        if (d.mark_draining) prefill.mark_draining(i);  // it leaves the cluster: not selected again until it rejoins
+        if (!d.outcome.empty()) metrics.node_outcome(url.text, d.outcome);
+        if (d.action == pd_node_action::answer_client) co_return d.error;
+        if (d.action != pd_node_action::take_blob) {
+            last = d.error;
             continue;
         }
-        if (answer == pd_answer::client_error) {  // no other node will accept it either
-            metrics.node_outcome(url.text, "bad_request");
-            co_return Status(status_code::invalid_argument,
-                             "prefill node rejected the request: " + (err.ok() ? err.value() : ""));
+        prefill_stream p;
+        try {
+            p.blob = std::make_shared<body_relay>(*head->content_length);
+        } catch (const std::bad_alloc &) {
+            metrics.node_outcome(url.text, "blob_too_large");
+            last = Status(status_code::upstream_error,
+                          url.text + ": no memory for a blob of " + std::to_string(*head->content_length) + " bytes");
+            continue;
         }
-        metrics.node_outcome(url.text, "http_" + std::to_string(head->status));
-        last = Status(status_code::upstream_error,
-                      url.text + std::string(pd_path_prefill) + " answered " + std::to_string(head->status));
+        p.call = call;
+        p.node = i;
+        p.t_headers = steady::now();
+        net::co_spawn(ex.executor(), pump_blob(call, p.blob, std::move(*node), std::move(guard)), net::detached);
+        co_return p;
     }
 }
 

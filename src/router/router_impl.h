@@ -44,6 +44,7 @@
 #include "capacity_gate.h"
 #include "failure_policy.h"
 #include "node_pool.h"
+#include "pd_fallback_policy.h"
 #include "router_metrics.h"
 
 namespace baton {
@@ -65,8 +66,7 @@ struct route_ctx {
     node_filter filter;            // the model the request names; after a prefill hop also the blob's group
 };
 
-enum class relay_outcome : uint8_t { done, blob_rejected, blob_failed, failed };
-
+// How relay ended (relay_outcome: pd_fallback_policy.h, whose pd_fallback_decide takes it).
 struct relay_result {
     relay_outcome outcome = relay_outcome::done;
     Status error;  // when failed
