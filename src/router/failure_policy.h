@@ -1,5 +1,6 @@
 // failure_policy.h — what the router does when a call to a node fails at the transport level: a pure
-// function of typed inputs, tabled by its unit test, called by the request's coroutines (router.cpp).
+// function of typed inputs, tabled by its unit test, called by the request's coroutines (prefill_hop.cpp,
+// decode_relay.cpp).
 //
 // The rules (docs/router.md, "Failure policy"):
 //   prefill hop, node ejected or unreachable -> the next prefill node; when none is left, --fallback

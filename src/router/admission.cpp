@@ -1,0 +1,81 @@
+// admission.cpp — a request's way to a node: how many tokens its prompt has (which decides PD or direct),
+// and acquire_node, which gives it a node with room or keeps it waiting in the router's bounded FIFO queue
+// (capacity_gate) until one frees up, its deadline passes or its client goes away.
+#include <string>
+#include <variant>
+
+#include "router_impl.h"
+
+namespace baton {
+
+uint32_t router_impl::count_tokens(const openai_request & r) const {
+    if (const auto * ids = std::get_if<openai_prompt_tokens>(&r.input)) return uint32_t(ids->tokens.size());
+    if (vocab && chat) {
+        auto rendered = chat->render_request(r, *vocab);
+        if (rendered.ok()) {
+            auto g = openai_to_gen(rendered.value(), *vocab);
+            if (g.ok()) return uint32_t(g->prompt.size());
+        }
+    }
+    // Without a vocabulary: about 4 bytes per token (documented; pass -m for exact counts).
+    size_t bytes = 0;
+    if (const auto * text = std::get_if<openai_prompt_text>(&r.input)) bytes = text->text.size();
+    if (const auto * chat = std::get_if<openai_chat>(&r.input))
+        for (const auto & m : chat->messages) bytes += m.content.size() + m.role.size() + 8;
+    return uint32_t(bytes / 4);
+}
+
+net::awaitable<std::optional<node_hold>> router_impl::acquire_node(http_exchange & ex, node_pool & pool,
+                                                                   capacity_gate & gate, route_ctx & ctx,
+                                                                   const std::vector<size_t> & tried, bool affine,
+                                                                   Status & why) {
+    bool & router_full = ctx.router_full;
+    auto pick = [&]() -> std::optional<node_hold> {
+        auto n = affine ? pool.acquire_affine(ctx.affinity, tried, ctx.filter)
+                        : pool.acquire_least_loaded(tried, ctx.filter);
+        if (!n) return std::nullopt;
+        return node_hold(&pool, &gate, n->index);
+    };
+    if (auto n = pick()) co_return n;
+    notify_ptr w;
+    for (;;) {
+        if (!pool.has_candidates(tried, ctx.filter)) {
+            why = Status(status_code::unavailable,
+                         std::string("no healthy ") + (&pool == &prefill ? "prefill" : "decode") + " node" +
+                             (ctx.filter.model.empty() ? "" : " for model " + ctx.filter.model) +
+                             (ctx.filter.group.empty() ? "" : " that can restore the blob"));
+            break;
+        }
+        if (!w) {
+            w = gate.enter(ex.executor());
+            if (!w) {
+                why = Status(status_code::unavailable,
+                             "the router's queue is full (--queue-max " + std::to_string(cfg.queue_max) + ")");
+                router_full = true;
+                co_return std::nullopt;
+            }
+            if (auto n = pick()) {  // room freed up while entering the queue
+                gate.leave(w, true);
+                co_return n;
+            }
+        }
+        const bool woken = co_await ex.wait(*w, ctx.deadline);
+        if (ex.client_gone()) {
+            why = Status(status_code::cancelled, "the client went away while waiting for a node");
+            break;
+        }
+        if (auto n = pick()) {
+            gate.leave(w, false);
+            co_return n;
+        }
+        if (!woken && steady::now() >= ctx.deadline) {
+            why = Status(status_code::deadline_exceeded, "request deadline passed while waiting for a node with room");
+            break;
+        }
+        if (woken) gate.requeue(w);  // someone else took the room: keep this place in line
+    }
+    if (w) gate.leave(w, true);
+    co_return std::nullopt;
+}
+
+}  // namespace baton

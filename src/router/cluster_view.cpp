@@ -1,0 +1,133 @@
+// cluster_view.cpp — the router's view of the cluster: the membership etcd reports applied to the pools
+// (on_members), the models the cluster serves (GET /v1/models, and the node_filter of a request naming a
+// model), and the cluster's metrics.
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <map>
+#include <set>
+#include <string>
+
+#include "baton/base/identity.h"
+#include "baton/cluster/node_record.h"
+#include "baton/http/metrics_text.h"
+#include "router_impl.h"
+
+namespace baton {
+
+void router_impl::on_members(const cluster_members & members) {
+    {
+        lock_guard lk(members_mu);
+        members_seen = members;
+    }
+    std::set<std::string> pre_urls, dec_urls;
+    uint64_t joined = 0;
+    for (const auto & [key, r] : members) {
+        auto url = http_url_parse(r.url);
+        if (!url.ok()) continue;   // (node_record_parse does not check the URL's form)
+        if (r.draining) continue;  // a draining node takes no new work: it leaves the pools
+        const uint32_t cap = r.slots + (cfg.node_queue < 0 ? r.slots : uint32_t(cfg.node_queue));
+        const node_meta meta{node_record_group(r), r.model_id, r.model_alias, cap};
+        if (r.role != node_role::decode) {
+            pre_urls.insert(url->text);
+            if (prefill.upsert(url.value(), meta).second) ++joined;
+        }
+        if (r.role != node_role::prefill) {
+            dec_urls.insert(url->text);
+            if (decode.upsert(url.value(), meta).second) ++joined;
+        }
+    }
+    const size_t left = prefill.retire_others(pre_urls) + decode.retire_others(dec_urls);
+    joins.fetch_add(joined);
+    leaves.fetch_add(left);
+    if (joined || left)
+        std::fprintf(stderr, "baton: route: cluster: %zu prefill and %zu decode members (%llu joined, %zu left)\n",
+                     prefill.n_members(), decode.n_members(), (unsigned long long)joined, left);
+    // Capacity may have appeared: waiting requests look again.
+    prefill_gate.wake_all();
+    decode_gate.wake_all();
+}
+
+std::string router_impl::cluster_models_json() const {
+    // One entry per model id: its aliases, fingerprint and how many nodes of each role serve it.
+    struct model_info {
+        std::set<std::string> aliases;
+        std::string fingerprint;
+        uint32_t prefill = 0, decode = 0;
+    };
+    std::map<std::string, model_info> models;
+    {
+        lock_guard lk(members_mu);
+        for (const auto & [key, r] : members_seen) {
+            if (r.draining) continue;
+            model_info & m = models[r.model_id];
+            if (!r.model_alias.empty()) m.aliases.insert(r.model_alias);
+            m.fingerprint = identity_fingerprint_hex(r.fingerprint);
+            if (r.role != node_role::decode) ++m.prefill;
+            if (r.role != node_role::prefill) ++m.decode;
+        }
+    }
+    nlohmann::json data = nlohmann::json::array();
+    for (const auto & [id, m] : models)
+        data.push_back({{"id", id},
+                        {"object", "model"},
+                        {"created", 0},
+                        {"owned_by", "baton"},
+                        {"meta",
+                         {{"aliases", m.aliases},
+                          {"fingerprint", m.fingerprint},
+                          {"prefill_nodes", m.prefill},
+                          {"decode_nodes", m.decode}}}});
+    return nlohmann::json{{"object", "list"}, {"data", data}}.dump();
+}
+
+Result<node_filter> router_impl::model_filter(const std::string & model) const {
+    node_filter f;
+    if (model.empty() || !watch) return f;
+    if (decode.serves(model) || prefill.serves(model)) {
+        f.model = model;
+        return f;
+    }
+    std::set<std::string> models = decode.models();
+    if (models.size() <= 1) return f;  // one model: a name it does not answer to still means it
+    std::set<std::string> names;       // "id" or "id (alias)", as clients may name them
+    {
+        lock_guard lk(members_mu);
+        for (const auto & [key, r] : members_seen)
+            if (r.role != node_role::prefill)
+                names.insert(r.model_alias.empty() ? r.model_id : r.model_id + " (" + r.model_alias + ")");
+    }
+    std::string list;
+    for (const auto & m : names) list += (list.empty() ? "" : ", ") + m;
+    return Status(status_code::not_found,
+                  "model: \"" + model + "\" is not served by this cluster (it serves " + list + ")");
+}
+
+void router_impl::render_cluster_metrics(std::string & out) const {
+    // Usable members (static nodes too): a node ejected by its health check leaves this count until it
+    // answers again.
+    metric_head(out, "baton_router_nodes", "gauge", "Usable members of each pool");
+    out += "baton_router_nodes{role=\"prefill\"} " + metric_num(double(prefill.n_healthy())) + "\n";
+    out += "baton_router_nodes{role=\"decode\"} " + metric_num(double(decode.n_healthy())) + "\n";
+    if (!watch) return;
+    metric_scalar(out, "baton_router_etcd_connected", "gauge",
+                  "1 while the router follows etcd, 0 while it cannot reach it", watch->connected() ? 1 : 0);
+    metric_scalar(out, "baton_router_etcd_resyncs_total", "counter",
+                  "Full listings of the cluster after the first (reconnects, compaction)", double(watch->resyncs()));
+    metric_scalar(out, "baton_router_etcd_bad_records_total", "counter", "Node records in etcd that did not parse",
+                  double(watch->bad_records()));
+    metric_head(out, "baton_router_membership_changes_total", "counter", "Nodes that joined or left the pools");
+    out += "baton_router_membership_changes_total{change=\"join\"} " + metric_num(double(joins.load())) + "\n";
+    out += "baton_router_membership_changes_total{change=\"leave\"} " + metric_num(double(leaves.load())) + "\n";
+}
+
+net::awaitable<void> router_impl::on_models(http_exchange & ex) {
+    if (watch) {
+        // The cluster's models, from the records (no node is asked).
+        co_await ex.respond(http_response::json(cluster_models_json()));
+        co_return;
+    }
+    co_await forward_to_node(ex, "GET", "/v1/models", "");
+}
+
+}  // namespace baton

@@ -1,0 +1,79 @@
+// pd_flow.cpp — on_generation, one client request's flow: parsed once at the edge (model, affinity, token
+// count), then the PD route (the prefill hop, the decode relay of its blob) or the direct route (the
+// client's body to a decode node). What follows each hop's end — done, an error answered as is, the
+// fallback to local prefill or its refusal under --fallback fail — is pd_fallback_decide's decision
+// (pd_fallback_policy.h); this file only executes it.
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "baton/pd/pd_protocol.h"
+#include "pd_fallback_policy.h"
+#include "request_affinity.h"
+#include "router_impl.h"
+
+namespace baton {
+
+net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpoint ep) {
+    route_ctx ctx;
+    ctx.t_arrival = steady::now();
+    ctx.deadline = ctx.t_arrival + std::chrono::milliseconds(int64_t(cfg.timeout_s * 1000));
+    ctx.path = ep == openai_endpoint::chat         ? "/v1/chat/completions"
+               : ep == openai_endpoint::completion ? "/completion"
+                                                   : "/v1/completions";
+    const std::string_view body = ex.request().body_text();
+    // Parsed for routing (model, affinity, token count); the nodes apply their own limits (n: --n-max).
+    openai_defaults route_defaults;
+    route_defaults.n_max = 64;
+    route_defaults.prompt = cfg.prompt;
+    // Grammars: the router refuses only what no node may take (the flags' caps, still far inside libllama's
+    // stack); each node enforces its own --grammar-max-*.
+    route_defaults.sampling.grammar_bounds = grammar_limits_cap;
+    auto parsed = openai_parse(body, ep, route_defaults);
+    if (!parsed.ok()) co_return (void) co_await ex.respond_error(parsed.status());
+    ctx.req = std::move(parsed.value());
+    ctx.affinity = request_affinity_key(ctx.req);
+    auto filter = model_filter(ctx.req.model);
+    if (!filter.ok()) co_return (void) co_await ex.respond_error(filter.status());
+    ctx.filter = filter.value();
+
+    // Counting tokens may run the tokenizer and chat template: on the bridge pool, not the event loop.
+    uint32_t n_tokens = 0;
+    const bool have_prefill = prefill.n_members() > 0;
+    if (have_prefill) n_tokens = co_await http->offload([&] { return count_tokens(ctx.req); });
+    const bool pd = have_prefill && n_tokens >= cfg.pd_min_tokens;
+    metrics.mode(pd ? "pd" : "direct");
+    if (pd) {
+        ctx.route = "pd";
+        pd_fallback_decision next;
+        auto blob = co_await prefill_hop(ex, ctx);
+        if (blob.ok()) {
+            // The decode hop starts while the blob is still arriving: the two transfers overlap. The blob goes
+            // only to a node of the prefill node's group (one that can restore it).
+            const node_filter model_only = ctx.filter;
+            ctx.filter.group = prefill.group(blob->node);
+            relay_result r =
+                co_await relay(ex, ctx, std::string(pd_path_decode), "", "application/octet-stream", blob->blob);
+            ctx.filter = model_only;
+            co_await prefill_done(ctx, blob.value());
+            next = pd_fallback_decide(pd_decode_ended{r.outcome, r.error, ex.begun()}, cfg.fallback);
+        } else {
+            next = pd_fallback_decide(pd_prefill_failed{blob.status(), ctx.router_full}, cfg.fallback);
+        }
+        if (std::holds_alternative<pd_finish>(next)) co_return;
+        if (const auto * answer = std::get_if<pd_answer_client>(&next))
+            co_return (void) co_await ex.respond_error(answer->error);
+        if (const auto * refused = std::get_if<pd_fallback_refused>(&next)) {
+            metrics.fallback(pd_fallback_reason_name(refused->reason));
+            co_return (void) co_await ex.respond_error(refused->error);
+        }
+        const pd_fallback_reason reason = std::get<pd_fall_back>(next).reason;
+        metrics.fallback(pd_fallback_reason_name(reason));
+        ctx.route = std::string("fallback:") + pd_fallback_reason_name(reason);
+    }
+    relay_result r = co_await relay(ex, ctx, ctx.path, body, "application/json", nullptr);
+    const pd_fallback_decision last = pd_fallback_decide(pd_direct_ended{r.outcome, r.error, ex.begun()}, cfg.fallback);
+    if (const auto * answer = std::get_if<pd_answer_client>(&last)) co_await ex.respond_error(answer->error);
+}
+
+}  // namespace baton

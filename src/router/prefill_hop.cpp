@@ -1,0 +1,125 @@
+// prefill_hop.cpp — the prefill hop: every healthy prefill node once, least loaded first, until one answers
+// with a blob. The blob is read into a body_relay by a producer coroutine (pump_blob) while the decode hop
+// already sends it on; prefill_done waits for its last byte and frees the prefill node. What a node's answer
+// means (take the blob, the next node, the client's fault) is pd_prefill_answer_decide's (pd_fallback_policy.h).
+#include <algorithm>
+#include <memory>
+#include <string>
+
+#include "baton/pd/pd_protocol.h"
+#include "pd_fallback_policy.h"
+#include "router_impl.h"
+
+namespace baton {
+
+net::awaitable<void> router_impl::pump_blob(std::shared_ptr<http_upstream> call, std::shared_ptr<body_relay> blob,
+                                            node_hold node, call_guard guard) {
+    Status st;
+    while (blob->room() > 0) {
+        auto n = co_await call->read_some(blob->tail(), size_t(std::min<uint64_t>(blob->room(), 4u << 20)));
+        if (!n.ok()) {
+            st = n.status();
+            break;
+        }
+        if (n.value() == 0) break;
+        blob->commit(n.value());
+    }
+    blob->finish(st.ok() ? st : guard.failure(st));
+    if (blob->failed())
+        note_call_failure(prefill, node.index(), call->url().text, st.ok() ? blob->status() : st, guard);
+}
+
+// On success the blob keeps arriving (the producer holds the node until it is in); prefill_done ends the hop.
+net::awaitable<Result<prefill_stream>> router_impl::prefill_hop(http_exchange & ex, route_ctx & ctx) {
+    // The client's body as the client wrote it (the order of a schema's properties and of the tools' keys is
+    // the client's, and the grammar and the template follow it), its endpoint in a header of the protocol.
+    const std::string_view body = ex.request().body_text();
+    http_headers headers = node_headers();
+    headers.emplace_back(std::string(pd_header_endpoint), openai_endpoint_name(ctx.req.endpoint));
+    std::vector<size_t> tried;
+    Status last(status_code::upstream_error, "no healthy prefill node");
+    for (;;) {
+        Status why;
+        auto node = co_await acquire_node(ex, prefill, prefill_gate, ctx, tried, false, why);
+        if (!node) co_return pd_no_node_error(why, last, !tried.empty());
+        const size_t i = node->index();
+        tried.push_back(i);
+        const http_url url = prefill.address(i);
+        auto conn = co_await http_upstream::connect(url, ctx.deadline);
+        std::shared_ptr<http_upstream> call;
+        call_guard guard;  // an ejection closes the call's socket: the pending send, read or blob read fails at once
+        if (conn.ok()) {
+            call = std::move(conn.value());
+            guard = prefill_calls.enter(i, ex.executor(), [w = std::weak_ptr<http_upstream>(call)] {
+                if (auto c = w.lock()) c->close();
+            });
+        }
+        // (No co_await inside ?: — GCC miscompiles it.)
+        Status st = conn.status();
+        if (st.ok()) st = co_await call->send("POST", pd_path_prefill, headers, "application/json", body);
+        Result<http_response_head> head(st);
+        if (st.ok()) head = co_await call->read_head();
+        if (!head.ok()) {
+            const call_fault fault = note_call_failure(prefill, i, url.text, head.status(), guard);
+            last = guard.failure(head.status());
+            // (Never begun: the decode hop answers the client.) Next node, or the deadline's error as is.
+            if (router_call_action({fault, false, ctx.req.stream}) == call_action::next_node) continue;
+            co_return last;
+        }
+        // A refused answer's body is read (a 400's error quotes it); a blob is left to pump_blob.
+        std::string said;
+        if (head->status != 200) {
+            auto err = co_await call->read_all(1 << 20);
+            if (err.ok()) said = std::move(err.value());
+        }
+        pd_prefill_reply reply;
+        reply.status = head->status;
+        reply.draining = !http_header_find(head->headers, pd_header_draining).empty();
+        reply.node = url.text;
+        reply.content_length = head->content_length;
+        reply.max_blob_bytes = cfg.max_blob_bytes;
+        reply.said = said;
+        const pd_node_decision d = pd_prefill_answer_decide(reply);
+        if (d.mark_draining) prefill.mark_draining(i);  // it leaves the cluster: not selected again until it rejoins
+        if (!d.outcome.empty()) metrics.node_outcome(url.text, d.outcome);
+        if (d.action == pd_node_action::answer_client) co_return d.error;
+        if (d.action != pd_node_action::take_blob) {
+            last = d.error;
+            continue;
+        }
+        prefill_stream p;
+        try {
+            p.blob = std::make_shared<body_relay>(*head->content_length);
+        } catch (const std::bad_alloc &) {
+            metrics.node_outcome(url.text, "blob_too_large");
+            last = Status(status_code::upstream_error,
+                          url.text + ": no memory for a blob of " + std::to_string(*head->content_length) + " bytes");
+            continue;
+        }
+        p.call = call;
+        p.node = i;
+        p.t_headers = steady::now();
+        net::co_spawn(ex.executor(), pump_blob(call, p.blob, std::move(*node), std::move(guard)), net::detached);
+        co_return p;
+    }
+}
+
+// prefill_done waits for the blob's last byte (normally already in), records the hop and frees the node.
+net::awaitable<void> router_impl::prefill_done(route_ctx & ctx, prefill_stream & p) {
+    auto n = async_notify::make(co_await net::this_coro::executor);
+    p.blob->set_reader(n);
+    // (co_await is kept out of && and ?: : GCC miscompiles short-circuit operands that suspend.)
+    while (!p.blob->ended()) {
+        if (!co_await n->wait_until(ctx.deadline)) break;
+    }
+    p.blob->set_reader(nullptr);
+    if (p.blob->ended() && p.blob->status().ok()) {
+        metrics.node_outcome(prefill.url(p.node), "ok");
+        metrics.blob(p.blob->length(), seconds_between(p.t_headers, p.blob->ended_at()));
+    }
+    // (A failed transfer is counted by its pump.) Ends a transfer still running: the deadline passed, and
+    // the pump, its read cut off, counts a timeout.
+    p.call->close();
+}
+
+}  // namespace baton

@@ -1,0 +1,200 @@
+// router_impl.h — the router's state and the coroutines of its request flow, private to src/router.
+//
+// One class, one file per concern:
+//   router.cpp        lifecycle (create, start, stop, wait), the routes table and the headers sent to nodes;
+//   pd_flow.cpp       on_generation: parse at the edge, choose PD or direct, execute the fallback decisions;
+//   admission.cpp     count_tokens and acquire_node (a node with room, or a wait in the router's queue);
+//   prefill_hop.cpp   prefill_hop, pump_blob, prefill_done: a prefill node's blob, relayed while it arrives;
+//   decode_relay.cpp  relay, send_relayed, stream_to_client: a decode node's answer to the client;
+//   health.cpp        the health checker, and note_call_failure (what a failed call says about its node);
+//   cluster_view.cpp  the cluster's membership, models, model filter and metrics; /v1/models;
+//   node_forward.cpp  forward_to_node: small calls (tokenize, props, ...) to one decode node.
+// The decisions those coroutines execute are pure functions of their own files: failure_policy.h (a call
+// that failed at the transport level) and pd_fallback_policy.h (a node's answer, and the end of a hop).
+//
+// Every client request is a coroutine on its connection's strand; its upstream calls (http_upstream), the
+// prefill blob's producer and the decode upload run on the same strand, so the relay needs no locks and a
+// slow client slows only its own stream (the next upstream read waits for the client write). Every call
+// to a node is registered in its pool's call_registry while it runs, so a node the health checker finds
+// dead or stalled has its calls cancelled at once.
+// Thread-safety: the pools, gates, registries and metrics are safe from any thread; members_seen is
+// guarded by members_mu, stopping by mu; a route_ctx belongs to its request's strand.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "baton/base/thread_annotations.h"
+#include "baton/cluster/cluster_watch.h"
+#include "baton/http/http_client.h"
+#include "baton/http/http_server.h"
+#include "baton/model.h"
+#include "baton/openai/chat_format.h"
+#include "baton/openai/openai.h"
+#include "baton/router/router.h"
+#include "body_relay.h"
+#include "call_registry.h"
+#include "capacity_gate.h"
+#include "failure_policy.h"
+#include "node_pool.h"
+#include "pd_fallback_policy.h"
+#include "router_metrics.h"
+
+namespace baton {
+
+using steady = std::chrono::steady_clock;
+
+inline double seconds_between(steady::time_point a, steady::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+}
+
+// What one client request carries through the flow.
+struct route_ctx {
+    openai_request req;
+    std::string path;  // /v1/completions | /v1/chat/completions
+    steady::time_point t_arrival, deadline;
+    uint64_t affinity = 0;
+    std::string route = "direct";  // for response headers: pd | direct | fallback:<reason>
+    bool router_full = false;      // the router's queue was full: answered 503 at once, never a fallback
+    node_filter filter;            // the model the request names; after a prefill hop also the blob's group
+};
+
+// How relay ended (relay_outcome: pd_fallback_policy.h, whose pd_fallback_decide takes it).
+struct relay_result {
+    relay_outcome outcome = relay_outcome::done;
+    Status error;  // when failed
+};
+
+// A prefill node's blob on its way: the call (read by the producer coroutine) and the relay the decode hop
+// reads from while the bytes arrive.
+struct prefill_stream {
+    std::shared_ptr<http_upstream> call;
+    std::shared_ptr<body_relay> blob;
+    size_t node = 0;
+    steady::time_point t_headers;
+};
+
+// One node held by a request: released (and the next waiter woken) when it goes out of scope.
+class node_hold {
+  public:
+    node_hold() = default;
+    node_hold(node_pool * pool, capacity_gate * gate, size_t i) : pool_(pool), gate_(gate), i_(i) {}
+    node_hold(node_hold && o) noexcept : pool_(std::exchange(o.pool_, nullptr)), gate_(o.gate_), i_(o.i_) {}
+    node_hold & operator=(node_hold && o) noexcept {
+        release();
+        pool_ = std::exchange(o.pool_, nullptr);
+        gate_ = o.gate_;
+        i_ = o.i_;
+        return *this;
+    }
+    ~node_hold() { release(); }
+    void release() {
+        if (!pool_) return;
+        pool_->release(i_);
+        gate_->wake_one();
+        pool_ = nullptr;
+    }
+    size_t index() const { return i_; }
+
+  private:
+    node_pool * pool_ = nullptr;
+    capacity_gate * gate_ = nullptr;
+    size_t i_ = 0;
+};
+
+class router_impl {
+  public:
+    router_config cfg;
+    node_pool prefill, decode;
+    capacity_gate prefill_gate, decode_gate;
+    call_registry prefill_calls, decode_calls;  // the calls in flight to each node (before http: guards outlive it)
+    std::atomic<uint64_t> joins{0}, leaves{0};
+    std::unique_ptr<loaded_model> vocab;
+    std::optional<chat_formatter> chat;  // with -m: renders chats to count their tokens (the model's template)
+    router_metrics metrics;
+    std::unique_ptr<http_server> http;
+    // After http: destroyed before the io_context its timers live on.
+    std::unique_ptr<cluster_watch> watch;  // with --etcd: keeps the pools' registered members current
+    notify_ptr health_stop;
+    std::future<void> health_done;
+    mutex mu;
+    condition_variable cv;
+    bool stopping BATON_GUARDED_BY(mu) = false;
+
+    router_impl(const router_config & c, const std::vector<http_url> & pre, const std::vector<http_url> & dec)
+        : cfg(c), prefill(pre, c.load_cap), decode(dec, c.load_cap), prefill_gate(c.queue_max),
+          decode_gate(c.queue_max) {}
+
+    // ---- router.cpp ----
+    void routes();
+    http_headers node_headers() const;
+
+    // ---- cluster_view.cpp ----
+    // on_members applies the cluster's membership to the pools (on the watch's strand).
+    void on_members(const cluster_members & members);
+    // model_filter: the node_filter for a request naming model, or not_found when the cluster serves
+    // several models and none by that name.
+    Result<node_filter> model_filter(const std::string & model) const;
+    void render_cluster_metrics(std::string & out) const;
+    std::string cluster_models_json() const;
+    net::awaitable<void> on_models(http_exchange & ex);
+    mutable mutex members_mu;
+    cluster_members members_seen BATON_GUARDED_BY(members_mu);  // the last membership (for /v1/models)
+
+    // ---- health.cpp ----
+    net::awaitable<void> health_round();
+    // health_check_one runs health_check and counts the round's checks down (*left) on the health strand.
+    net::awaitable<void> health_check_one(node_pool & pool, call_registry & calls, size_t i, capacity_gate & gate,
+                                          size_t & left, notify_ptr done);
+    net::awaitable<void> health_check(node_pool & pool, call_registry & calls, const http_url & url, size_t i,
+                                      capacity_gate & gate);
+    // note_call_failure classifies a call's failure (raw: its operation's status; g: its registration),
+    // ejects the node when the transport failed, and counts the outcome.
+    call_fault note_call_failure(node_pool & pool, size_t i, const std::string & url, const Status & raw,
+                                 const call_guard & g);
+
+    // ---- admission.cpp ----
+    uint32_t count_tokens(const openai_request & r) const;
+    // acquire_node waits (bounded queue, deadline, client watched) until a node of pool has room.
+    net::awaitable<std::optional<node_hold>> acquire_node(http_exchange & ex, node_pool & pool, capacity_gate & gate,
+                                                          route_ctx & ctx, const std::vector<size_t> & tried,
+                                                          bool affine, Status & why);
+
+    // ---- pd_flow.cpp ----
+    net::awaitable<void> on_generation(http_exchange & ex, openai_endpoint ep);
+
+    // ---- node_forward.cpp ----
+    // forward_to_node relays one small call (tokenize, detokenize, apply-template, props) to the least-loaded
+    // decode node of the model the call names ("model" in the body or ?model=), or of any model.
+    net::awaitable<void> forward_to_node(http_exchange & ex, const char * method, const std::string & path,
+                                         std::string_view body);
+
+    // ---- prefill_hop.cpp ----
+    net::awaitable<Result<prefill_stream>> prefill_hop(http_exchange & ex, route_ctx & ctx);
+    // pump_blob reads a prefill node's body straight into the relay (the producer side). It holds the prefill
+    // node and the call's registration until the blob's last byte is in, so the node takes its next prompt
+    // while the decode still runs; a failure is counted here.
+    net::awaitable<void> pump_blob(std::shared_ptr<http_upstream> call, std::shared_ptr<body_relay> blob,
+                                   node_hold node, call_guard guard);
+    net::awaitable<void> prefill_done(route_ctx & ctx, prefill_stream & p);
+
+    // ---- decode_relay.cpp ----
+    net::awaitable<relay_result> relay(http_exchange & ex, route_ctx & ctx, const std::string & path,
+                                       std::string_view body, const std::string & ctype,
+                                       std::shared_ptr<body_relay> stream_body);
+    net::awaitable<Status> send_relayed(http_upstream & up, body_relay & blob, const route_ctx & ctx);
+    // stream_to_client relays a 200 stream; nullopt when the client has its answer (or an explicit error
+    // event), else the failure that came before any byte reached the client (the caller retries).
+    net::awaitable<std::optional<Status>> stream_to_client(http_exchange & ex, route_ctx & ctx, http_upstream & up,
+                                                           const http_response_head & head, size_t node,
+                                                           const std::string & url, const call_guard & guard);
+};
+
+}  // namespace baton
