@@ -85,8 +85,8 @@ class loaded_model {
 // libllama_version: the linked libllama's version ("0.7.0"), what model_identity::llama_version records.
 std::string libllama_version();
 
-// llama_quiet_logs installs a log callback that drops libllama/ggml logs below error level (or all logs
-// when BATON_LLAMA_LOG is unset and level is not error). Idempotent.
+// llama_quiet_logs sends libllama's and ggml's log messages to Baton's logger (base/log.h) as "llama: ..." at
+// their level: only errors, or every message when BATON_LLAMA_LOG is set (read once). Idempotent.
 void llama_quiet_logs();
 
 // llama_backend_once initializes the libllama backend once per process, with the quiet logs installed first

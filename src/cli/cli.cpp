@@ -142,9 +142,40 @@ std::string cli_short_forms_footer() {
     return s;
 }
 
+// The two plain prints to stderr in src/ (scripts/check-logging allows this file only): a command's exit
+// message and its report. Everything else a process says on stderr is a log line.
 int cli_fail(int code, const std::string & msg) {
     std::fprintf(stderr, "baton: %s\n", msg.c_str());
     return code;
+}
+
+void cli_report(const std::string & msg) { std::fprintf(stderr, "baton: %s\n", msg.c_str()); }
+
+namespace {
+cli_log_flags g_log_flags;  // written while parsing, before the subcommand (and any thread) runs
+}  // namespace
+
+const cli_log_flags & cli_log_settings() { return g_log_flags; }
+
+void cli_add_log_flags(CLI::App & sub, cli_log_flags & f) {
+    sub.add_option_function<std::string>(
+           "--log-level",
+           [&f](const std::string & v) {
+               auto l = log_level_parse(v);
+               if (!l.ok()) throw CLI::ValidationError("--log-level: " + l.status().message());
+               f.level = l.value();
+           },
+           "debug | info | warn | error | off: the least severe log lines written to stderr")
+        ->default_str(log_level_name(f.level));
+    sub.add_option_function<std::string>(
+           "--log-format",
+           [&f](const std::string & v) {
+               auto l = log_format_parse(v);
+               if (!l.ok()) throw CLI::ValidationError("--log-format: " + l.status().message());
+               f.format = l.value();
+           },
+           "text | json: log lines as text, or as one JSON object each (for log pipelines)")
+        ->default_str(log_format_name(f.format));
 }
 
 int cli_main(int argc, char ** argv) {
@@ -160,6 +191,15 @@ int cli_main(int argc, char ** argv) {
     std::vector<cli_run_fn> runs(std::size(adders));
     try {
         for (size_t i = 0; i < runs.size(); ++i) adders[i](app, runs[i]);
+        // --log-level/--log-format on every command that runs (the leaves: `blob inspect`, not `blob`).
+        std::vector<CLI::App *> pending = app.get_subcommands([](CLI::App *) { return true; });
+        while (!pending.empty()) {
+            CLI::App * sub = pending.back();
+            pending.pop_back();
+            auto children = sub->get_subcommands([](CLI::App *) { return true; });
+            if (children.empty()) cli_add_log_flags(*sub, g_log_flags);
+            pending.insert(pending.end(), children.begin(), children.end());
+        }
     } catch (const CLI::Error & e) {  // a flag defined twice: a bug in Baton, reported instead of aborting
         return cli_fail(k_exit_failure, std::string("internal: the command line is defined wrongly: ") + e.what());
     }
@@ -187,6 +227,7 @@ int cli_main(int argc, char ** argv) {
         app.exit(e);
         return k_exit_usage;
     }
+    log_configure(g_log_flags.level, g_log_flags.format);  // before the subcommand logs anything
     for (auto & r : runs)
         if (r) return r();
     return cli_fail(k_exit_usage, "no subcommand given (see --help)");

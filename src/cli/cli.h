@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "baton/base/log.h"
 #include "baton/cli/cli_main.h"
 #include "baton/cluster/etcd_client.h"
 
@@ -94,7 +95,21 @@ Status cli_device_resolve(const cli_device_flags & f, offload_config & offload, 
 const char * cli_long_form(std::string_view arg);
 std::string cli_short_forms_footer();
 
-// cli_fail prints "baton: MSG" to stderr and returns code.
+// cli_fail prints "baton: MSG" to stderr and returns code: the message a command exits with, plain (not a
+// log line), so a person at a terminal reads the reason last.
 int cli_fail(int code, const std::string & msg);
+// cli_report prints "baton: MSG" to stderr: what a one-shot command did ("wrote ..."), its own output beside
+// stdout's, plain like cli_fail. Diagnostics go to the logger (base/log.h) instead.
+void cli_report(const std::string & msg);
+
+// --log-level and --log-format, which every subcommand takes (cli_main adds them and applies them with
+// log_configure before the subcommand runs). cli_log_settings: the values given, for a command that starts
+// other baton processes (`baton demo` hands them on).
+struct cli_log_flags {
+    log_level level = log_level::info;
+    log_format format = log_format::text;
+};
+void cli_add_log_flags(CLI::App & sub, cli_log_flags & f);
+const cli_log_flags & cli_log_settings();
 
 }  // namespace baton

@@ -52,7 +52,9 @@ struct sse_reader {
             if (j.is_discarded()) continue;
             if (j.contains("error")) {
                 error = true;
-                std::fprintf(stderr, "\nbaton: demo: stream error: %s\n", j["error"].dump().c_str());
+                std::fputc('\n', stdout);  // the answer's line ends here; the reason is a log line
+                std::fflush(stdout);
+                log_error("demo: stream error: {}", j["error"].dump());
                 continue;
             }
             if (j.contains("usage") && j["usage"].is_object()) completion_tokens = j["usage"].value("completion_tokens", int64_t(-1));
@@ -79,7 +81,9 @@ int run_demo(demo_options o) {
         int sig = 0;
         sigwait(&set, &sig);
         interrupted = true;
-        std::fprintf(stderr, "\nbaton: demo: interrupted, stopping everything it started\n");
+        std::fputc('\n', stdout);
+        std::fflush(stdout);
+        log_warn("demo: interrupted, stopping everything it started");
         for (auto & c : children)
             if (pid_t p = c.load(); p > 0) ::kill(p, SIGTERM);
         if (httplib::Client * c = active_client.load()) c->stop();
@@ -93,18 +97,28 @@ int run_demo(demo_options o) {
         p.arch = "llama";
         p.n_embd = 256;
         p.n_layer = 4;
-        std::fprintf(stderr, "baton: demo: no -m given, generating a demo model (llama 256x4, random weights)\n");
+        log_info("demo: no -m given, generating a demo model (llama 256x4, random weights)");
         Status st = mkmodel_write(p, o.model);
         if (!st.ok()) return cli_fail(k_exit_failure, st.message());
     }
-    auto prefill = child_process::start({"serve", "-m", o.model, "--role", "prefill", "-np", "1"}, dir + "/prefill.log");
+    // The children log as the demo was told to (into their files in dir).
+    const cli_log_flags & lf = cli_log_settings();
+    const std::vector<std::string> log_args = {"--log-level", log_level_name(lf.level), "--log-format",
+                                               log_format_name(lf.format)};
+    auto with_log = [&](std::vector<std::string> args) {
+        args.insert(args.end(), log_args.begin(), log_args.end());
+        return args;
+    };
+    auto prefill =
+        child_process::start(with_log({"serve", "-m", o.model, "--role", "prefill", "-np", "1"}), dir + "/prefill.log");
     if (!prefill.ok()) return cli_fail(k_exit_failure, "prefill node: " + prefill.status().message());
     children[0] = prefill.value()->pid();
-    auto decode = child_process::start({"serve", "-m", o.model, "--role", "decode", "-np", "1"}, dir + "/decode.log");
+    auto decode =
+        child_process::start(with_log({"serve", "-m", o.model, "--role", "decode", "-np", "1"}), dir + "/decode.log");
     if (!decode.ok()) return cli_fail(k_exit_failure, "decode node: " + decode.status().message());
     children[1] = decode.value()->pid();
-    auto router = child_process::start({"route", "--prefill", prefill.value()->url(), "--decode", decode.value()->url(),
-                                        "--pd-min-tokens", "1", "-m", o.model},
+    auto router = child_process::start(with_log({"route", "--prefill", prefill.value()->url(), "--decode",
+                                                 decode.value()->url(), "--pd-min-tokens", "1", "-m", o.model}),
                                        dir + "/router.log");
     if (!router.ok()) return cli_fail(k_exit_failure, "router: " + router.status().message());
     children[2] = router.value()->pid();

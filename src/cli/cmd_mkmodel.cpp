@@ -31,7 +31,7 @@ void cli_add_mkmodel(CLI::App & app, cli_run_fn & run) {
             if (!st.ok()) return cli_fail(k_exit_usage, st.message());
             st = mkmodel_write(*p, *out);
             if (!st.ok()) return cli_fail(k_exit_failure, st.message());
-            std::fprintf(stderr, "baton: wrote %s model to %s\n", p->arch.c_str(), out->c_str());
+            cli_report("wrote " + p->arch + " model to " + *out);
             return k_exit_ok;
         };
     });

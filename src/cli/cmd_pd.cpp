@@ -97,8 +97,8 @@ int run_prefill(pd_options & o) {
     if (!r.done.ok()) return cli_fail(k_exit_failure, r.done.status().message());
     st = write_file_atomic(o.out_path, r.done->blob);
     if (!st.ok()) return cli_fail(k_exit_failure, st.message());
-    std::fprintf(stderr, "baton: wrote %zu-byte blob for %u prompt tokens to %s\n", r.done->blob.size(),
-                 r.done->usage.prompt_tokens, o.out_path.c_str());
+    cli_report("wrote " + std::to_string(r.done->blob.size()) + "-byte blob for " +
+               std::to_string(r.done->usage.prompt_tokens) + " prompt tokens to " + o.out_path);
     return k_exit_ok;
 }
 

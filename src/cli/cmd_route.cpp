@@ -41,13 +41,12 @@ int run_route(const router_config & base, const std::string & prefill, const std
     auto port = r.value()->start();
     if (!port.ok()) return cli_fail(k_exit_failure, port.status().message());
     if (cfg.api_key.empty())  // issue 22: a keyless router says so
-        std::fprintf(stderr, "baton: route: no --api-key: every route is open to anyone who can reach %s:%d\n",
-                     cfg.host.c_str(), port.value());
+        log_warn("route: no --api-key: every route is open to anyone who can reach {}:{}", cfg.host, port.value());
     std::printf("listening on http://%s:%d\n", cfg.host.c_str(), port.value());
     std::fflush(stdout);
     int sig = 0;
     sigwait(&set, &sig);
-    std::fprintf(stderr, "baton: route: signal %d, stopping\n", sig);
+    log_info("route: signal {}, stopping", sig);
     r.value()->stop();
     return k_exit_ok;
 }

@@ -159,8 +159,7 @@ int run_serve(serve_options & o) {
         return cli_fail(k_exit_failure, st.message());
     }
     if (o.cfg.api_key.empty())  // issue 22: a keyless node says so
-        std::fprintf(stderr, "baton: serve: no --api-key: every route is open to anyone who can reach %s:%d\n",
-                     o.cfg.host.c_str(), port.value());
+        log_warn("serve: no --api-key: every route is open to anyone who can reach {}:{}", o.cfg.host, port.value());
     std::printf("listening on http://%s:%d\n", o.cfg.host.c_str(), port.value());
     std::fflush(stdout);
     for (;;) {
@@ -172,7 +171,7 @@ int run_serve(serve_options & o) {
             return cli_fail(k_exit_failure, "the HTTP listener stopped unexpectedly");
         }
     }
-    std::fprintf(stderr, "baton: shutting down\n");
+    log_info("serve: shutting down");
     node.shutdown();
     return k_exit_ok;
 }

@@ -2,7 +2,8 @@
 #include "baton/cluster/cluster_watch.h"
 
 #include <algorithm>
-#include <cstdio>
+
+#include "baton/base/log.h"
 
 namespace baton {
 
@@ -36,7 +37,7 @@ void cluster_watch::apply(const etcd_kv & kv, bool deleted) {
     auto r = node_record_parse(kv.value);
     if (!r.ok()) {
         bad_records_.fetch_add(1);
-        std::fprintf(stderr, "baton: route: ignoring %s: %s\n", kv.key.c_str(), r.status().message().c_str());
+        log_warn("route: ignoring {}: {}", kv.key, r.status().message());
         members_.erase(kv.key);
         return;
     }
@@ -50,16 +51,15 @@ net::awaitable<void> cluster_watch::loop() {
         auto listing = co_await etcd_->range_prefix(prefix_);
         if (!listing.ok()) {
             if (connected_.exchange(false) || first)
-                std::fprintf(stderr, "baton: route: etcd unreachable (%s); keeping the last membership, retrying\n",
-                             listing.status().to_string().c_str());
+                log_warn("route: etcd unreachable ({}); keeping the last membership, retrying",
+                         listing.status().to_string());
             if (co_await wake_->wait_until(steady::now() + std::chrono::milliseconds(int64_t(backoff * 1000)))) break;
             backoff = std::min(backoff * 2, 5.0);
             continue;
         }
         if (!first) resyncs_.fetch_add(1);
         if (!connected_.exchange(true))
-            std::fprintf(stderr, "baton: route: etcd at %s: %zu node records under %s\n", etcd_->endpoint().c_str(),
-                         listing->kvs.size(), prefix_.c_str());
+            log_info("route: etcd at {}: {} node records under {}", etcd_->endpoint(), listing->kvs.size(), prefix_);
         first = false;
         backoff = 0.2;
         members_.clear();
@@ -77,9 +77,8 @@ net::awaitable<void> cluster_watch::loop() {
             if (!end.ok()) {
                 connected_.store(false);
                 if (stop_.load()) break;
-                std::fprintf(stderr,
-                             "baton: route: etcd watch failed (%s); keeping the last membership, reconnecting\n",
-                             end.status().to_string().c_str());
+                log_warn("route: etcd watch failed ({}); keeping the last membership, reconnecting",
+                         end.status().to_string());
                 break;
             }
             if (end->compacted) break;  // list again

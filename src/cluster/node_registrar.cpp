@@ -2,7 +2,8 @@
 #include "baton/cluster/node_registrar.h"
 
 #include <algorithm>
-#include <cstdio>
+
+#include "baton/base/log.h"
 
 namespace baton {
 
@@ -41,8 +42,8 @@ net::awaitable<void> node_registrar::loop() {
     bool warned = false;  // one line per outage, not one per retry
     auto failed = [&](const Status & st, const char * what) {
         if (!warned)
-            std::fprintf(stderr, "baton: serve: etcd %s failed (%s); the node keeps serving and retries with backoff\n",
-                         what, st.to_string().c_str());
+            log_warn("serve: etcd {} failed ({}); the node keeps serving and retries with backoff", what,
+                     st.to_string());
         warned = true;
         registered_.store(false);
     };
@@ -67,8 +68,8 @@ net::awaitable<void> node_registrar::loop() {
         registered_.store(true);
         warned = false;
         registrations_.fetch_add(1);
-        std::fprintf(stderr, "baton: serve: registered %s in etcd at %s (lease ttl %.0f s)\n", cfg_.key.c_str(),
-                     etcd_->endpoint().c_str(), cfg_.lease_ttl_s);
+        log_info("serve: registered {} in etcd at {} (lease ttl {:.0f} s)", cfg_.key, etcd_->endpoint(),
+                 cfg_.lease_ttl_s);
         backoff = 0.2;
         // 2. Keep it: the lease every TTL/3, the record every load interval.
         auto last_alive = steady::now();
@@ -81,12 +82,12 @@ net::awaitable<void> node_registrar::loop() {
             if (now >= next_alive) {
                 auto ttl = co_await etcd_->lease_keepalive(lease_);
                 if (ttl.ok() && ttl.value() > 0) {
-                    if (warned) std::fprintf(stderr, "baton: serve: etcd reachable again; lease kept\n");
+                    if (warned) log_info("serve: etcd reachable again; lease kept");
                     warned = false;
                     last_alive = steady::now();
                     next_alive = last_alive + seconds(cfg_.lease_ttl_s / 3);
                 } else if (ttl.ok() || ttl.status().code() == status_code::not_found) {
-                    std::fprintf(stderr, "baton: serve: etcd lease expired; registering again\n");
+                    log_warn("serve: etcd lease expired; registering again");
                     lost = true;  // etcd forgot the lease (expired while we were away): register again
                 } else {
                     failed(ttl.status(), "lease keepalive");
@@ -130,7 +131,7 @@ Status node_registrar::deregister(std::chrono::milliseconds timeout) {
     if (f.wait_until(until) != std::future_status::ready)
         return Status(status_code::deadline_exceeded, "etcd: deregistering did not finish in time");
     Status st = f.get();
-    if (st.ok()) std::fprintf(stderr, "baton: serve: deregistered %s from etcd\n", cfg_.key.c_str());
+    if (st.ok()) log_info("serve: deregistered {} from etcd", cfg_.key);
     return st;
 }
 

@@ -1,6 +1,7 @@
 // model.cpp — model loading, identity (fingerprint, version, shape) and the model_info read from libllama.
 #include "baton/model.h"
 
+#include "baton/base/log.h"
 #include "baton/blob.h"
 
 #include <llama.h>
@@ -36,8 +37,20 @@ Result<std::array<uint8_t, 16>> model_fingerprint_file(const std::string & path)
 }
 
 namespace {
+// libllama's and ggml's messages go to Baton's logger as "llama: TEXT", one line per message (a message
+// continued with GGML_LOG_LEVEL_CONT, ggml's progress dots, becomes a line of its own at debug level).
 void log_drop(ggml_log_level level, const char * text, void *) {
-    if (level == GGML_LOG_LEVEL_ERROR || std::getenv("BATON_LLAMA_LOG")) std::fputs(text, stderr);
+    static const bool all = std::getenv("BATON_LLAMA_LOG") != nullptr;
+    if (level != GGML_LOG_LEVEL_ERROR && !all) return;
+    std::string_view t = text ? text : "";
+    while (!t.empty() && (t.back() == '\n' || t.back() == '\r')) t.remove_suffix(1);
+    if (t.empty()) return;
+    switch (level) {
+        case GGML_LOG_LEVEL_ERROR: log_error("llama: {}", t); break;
+        case GGML_LOG_LEVEL_WARN: log_warn("llama: {}", t); break;
+        case GGML_LOG_LEVEL_INFO: log_info("llama: {}", t); break;
+        default: log_debug("llama: {}", t); break;
+    }
 }
 
 // token_text: a special token's text, "" for none (LLAMA_TOKEN_NULL) or a vocabulary without text for it.

@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 
 #include "baton/base/buffer_pool.h"
+#include "baton/base/log.h"
 #include "engine_impl.h"
 #include "engine_test_seam.h"
 
@@ -237,7 +237,7 @@ void engine_impl::take_parked(slot & s, const std::vector<token_id> & prompt) {
     if (lcp < reuse_min(prompt)) return slot_clear(ctx.get(), s);
     const auto t0 = steady::now();
     Status st = slot_unpark(env, s, s.owner);
-    if (!st.ok()) std::fprintf(stderr, "baton: unpark of slot %d failed, recomputing its prompt: %s\n", s.id, st.message().c_str());
+    if (!st.ok()) log_warn("engine: unpark of slot {} failed, recomputing its prompt: {}", s.id, st.message());
     bump([&](engine_metrics & m) {
         m.unparks += st.ok() ? 1 : 0;
         m.park_seconds += seconds_since(t0);
@@ -344,7 +344,7 @@ bool engine_impl::phase_park() {
         auto parked = slot_park(env, s, state_scratch);
         parked_any = true;  // (a failed park cleared the slot: time spent all the same)
         if (!parked.ok()) {
-            std::fprintf(stderr, "baton: could not park slot %d (its cache is dropped): %s\n", s.id, parked.status().message().c_str());
+            log_warn("engine: could not park slot {} (its cache is dropped): {}", s.id, parked.status().message());
             continue;
         }
         bump([&](engine_metrics & m) {
@@ -387,7 +387,7 @@ void engine_impl::phase_guard(const std::vector<batch_part> & parts) {
 }
 
 void engine_impl::repair(slot & s, const Status & why) {
-    std::fprintf(stderr, "baton: invariant violated, repairing: %s\n", why.message().c_str());
+    log_error("engine: invariant violated, repairing: {}", why.message());
     bump([](engine_metrics & m) { ++m.invariant_repairs; });
     llama_memory_seq_rm(llama_get_memory(ctx.get()), s.id, -1, -1);
     s.tokens.clear();
@@ -457,7 +457,7 @@ void engine_impl::after_chunk(slot & s, uint32_t n_end) {
     while (!t.plan.empty() && t.plan.front() <= n_end) t.plan.erase(t.plan.begin());
     if (std::find(t.checkpoint_at.begin(), t.checkpoint_at.end(), n_end) != t.checkpoint_at.end()) {
         Status st = slot_take_checkpoint(ctx.get(), s, cfg.ctx.checkpoints.max);
-        if (!st.ok()) std::fprintf(stderr, "baton: %s\n", st.message().c_str());
+        if (!st.ok()) log_warn("engine: checkpoint of slot {} not taken: {}", s.id, st.message());
     }
     if (n_end != t.seq.size()) return;
     const float * lg = llama_get_logits_ith(ctx.get(), t.batch_row);

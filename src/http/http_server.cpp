@@ -5,9 +5,9 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <cstdio>
 
 #include "baton/base/buffer_pool.h"
+#include "baton/base/log.h"
 #include "http_request_head.h"
 
 namespace baton {
@@ -432,7 +432,7 @@ net::awaitable<void> http_session::run() {
                     co_await r->handler(ex);
                 } catch (const std::exception & e) {
                     failure = e.what();
-                    std::fprintf(stderr, "baton: %s: %s: handler failed: %s\n", srv_.cfg_.log_name.c_str(), rq.route.c_str(), e.what());
+                    log_error("{}: {}: handler failed: {}", srv_.cfg_.log_name, rq.route, e.what());
                 }
                 if (!ex.begun_)
                     co_await ex.respond_error(Status(status_code::internal, failure.empty() ? "the handler produced no response" : "handler failed: " + failure));
@@ -724,7 +724,7 @@ void http_server::start() {
                     ioc_.run();
                     return;
                 } catch (const std::exception & e) {
-                    std::fprintf(stderr, "baton: %s: event loop: %s\n", cfg_.log_name.c_str(), e.what());
+                    log_error("{}: event loop: {}", cfg_.log_name, e.what());
                 }
             }
         });
@@ -768,9 +768,8 @@ net::awaitable<void> http_server::accept_loop() {
             try {
                 std::rethrow_exception(e);
             } catch (const std::exception & x) {
-                std::fprintf(stderr, "baton: %s: connection ended by an exception: %s\n", cfg_.log_name.c_str(), x.what());
-            } catch (...) {
-            }
+                log_error("{}: connection ended by an exception: {}", cfg_.log_name, x.what());
+            } catch (...) {}
         });
     }
 }

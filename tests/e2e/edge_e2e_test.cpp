@@ -1558,12 +1558,12 @@ TEST_F(EdgeRegression, NullOriginGetsNoCorsHeaders) {
 TEST_F(EdgeRegression, KeylessNodeAndRouterSaySoAtStartup) {
     ASSERT_TRUE(node_ && router_);
     EXPECT_NE(
-        node_->stderr_text().find("baton: serve: no --api-key: every route is open to anyone who can reach 127.0.0.1:" +
+        node_->stderr_text().find(" warn serve: no --api-key: every route is open to anyone who can reach 127.0.0.1:" +
                                   std::to_string(node_->port())),
         std::string::npos)
         << node_->stderr_text();
     EXPECT_NE(router_->stderr_text().find(
-                  "baton: route: no --api-key: every route is open to anyone who can reach 127.0.0.1:" +
+                  " warn route: no --api-key: every route is open to anyone who can reach 127.0.0.1:" +
                   std::to_string(router_->port())),
               std::string::npos)
         << router_->stderr_text();

@@ -1,5 +1,7 @@
 // serve_errors_test.cpp — every error status of the API provoked by a real request, with the JSON error
 // shape {"error":{"code","type","message"}}.
+#include <sstream>
+
 #include "serve_test_util.h"
 
 namespace baton::test {
@@ -152,6 +154,53 @@ TEST(ServeErrors, RequestOverTimeoutIs504) {
     } else {
         expect_error(s, 504, "deadline_exceeded", "timeout");
     }
+}
+
+// Issue 23: --log-level and --log-format are checked by the command line (exit 2 naming the flag), on every
+// subcommand.
+TEST(ServeLogging, BadLogFlagsExit2) {
+    const std::vector<std::vector<std::string>> cases = {
+        serve_args("llama", {"--log-level", "verbose"}),
+        serve_args("llama", {"--log-format", "xml"}),
+        {"route", "--decode", "http://127.0.0.1:1", "--log-level", "INFO"},
+        {"mkmodel", "--arch", "llama", "-o", "/nonexistent/x.gguf", "--log-format", ""},
+    };
+    for (auto args : cases) {
+        const std::string flag = args[args.size() - 2];
+        args.insert(args.begin(), baton_bin());
+        const proc_result r = run_process(args, 60);
+        EXPECT_EQ(r.exit_code, 2) << args[1] << " " << flag << ": " << r.err;
+        EXPECT_NE(r.err.find(flag), std::string::npos) << r.err;
+    }
+}
+
+// Issue 23: with --log-format json a node's log lines are JSON objects (time, level, msg), and --log-level
+// drops the lines below it.
+TEST(ServeLogging, JsonLinesAndLevels) {
+    auto n = node_process::start(serve_args("llama", {"--log-format", "json"}));
+    ASSERT_EQ(n->terminate(), 0) << n->stderr_text();
+    std::istringstream lines(n->stderr_text());
+    std::vector<json> logged;
+    for (std::string line; std::getline(lines, line);)
+        if (line.rfind("{", 0) == 0) logged.push_back(json::parse(line));  // throws on a broken line
+    auto find = [&](const std::string & prefix) -> const json * {
+        for (const json & j : logged)
+            if (j.value("msg", "").rfind(prefix, 0) == 0) return &j;
+        return nullptr;
+    };
+    const json * keyless = find("serve: no --api-key: every route is open");
+    ASSERT_TRUE(keyless) << n->stderr_text();
+    EXPECT_EQ((*keyless)["level"], "warn");
+    EXPECT_TRUE((*keyless)["time"].is_string());
+    EXPECT_FALSE(keyless->contains("request_id"));
+    const json * bye = find("serve: shutting down");
+    ASSERT_TRUE(bye) << n->stderr_text();
+    EXPECT_EQ((*bye)["level"], "info");
+
+    auto quiet = node_process::start(serve_args("llama", {"--log-level", "error"}));
+    ASSERT_EQ(quiet->terminate(), 0) << quiet->stderr_text();
+    EXPECT_EQ(quiet->stderr_text().find("no --api-key"), std::string::npos) << quiet->stderr_text();
+    EXPECT_EQ(quiet->stderr_text().find("shutting down"), std::string::npos) << quiet->stderr_text();
 }
 
 }  // namespace
