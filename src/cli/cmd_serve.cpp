@@ -279,7 +279,7 @@ void cli_add_serve(CLI::App & app, cli_run_fn & run) {
         "Directory for POST /slots/{id}?action=save|restore (state blobs); unset: those actions answer 501");
     sub->add_flag("--metrics", "Accepted for llama-server compatibility: /metrics is always served");
     sub->add_flag("--offline", "Accepted for llama-server compatibility: Baton never downloads anything");
-    sub->add_flag("-v,--verbose", c.verbose, "Log one line per finished generation");
+    sub->add_flag("-v,--verbose", c.verbose, "Log one line per finished generation at info (without it: at debug)");
     sub->add_option("--drain", c.drain_s,
                     "On SIGTERM, let in-flight requests finish for up to this many seconds, then cancel")
         ->capture_default_str();

@@ -350,6 +350,9 @@ net::awaitable<void> http_session::run() {
         }
         http_request & rq = ex.req_;
         const http_head_info head = http_request_head_take(p, lim, rq);
+        const steady::time_point t_start = steady::now();
+        if (const std::string_view id = rq.header(http_header_request_id); request_id_valid(id)) rq.id = id;
+        else rq.id = request_id_new();
         ex.keep_alive_ = head.keep_alive;
         ex.head_ = head.head;
         const bool body_pending = head.body_pending;
@@ -432,7 +435,7 @@ net::awaitable<void> http_session::run() {
                     co_await r->handler(ex);
                 } catch (const std::exception & e) {
                     failure = e.what();
-                    log_error("{}: {}: handler failed: {}", srv_.cfg_.log_name, rq.route, e.what());
+                    log_error(log_request{rq.id}, "{}: {}: handler failed: {}", srv_.cfg_.log_name, rq.route, e.what());
                 }
                 if (!ex.begun_)
                     co_await ex.respond_error(Status(status_code::internal, failure.empty() ? "the handler produced no response" : "handler failed: " + failure));
@@ -445,7 +448,20 @@ net::awaitable<void> http_session::run() {
         }
         waiter_ = nullptr;
         watch_over_ = false;
-        srv_.requests_.count(rq.route, rq.method, ex.status_ ? ex.status_ : 499);
+        const int status = ex.status_ ? ex.status_ : 499;
+        srv_.requests_.count(rq.route, rq.method, status);
+        // The access line (as llama-server logs each request); health and metrics probes only at debug.
+        const bool probe = rq.route == "/health" || rq.route == "/metrics";
+        if (const log_level level = probe ? log_level::debug : log_level::info; log_enabled(level)) {
+            const double ms = std::chrono::duration<double, std::milli>(steady::now() - t_start).count();
+            const char * method = http_method_label(rq.method);
+            const char * cut = ex.finished_ ? "" : " (incomplete)";
+            // The route's template ("/v1/slots/{id}/state"), never the client's path: what a client writes in
+            // a path does not reach the log (nor grow it: a 404 is "-").
+            const std::string_view route = rq.route.empty() ? std::string_view("-") : std::string_view(rq.route);
+            log_write(level, rq.id, "{}: {} {} {} {:.1f} ms{}",
+                      fmt::make_format_args(srv_.cfg_.log_name, method, route, status, ms, cut));
+        }
         if (!ex.finished_ || !ex.keep_alive_ || ex.gone_ || srv_.stopped_.load()) break;
     }
     close();
@@ -535,7 +551,9 @@ Status http_cross_site_check(const http_headers & headers) {
 
 // ---- http_exchange ----
 
-void http_exchange::add_cors(http_headers & h) const {
+void http_exchange::add_response_headers(http_headers & h) const {
+    if (!req_.id.empty() && http_header_find(h, http_header_request_id).empty())
+        h.emplace_back(std::string(http_header_request_id), req_.id);
     if (cors_origin_.empty()) return;
     h.emplace_back("Access-Control-Allow-Origin", cors_origin_);
     if (http_cors_credentials(s_.srv_.cfg_.cors, cors_origin_))
@@ -552,7 +570,7 @@ net::awaitable<bool> http_exchange::respond(http_response r) {
     begun_ = true;
     http::response<http::string_body> m{http::int_to_status(unsigned(r.status)), 11};
     m.set(http::field::content_type, r.content_type);
-    add_cors(r.headers);
+    add_response_headers(r.headers);
     for (auto & [k, v] : r.headers) m.insert(k, v);
     m.keep_alive(keep_alive_);
     m.body() = std::move(r.body);
@@ -579,7 +597,7 @@ net::awaitable<bool> http_exchange::begin(int status, std::string content_type, 
     begun_ = true;
     http::response<http::empty_body> m{http::int_to_status(unsigned(status)), 11};
     m.set(http::field::content_type, content_type);
-    add_cors(headers);
+    add_response_headers(headers);
     for (auto & [k, v] : headers) m.insert(k, v);
     m.keep_alive(keep_alive_);
     if (length) m.content_length(*length);

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "baton/base/identity.h"
+#include "baton/base/log.h"
 #include "baton/cluster/node_record.h"
 #include "baton/http/metrics_text.h"
 #include "router_impl.h"
@@ -41,8 +42,8 @@ void router_impl::on_members(const cluster_members & members) {
     joins.fetch_add(joined);
     leaves.fetch_add(left);
     if (joined || left)
-        std::fprintf(stderr, "baton: route: cluster: %zu prefill and %zu decode members (%llu joined, %zu left)\n",
-                     prefill.n_members(), decode.n_members(), (unsigned long long)joined, left);
+        log_info("route: cluster: {} prefill and {} decode members ({} joined, {} left)", prefill.n_members(),
+                 decode.n_members(), joined, left);
     // Capacity may have appeared: waiting requests look again.
     prefill_gate.wake_all();
     decode_gate.wake_all();

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "baton/base/log.h"
 #include "baton/http/sse.h"
 #include "baton/pd/pd_protocol.h"
 #include "pd_fallback_policy.h"
@@ -17,8 +18,8 @@ namespace baton {
 
 // send_relayed sends the blob as the request body, each byte as soon as it has arrived.
 net::awaitable<Status> router_impl::send_relayed(http_upstream & up, body_relay & blob, const route_ctx & ctx) {
-    Status st =
-        co_await up.send_head("POST", pd_path_decode, node_headers(), "application/octet-stream", blob.length());
+    Status st = co_await up.send_head("POST", pd_path_decode, node_headers(ctx.request_id), "application/octet-stream",
+                                      blob.length());
     if (!st.ok()) co_return st;
     auto n = async_notify::make(co_await net::this_coro::executor);
     blob.set_reader(n);
@@ -58,7 +59,7 @@ net::awaitable<relay_result> router_impl::relay(http_exchange & ex, route_ctx & 
         if (conn.ok()) guard = decode_calls.enter(i, ex.executor(), [u = conn.value().get()] { u->close(); });
         Status st = conn.status();
         if (conn.ok() && stream_body) st = co_await send_relayed(*conn.value(), *stream_body, ctx);
-        else if (conn.ok()) st = co_await conn.value()->send("POST", path, node_headers(), ctype, body);
+        else if (conn.ok()) st = co_await conn.value()->send("POST", path, node_headers(ctx.request_id), ctype, body);
         if (stream_body && stream_body->failed()) {  // the blob never fully arrived: not this node's fault
             co_return relay_result{relay_outcome::blob_failed, stream_body->status()};
         }
@@ -138,8 +139,8 @@ net::awaitable<std::optional<Status>> router_impl::stream_to_client(http_exchang
             if (action == call_action::respond_error) {
                 co_await ex.respond_error(err);
             } else if (action == call_action::error_event) {  // after the first byte: an error event, then the end
-                std::fprintf(stderr, "baton: route: stream from the decode node ended with an error: %s\n",
-                             st.message().c_str());
+                log_warn(log_request{ctx.request_id}, "route: stream from the decode node ended with an error: {}",
+                         st.message());
                 if (co_await ex.write(sse_error_and_done(err))) co_await ex.end();
             } else {
                 ex.abort();
@@ -163,7 +164,8 @@ net::awaitable<std::optional<Status>> router_impl::stream_to_client(http_exchang
             co_return std::nullopt;
         }
         if (!co_await ex.write(buf.data(), n.value())) {
-            std::fprintf(stderr, "baton: route: client went away mid-stream; cancelling the upstream request\n");
+            log_info(log_request{ctx.request_id},
+                     "route: client went away mid-stream; cancelling the upstream request");
             up.close();
             co_return std::nullopt;
         }

@@ -7,6 +7,7 @@
 #include <string>
 #include <tuple>
 
+#include "baton/base/log.h"
 #include "baton/http/metrics_text.h"
 #include "router_impl.h"
 
@@ -48,9 +49,7 @@ net::awaitable<void> router_impl::health_check(node_pool & pool, call_registry &
                 : no_answer.message();
         const size_t n = calls.cancel_node(
             i, Status(status_code::upstream_error, url.text + " was ejected by the router's health check: " + why));
-        if (n > 0)
-            std::fprintf(stderr, "baton: route: %s ejected (%s): cancelled %zu call(s) in flight\n", url.text.c_str(),
-                         why.c_str(), n);
+        if (n > 0) log_warn("route: {} ejected ({}): cancelled {} call(s) in flight", url.text, why, n);
         co_return;
     }
     if (status != 200) {

@@ -30,7 +30,8 @@ net::awaitable<void> router_impl::forward_to_node(http_exchange & ex, const char
     if (conn.ok()) guard = decode_calls.enter(node->index, ex.executor(), [u = conn.value().get()] { u->close(); });
     Status st = conn.status();
     if (st.ok())
-        st = co_await conn.value()->send(method, path, node_headers(), body.empty() ? "" : "application/json", body);
+        st = co_await conn.value()->send(method, path, node_headers(ex.request().id),
+                                         body.empty() ? "" : "application/json", body);
     Result<http_response_head> head(st);
     if (st.ok()) head = co_await conn.value()->read_head();
     Result<std::string> answer(head.status());

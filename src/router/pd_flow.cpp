@@ -16,6 +16,7 @@ namespace baton {
 
 net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpoint ep) {
     route_ctx ctx;
+    ctx.request_id = ex.request().id;
     ctx.t_arrival = steady::now();
     ctx.deadline = ctx.t_arrival + std::chrono::milliseconds(int64_t(cfg.timeout_s * 1000));
     ctx.path = ep == openai_endpoint::chat         ? "/v1/chat/completions"

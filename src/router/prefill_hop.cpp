@@ -34,7 +34,7 @@ net::awaitable<Result<prefill_stream>> router_impl::prefill_hop(http_exchange & 
     // The client's body as the client wrote it (the order of a schema's properties and of the tools' keys is
     // the client's, and the grammar and the template follow it), its endpoint in a header of the protocol.
     const std::string_view body = ex.request().body_text();
-    http_headers headers = node_headers();
+    http_headers headers = node_headers(ctx.request_id);
     headers.emplace_back(std::string(pd_header_endpoint), openai_endpoint_name(ctx.req.endpoint));
     std::vector<size_t> tried;
     Status last(status_code::upstream_error, "no healthy prefill node");

@@ -12,9 +12,11 @@
 
 namespace baton {
 
-http_headers router_impl::node_headers() const {
-    if (cfg.node_key.empty()) return {};
-    return {{"Authorization", "Bearer " + cfg.node_key}};
+http_headers router_impl::node_headers(std::string_view request_id) const {
+    http_headers h;
+    if (!cfg.node_key.empty()) h.emplace_back("Authorization", "Bearer " + cfg.node_key);
+    if (!request_id.empty()) h.emplace_back(std::string(http_header_request_id), std::string(request_id));
+    return h;
 }
 
 void router_impl::routes() {

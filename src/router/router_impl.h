@@ -57,6 +57,7 @@ inline double seconds_between(steady::time_point a, steady::time_point b) {
 
 // What one client request carries through the flow.
 struct route_ctx {
+    std::string request_id;  // X-Request-Id (http_request::id), carried to every node the request reaches
     openai_request req;
     std::string path;  // /v1/completions | /v1/chat/completions
     steady::time_point t_arrival, deadline;
@@ -134,7 +135,9 @@ class router_impl {
 
     // ---- router.cpp ----
     void routes();
-    http_headers node_headers() const;
+    // node_headers: what every call to a node carries (the node key; the client request's id, so the nodes'
+    // log lines name it too).
+    http_headers node_headers(std::string_view request_id = {}) const;
 
     // ---- cluster_view.cpp ----
     // on_members applies the cluster's membership to the pools (on the watch's strand).

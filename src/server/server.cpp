@@ -1,5 +1,6 @@
 // server.cpp — the node's lifecycle, routes and shared request helpers (auth and body caps are the edge's).
 #include "baton/server/server.h"
+#include "baton/base/log.h"
 #include "baton/pd/pd_protocol.h"
 
 #include <algorithm>
@@ -213,11 +214,10 @@ Status server::load() {
     std::string found;
     for (const auto & d : devices_available())
         found += (found.empty() ? "" : ", ") + d.name + " (" + d.description + ")";
-    std::fprintf(stderr, "baton: serve: devices: %s\n", found.c_str());
+    log_info("serve: devices: {}", found);
     auto m = loaded_model::load(s.cfg.model_path, lp);
     if (!m.ok()) return m.status();
-    std::fprintf(stderr, "baton: serve: %s: %s\n", s.cfg.model_path.c_str(),
-                 offload_placement_text(m.value()->placement()).c_str());
+    log_info("serve: {}: {}", s.cfg.model_path, offload_placement_text(m.value()->placement()));
     s.model = std::shared_ptr<const loaded_model>(std::move(m.value()));
     const std::string & p = s.cfg.model_path;
     s.model_file = p.substr(p.find_last_of('/') == std::string::npos ? 0 : p.find_last_of('/') + 1);
@@ -225,8 +225,7 @@ Status server::load() {
     auto chat = chat_formatter::create(s.model->info(), s.cfg.chat);
     if (!chat.ok()) return chat.status();
     s.chat = std::move(chat.value());
-    if (Status u = s.chat->usable(); !u.ok())
-        std::fprintf(stderr, "baton: serve: chat is off: %s\n", u.message().c_str());
+    if (Status u = s.chat->usable(); !u.ok()) log_warn("serve: chat is off: {}", u.message());
     if (s.cfg.engine.ctx.n_ctx == 0) {  // -c 0: the context the model was trained with (as llama-server)
         const uint32_t train = s.model->info().n_ctx_train;
         s.cfg.engine.ctx.n_ctx = std::clamp<uint32_t>(train, 16, 1 << 24);
@@ -235,16 +234,13 @@ Status server::load() {
     if (!e.ok()) return e.status();
     s.eng = std::move(e.value());
     if (Status v = s.eng->state_validation(); !v.ok())
-        std::fprintf(stderr, "baton: serve: state validation is unavailable, so this node restores no states: %s\n",
-                     v.message().c_str());
+        log_warn("serve: state validation is unavailable, so this node restores no states: {}", v.message());
     if (const auto & key = s.cfg.engine.limits.key)
-        std::fprintf(stderr, "baton: serve: states are authenticated (HMAC-SHA256, state secret %s%s)\n",
-                     blob_key_id_hex(key->signing_id()).c_str(),
-                     key->size() > 1 ? (" signs; " + std::to_string(key->size() - 1) + " more verify").c_str() : "");
+        log_info("serve: states are authenticated (HMAC-SHA256, state secret {}{})", blob_key_id_hex(key->signing_id()),
+                 key->size() > 1 ? " signs; " + std::to_string(key->size() - 1) + " more verify" : std::string());
     else
-        std::fprintf(stderr, "baton: serve: states are not authenticated (no --state-secret-file): whoever reaches "
-                             "/v1/decode or the slot state endpoints can hand this node a state; expose them to the "
-                             "router network only (docs/deploy.md)\n");
+        log_warn("serve: states are not authenticated (no --state-secret-file): whoever reaches /v1/decode or the slot "
+                 "state endpoints can hand this node a state; expose them to the router network only (docs/deploy.md)");
     s.ready.store(true, std::memory_order_release);
     if (s.cfg.cluster) {
         const node_cluster_config & c = *s.cfg.cluster;
@@ -267,8 +263,7 @@ void server::shutdown() {
     // Leave the cluster first, so routers stop sending work here before it is refused.
     if (s.registrar) {
         if (Status st = s.registrar->deregister(std::chrono::seconds(3)); !st.ok())
-            std::fprintf(stderr, "baton: serve: deregistering: %s (the lease expires by itself)\n",
-                         st.message().c_str());
+            log_warn("serve: deregistering: {} (the lease expires by itself)", st.message());
     }
     if (s.stopping.exchange(true)) return;
     // Finish what is in flight for up to drain_s, then cancel the rest: every handle gets a terminal event,

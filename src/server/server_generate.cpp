@@ -11,6 +11,7 @@
 #include <memory>
 #include <random>
 
+#include "baton/base/log.h"
 #include "baton/blob.h"
 #include "baton/http/sse.h"
 #include "baton/openai/openai_response.h"
@@ -254,7 +255,7 @@ net::awaitable<void> server_impl::respond_generation(http_exchange & ex, engine_
             choices[which].step(ev, vocab);
             finished[which] = choices[which].finished;
         }
-        for (const auto & c : choices) log_generation(oreq, c.res);
+        for (const auto & c : choices) log_generation(ex.request().id, oreq, c.res);
         co_return (void) co_await ex.respond(http_response::json(openai_response_json(meta, results())));
     }
 
@@ -289,7 +290,7 @@ net::awaitable<void> server_impl::respond_generation(http_exchange & ex, engine_
             out += sse_event(openai_chunk_delta_json(meta, d, uint32_t(c.res.tokens.size()), n_prompt));
         }
         if (c.finished) {
-            log_generation(oreq, c.res);
+            log_generation(ex.request().id, oreq, c.res);
             out += sse_event(openai_chunk_finish_json(meta, c.res, lps));
         } else {
             c.unsent = std::move(lps);
@@ -334,14 +335,17 @@ net::awaitable<void> server_impl::respond_generation(http_exchange & ex, engine_
     }
 }
 
-void server_impl::log_generation(const openai_request & oreq, const openai_result & r) const {
-    if (!cfg.verbose) return;
+void server_impl::log_generation(std::string_view request_id, const openai_request & oreq,
+                                 const openai_result & r) const {
+    const log_level level = cfg.verbose ? log_level::info : log_level::debug;
+    if (!log_enabled(level)) return;
     const usage_counts & u = r.done.usage;
-    std::fprintf(
-        stderr,
-        "baton: serve: %s: slot %d: %u prompt tokens (%u cached) in %.1f ms, %u generated in %.1f ms, finish %s\n",
-        openai_endpoint_name(oreq.endpoint), r.done.slot, u.prompt_tokens, u.cached_tokens, r.done.ms_prompt,
-        u.generated_tokens, r.done.ms_generate, finish_reason_name(r.done.finish));
+    const char * endpoint = openai_endpoint_name(oreq.endpoint);
+    const char * finish = finish_reason_name(r.done.finish);
+    log_write(level, request_id,
+              "serve: {}: slot {}: {} prompt tokens ({} cached) in {:.1f} ms, {} generated in {:.1f} ms, finish {}",
+              fmt::make_format_args(endpoint, r.done.slot, u.prompt_tokens, u.cached_tokens, r.done.ms_prompt,
+                                    u.generated_tokens, r.done.ms_generate, finish));
 }
 
 net::awaitable<Result<openai_request>> server_impl::prepare(std::string_view body, openai_endpoint endpoint) {

@@ -100,8 +100,8 @@ class server_impl {
     net::awaitable<void> on_decode(http_exchange & ex);
     // respond_generation submits task and answers in the OpenAI shape of oreq (streamed if it asks).
     net::awaitable<void> respond_generation(http_exchange & ex, engine_task task, const openai_request & oreq);
-    // log_generation: with --verbose, one line per finished generation.
-    void log_generation(const openai_request & oreq, const openai_result & r) const;
+    // log_generation: one line per finished generation, at info with --verbose, else at debug.
+    void log_generation(std::string_view request_id, const openai_request & oreq, const openai_result & r) const;
 
     // ---- server_slots.cpp ----
     net::awaitable<void> on_health(http_exchange & ex);

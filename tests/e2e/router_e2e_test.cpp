@@ -6,6 +6,7 @@
 #include <atomic>
 #include <fstream>
 #include <future>
+#include <sstream>
 
 #include "e2e/serve_test_util.h"
 #include "support/node_process.h"
@@ -418,6 +419,47 @@ TEST(RouterE2E, ErrorsAuthAndHealth) {
         post(*r, "/v1/completions", "{\"prompt\":\"hi\",\"max_tokens\":2}", "application/json", "client-secret", 30);
     EXPECT_EQ(e.status, 503) << e.body;
     EXPECT_EQ(r->terminate(), 0);
+}
+
+// X-Request-Id: the client's id comes back on the response and is on the log lines of the router and of
+// both nodes the request reached through PD; without one (or with one that is not a valid id) the router
+// makes one. The router logs JSON lines here, the nodes text.
+TEST(RouterE2E, RequestIdIsEchoedAndOnTheLogLinesOfEveryNodeItReaches) {
+    cluster c = cluster::make(1, 1, {"--log-format", "json"});
+    const std::string body =
+        R"({"prompt":"The quick brown fox jumps over the lazy dog again and again and again","max_tokens":2,"temperature":0})";
+    auto cl = c.router->client(60);
+    auto res = cl->Post("/v1/completions", {{"X-Request-Id", "test-id-42"}}, body, "application/json");
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200) << res->body;
+    EXPECT_EQ(res->get_header_value("X-Baton-Route"), "pd");
+    EXPECT_EQ(res->get_header_value("X-Request-Id"), "test-id-42");
+    auto generated = cl->Post("/v1/completions", body, "application/json");
+    ASSERT_TRUE(generated);
+    const std::string id = generated->get_header_value("X-Request-Id");
+    EXPECT_EQ(id.size(), 16u) << id;
+    EXPECT_EQ(id.find_first_not_of("0123456789abcdef"), std::string::npos) << id;
+    auto replaced = cl->Post("/v1/completions", {{"X-Request-Id", std::string(200, 'x')}}, body, "application/json");
+    ASSERT_TRUE(replaced);
+    EXPECT_EQ(replaced->get_header_value("X-Request-Id").size(), 16u);
+    EXPECT_NE(replaced->get_header_value("X-Request-Id"), id);
+
+    ASSERT_EQ(c.router->terminate(), 0);
+    for (auto * n : {c.prefill[0].get(), c.decode[0].get()}) {
+        ASSERT_EQ(n->terminate(), 0);
+        EXPECT_NE(n->stderr_text().find("[req=test-id-42] serve: POST /v1/"), std::string::npos) << n->stderr_text();
+        EXPECT_NE(n->stderr_text().find("[req=" + id + "]"), std::string::npos) << n->stderr_text();
+    }
+    bool router_line = false;
+    std::istringstream lines(c.router->stderr_text());
+    for (std::string line; std::getline(lines, line);) {
+        if (line.rfind("{", 0) != 0) continue;
+        const json j = json::parse(line);  // every line is one JSON object
+        if (j.value("request_id", "") == "test-id-42" &&
+            j.value("msg", "").find("POST /v1/completions 200") != std::string::npos)
+            router_line = true;
+    }
+    EXPECT_TRUE(router_line) << c.router->stderr_text();
 }
 
 // llama-server clients use the unprefixed paths and /tokenize, /detokenize: the router answers them (the

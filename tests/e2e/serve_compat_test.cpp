@@ -96,7 +96,7 @@ TEST(ServeCompat, DeviceAndKvFlagsAreTakenAndTheNodeLogsThePlacement) {
         node_process::start(serve_args("llama", {"-ngl", "all", "-dev", "none", "-fa", "on", "-ctk", "bf16", "-ctv",
                                                  "bf16", "-ub", "256", "-tb", "2", "--no-mmap", "-sm", "layer"}));
     const std::string err = n->stderr_text();
-    EXPECT_NE(err.find("baton: serve: devices: "), std::string::npos) << err;
+    EXPECT_NE(err.find(" info serve: devices: "), std::string::npos) << err;
     EXPECT_NE(err.find("every layer and the KV cache on the CPU"), std::string::npos) << err;
     const http_reply r = post(*n, "/v1/completions", k_completion);
     ASSERT_EQ(r.status, 200) << r.body;

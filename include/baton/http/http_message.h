@@ -25,7 +25,13 @@ std::string_view http_header_find(const http_headers & h, std::string_view name)
 // percent-decoded), or "" when the key is absent.
 std::string_view http_query_value(std::string_view query, std::string_view key);
 
+// The request id: read from a request (when valid: request_id_valid in base/log.h), generated when absent,
+// echoed on the response, carried by a router to the nodes it calls, and printed on every log line the
+// request causes.
+inline constexpr std::string_view http_header_request_id = "X-Request-Id";
+
 struct http_request {
+    std::string id;      // X-Request-Id: the client's (when valid) or a new one (the edge sets it)
     std::string method;  // "GET", "POST", ... as sent
     std::string target;  // the request target as sent
     std::string path;    // target without the query (not percent-decoded)

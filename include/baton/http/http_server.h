@@ -166,7 +166,7 @@ class http_exchange {
     uint64_t written_ = 0;
     int status_ = 0;
     std::string cors_origin_;  // Access-Control-Allow-Origin of the response, or ""
-    void add_cors(http_headers & h) const;
+    void add_response_headers(http_headers & h) const;  // X-Request-Id, and CORS when allowed
 };
 
 using http_handler = std::function<net::awaitable<void>(http_exchange &)>;
