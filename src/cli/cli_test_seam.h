@@ -8,9 +8,9 @@
 
 namespace baton {
 
-class server;
+class node;
 
-// cli_test_on_server, when set, is called with the node's server right after it is made, before bind().
-extern std::function<void(server &)> cli_test_on_server;
+// cli_test_on_node, when set, is called with the node's server right after it is made, before bind().
+extern std::function<void(node &)> cli_test_on_node;
 
 }  // namespace baton

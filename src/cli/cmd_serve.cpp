@@ -1,4 +1,4 @@
-// cmd_serve.cpp — `baton serve`: run a node (see include/baton/server/server.h and docs/api.md).
+// cmd_serve.cpp — `baton serve`: run a node (see include/baton/node/node.h and docs/api.md).
 //
 // Signals: SIGTERM and SIGINT are blocked in every thread and taken by sigwait on the main thread, which
 // then stops accepting, ends in-flight work (after --drain seconds) and exits 0.
@@ -16,20 +16,20 @@
 #include <sstream>
 
 #include "baton/cluster/node_record.h"
-#include "baton/sampling.h"
+#include "baton/node/node.h"
 #include "baton/openai/reasoning.h"
-#include "baton/server/server.h"
+#include "baton/sampling.h"
 #include "cli.h"
 #include "cli_test_seam.h"
 
 namespace baton {
 
-std::function<void(server &)> cli_test_on_server;
+std::function<void(node &)> cli_test_on_node;
 
 namespace {
 
 struct serve_options {
-    server_config cfg;
+    node_config cfg;
     std::string role = "both";
     uint32_t n_slots = 1;
     double max_blob_mb = 1024;
@@ -148,14 +148,14 @@ int run_serve(serve_options & o) {
     const sigset_t sigs = cli_block_stop_signals();
 
     o.cfg.build_info = cli_version_string();
-    server node(o.cfg);
-    if (cli_test_on_server) cli_test_on_server(node);
-    auto port = node.bind();
+    node n(o.cfg);
+    if (cli_test_on_node) cli_test_on_node(n);
+    auto port = n.bind();
     if (!port.ok()) return cli_fail(k_exit_failure, port.status().message());
-    node.start();  // /health answers 503 while the model loads
-    st = node.load();
+    n.start();  // /health answers 503 while the model loads
+    st = n.load();
     if (!st.ok()) {
-        node.shutdown();
+        n.shutdown();
         return cli_fail(k_exit_failure, st.message());
     }
     if (o.cfg.api_key.empty())  // issue 22: a keyless node says so
@@ -165,14 +165,14 @@ int run_serve(serve_options & o) {
     for (;;) {
         timespec tick = {0, 200 * 1000 * 1000};
         const int sig = sigtimedwait(&sigs, nullptr, &tick);
-        if (sig == SIGTERM || sig == SIGINT || node.drain_requested()) break;
-        if (!node.running()) {
-            node.shutdown();
+        if (sig == SIGTERM || sig == SIGINT || n.drain_requested()) break;
+        if (!n.running()) {
+            n.shutdown();
             return cli_fail(k_exit_failure, "the HTTP listener stopped unexpectedly");
         }
     }
     log_info("serve: shutting down");
-    node.shutdown();
+    n.shutdown();
     return k_exit_ok;
 }
 
@@ -180,7 +180,7 @@ int run_serve(serve_options & o) {
 
 void cli_add_serve(CLI::App & app, cli_run_fn & run) {
     auto o = std::make_shared<serve_options>();
-    server_config & c = o->cfg;
+    node_config & c = o->cfg;
     CLI::App * sub = app.add_subcommand("serve", "Run an HTTP node: OpenAI API, prefill/decode and slot state endpoints (docs/api.md)");
     sub->allow_non_standard_option_names();  // llama-server's -np
     sub->add_option("--model", c.model_path, "GGUF model file")->required();

@@ -1,6 +1,6 @@
 // test_node_main.cpp — `baton-test-node`: the `baton` CLI plus faults a prefill node can be told to make, for
 // the end-to-end tests of the router and the decode side. Production builds never contain these flags: the
-// hooks they set (cli_test_seam.h, server_test_seam.h) are private to their modules and only this test
+// hooks they set (cli_test_seam.h, node_test_seam.h) are private to their modules and only this test
 // executable reaches them.
 //
 //   --test-corrupt-state   flip one byte in the middle of the state section of every blob the node sends
@@ -16,7 +16,7 @@
 #include "baton/blob.h"
 #include "baton/cli/cli_main.h"
 #include "cli_test_seam.h"
-#include "server_test_seam.h"
+#include "node_test_seam.h"
 
 namespace {
 
@@ -40,12 +40,12 @@ int main(int argc, char ** argv) {
         else args.push_back(argv[i]);
     }
     if (corrupt || truncate) {
-        auto seam = std::make_shared<baton::server_test_seam>();
+        auto seam = std::make_shared<baton::node_test_seam>();
         seam->on_blob_out = [corrupt, truncate](std::vector<uint8_t> & blob) -> size_t {
             if (corrupt) corrupt_state(blob);
             return truncate ? blob.size() / 2 : blob.size();
         };
-        baton::cli_test_on_server = [seam](baton::server & s) { baton::server_test_access::install(s, seam); };
+        baton::cli_test_on_node = [seam](baton::node & s) { baton::node_test_access::install(s, seam); };
     }
     args.push_back(nullptr);
     return baton::cli_main(int(args.size()) - 1, args.data());

@@ -1,4 +1,5 @@
-// server_tokens.cpp — llama-server's POST /tokenize, POST /detokenize and POST /apply-template on a node.
+// llama_compat.cpp — llama-server's own endpoints on a node, answered as llama-server answers them:
+// POST /tokenize, POST /detokenize, POST /apply-template, GET /props (POST is 501) and GET /slots (--slots).
 //
 //   /tokenize   {"content": TEXT, "add_special": false, "parse_special": true, "with_pieces": false}
 //               -> {"tokens": [ID, ...]}, or with_pieces {"tokens": [{"id": ID, "piece": TEXT}, ...]} where a
@@ -13,7 +14,7 @@
 
 #include "baton/model.h"
 #include "baton/text.h"
-#include "server_impl.h"
+#include "node_impl.h"
 
 namespace baton {
 
@@ -50,7 +51,7 @@ http_response json_response(const json & j) {
 
 }  // namespace
 
-net::awaitable<void> server_impl::on_tokenize(http_exchange & ex) {
+net::awaitable<void> node_impl::on_tokenize(http_exchange & ex) {
     const json j = json::parse(ex.request().body_text(), nullptr, false);
     if (!j.is_object()) co_return (void) co_await ex.respond_error(bad("body: must be a JSON object"));
     auto content = j.find("content");
@@ -92,7 +93,7 @@ net::awaitable<void> server_impl::on_tokenize(http_exchange & ex) {
     co_await ex.respond(json_response(out.value()));
 }
 
-net::awaitable<void> server_impl::on_detokenize(http_exchange & ex) {
+net::awaitable<void> node_impl::on_detokenize(http_exchange & ex) {
     const json j = json::parse(ex.request().body_text(), nullptr, false);
     if (!j.is_object()) co_return (void) co_await ex.respond_error(bad("body: must be a JSON object"));
     auto it = j.find("tokens");
@@ -112,12 +113,61 @@ net::awaitable<void> server_impl::on_detokenize(http_exchange & ex) {
     co_await ex.respond(json_response({{"content", text}}));
 }
 
-net::awaitable<void> server_impl::on_apply_template(http_exchange & ex) {
+net::awaitable<void> node_impl::on_apply_template(http_exchange & ex) {
     auto oreq = openai_parse(ex.request().body_text(), openai_endpoint::chat, cfg.defaults);
     if (!oreq.ok()) co_return (void) co_await ex.respond_error(oreq.status());
     auto prompt = co_await http->offload([&] { return chat->render(std::get<openai_chat>(oreq->input)); });
     if (!prompt.ok()) co_return (void) co_await ex.respond_error(prompt.status());
     co_await ex.respond(json_response({{"prompt", prompt->text}}));
+}
+
+net::awaitable<void> node_impl::on_props(http_exchange & ex) {
+    if (ex.request().method == "POST")
+        co_return (void) co_await ex.respond_error(Status(
+            status_code::not_implemented, "this server does not support changing global properties (POST /props)"));
+    openai_request defaults;
+    defaults.max_tokens = cfg.defaults.max_tokens;
+    defaults.sampling = cfg.defaults.sampling;
+    const kv_layout c = eng->layout();
+    json props = {{"default_generation_settings",
+                   {{"params", openai_generation_settings(defaults, c.n_ctx)}, {"n_ctx", c.n_ctx}}},
+                  {"total_slots", c.n_seq_max},
+                  {"model_alias", model_name},
+                  {"model_path", cfg.model_path},
+                  {"modalities", {{"vision", false}, {"video", false}, {"audio", false}}},
+                  {"endpoint_slots", cfg.slots_endpoint},
+                  {"endpoint_props", false},
+                  {"endpoint_metrics", true},
+                  {"chat_template", chat->source()},
+                  {"bos_token", model->info().bos_text},
+                  {"eos_token", model->info().eos_text},
+                  {"build_info", cfg.build_info},
+                  {"is_sleeping", false},
+                  {"baton",
+                   {{"role", node_role_name(cfg.role)},
+                    {"jinja", chat->jinja()},
+                    {"chat_template_origin", chat->origin()},
+                    {"chat_usable", chat->usable().ok()},
+                    {"reasoning_format", reasoning_format_name(cfg.chat.reasoning)},
+                    {"slot_save_path", !cfg.slot_save_path.empty()}}}};
+    co_await ex.respond(json_response(props));
+}
+
+net::awaitable<void> node_impl::on_llama_slots(http_exchange & ex) {
+    if (!cfg.slots_endpoint)
+        co_return (void) co_await ex.respond_error(Status(
+            status_code::not_implemented, "this server does not support the slots endpoint: start it with --slots"));
+    const kv_layout c = eng->layout();
+    json arr = json::array();
+    for (const slot_info & s : eng->slots())
+        arr.push_back({{"id", s.id},
+                       {"n_ctx", c.n_ctx},
+                       {"speculative", false},
+                       {"is_processing", s.busy},
+                       {"n_tokens", s.n_tokens},
+                       {"parked", s.parked},
+                       {"n_checkpoints", s.n_checkpoints}});
+    co_await ex.respond(json_response(arr));
 }
 
 }  // namespace baton

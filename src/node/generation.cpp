@@ -1,4 +1,5 @@
-// server_generate.cpp — /v1/completions, /v1/chat/completions, /v1/prefill and /v1/decode.
+// generation.cpp — /v1/completions, /v1/chat/completions and llama-server's /completion, and the answer of
+// every generation (respond_generation, which /v1/decode in pd_handlers.cpp shares).
 //
 // A generation request is admitted (or refused with 503), submitted, and its first event is awaited
 // before any byte is written: a request that fails before its first token (a blob the restore routine
@@ -18,7 +19,7 @@
 #include "baton/pd/pd_protocol.h"
 #include "baton/pd/pd_request.h"
 #include "event_wait.h"
-#include "server_impl.h"
+#include "node_impl.h"
 
 namespace baton {
 
@@ -26,7 +27,7 @@ namespace {
 
 // Latency metrics of one generation.
 struct latency_probe {
-    server_metrics & m;
+    node_metrics & m;
     steady_clock::time_point t_start, t_last;
     bool saw_token = false;
 
@@ -39,6 +40,42 @@ struct latency_probe {
         saw_token = true;
         t_last = now;
     }
+};
+
+// choice_events: the one place a generation waits for its choices' events. next() stores in ev the next
+// event of a choice whose `skip` entry is false and returns that choice's index. It fails with the wait's
+// status (deadline, client gone: event_wait_any has cancelled every task) or with an engine error event's
+// (every task is cancelled here), so a failure leaves no task running. Token events of choice 0 feed the
+// latency probe.
+class choice_events {
+  public:
+    choice_events(event_group & g, event_wait_limits lim, http_exchange & ex, latency_probe & probe)
+        : g_(g), lim_(std::move(lim)), ex_(ex), probe_(probe) {}
+
+    net::awaitable<Result<size_t>> next(const std::vector<bool> & skip, engine_event & ev) {
+        size_t which = 0;
+        Status st = co_await event_wait_any(g_, skip, which, ev, lim_, &ex_);
+        if (!st.ok()) {
+            client_left_ = st.code() == status_code::cancelled;
+            co_return st;
+        }
+        if (auto * e = std::get_if<event_error>(&ev)) {
+            g_.cancel_all();
+            co_return std::move(e->error);
+        }
+        if (which == 0) probe_.observe(ev);
+        co_return which;
+    }
+
+    // client_left: the last failure was the client going away (nothing more can be written to it).
+    bool client_left() const { return client_left_; }
+
+  private:
+    event_group & g_;
+    const event_wait_limits lim_;
+    http_exchange & ex_;
+    latency_probe & probe_;
+    bool client_left_ = false;
 };
 
 }  // namespace
@@ -152,7 +189,7 @@ struct choice_state {
 
 }  // namespace
 
-net::awaitable<void> server_impl::respond_generation(http_exchange & ex, engine_task task, const openai_request & oreq) {
+net::awaitable<void> node_impl::respond_generation(http_exchange & ex, engine_task task, const openai_request & oreq) {
     latency_probe probe{metrics, steady_clock::now(), {}, false};
     const auto lim = wait_limits(deadline_from_now());
     const size_t n = size_t(std::max(oreq.n, 1));
@@ -200,6 +237,7 @@ net::awaitable<void> server_impl::respond_generation(http_exchange & ex, engine_
         handles.push_back(std::move(h.value()));
     }
     event_group g(std::move(handles), ex.executor());
+    choice_events events(g, lim, ex, probe);
 
     const openai_reasoning rs = reasoning_of(oreq);
     const auto tf = tools_of(oreq);
@@ -223,17 +261,11 @@ net::awaitable<void> server_impl::respond_generation(http_exchange & ex, engine_
     std::vector<engine_event> first(n);
     std::vector<bool> have_first(n, false);
     for (size_t got = 0; got < n; ++got) {
-        size_t which = 0;
         engine_event ev;
-        Status st = co_await event_wait_any(g, have_first, which, ev, lim, &ex);
-        if (!st.ok()) co_return (void) co_await ex.respond_error(st);
-        if (auto * e = std::get_if<event_error>(&ev)) {
-            g.cancel_all();
-            co_return (void) co_await ex.respond_error(e->error);
-        }
-        if (which == 0) probe.observe(ev);
-        first[which] = std::move(ev);
-        have_first[which] = true;
+        auto which = co_await events.next(have_first, ev);
+        if (!which.ok()) co_return (void) co_await ex.respond_error(which.status());
+        first[*which] = std::move(ev);
+        have_first[*which] = true;
     }
     std::vector<bool> finished(n, false);
 
@@ -243,17 +275,11 @@ net::awaitable<void> server_impl::respond_generation(http_exchange & ex, engine_
             finished[i] = choices[i].finished;
         }
         while (std::find(finished.begin(), finished.end(), false) != finished.end()) {
-            size_t which = 0;
             engine_event ev;
-            Status st = co_await event_wait_any(g, finished, which, ev, lim, &ex);
-            if (!st.ok()) co_return (void) co_await ex.respond_error(st);
-            if (auto * e = std::get_if<event_error>(&ev)) {
-                g.cancel_all();
-                co_return (void) co_await ex.respond_error(e->error);
-            }
-            if (which == 0) probe.observe(ev);
-            choices[which].step(ev, vocab);
-            finished[which] = choices[which].finished;
+            auto which = co_await events.next(finished, ev);
+            if (!which.ok()) co_return (void) co_await ex.respond_error(which.status());
+            choices[*which].step(ev, vocab);
+            finished[*which] = choices[*which].finished;
         }
         for (const auto & c : choices) log_generation(ex.request().id, oreq, c.res);
         co_return (void) co_await ex.respond(http_response::json(openai_response_json(meta, results())));
@@ -315,28 +341,22 @@ net::awaitable<void> server_impl::respond_generation(http_exchange & ex, engine_
             if (!co_await put(pending)) co_return;
             pending.clear();
         }
-        size_t which = 0;
         engine_event ev;
-        Status st = co_await event_wait_any(g, finished, which, ev, lim, &ex);
-        if (!st.ok()) {
-            if (st.code() != status_code::cancelled) {
-                if (co_await put(sse_error_and_done(st))) co_await ex.end();
+        auto which = co_await events.next(finished, ev);
+        if (!which.ok()) {
+            // After the first byte an error is an SSE event; a client that left gets nothing more.
+            if (!events.client_left()) {
+                if (co_await put(sse_error_and_done(which.status()))) co_await ex.end();
             }
             co_return;
         }
-        if (auto * e = std::get_if<event_error>(&ev)) {
-            g.cancel_all();
-            if (co_await put(sse_error_and_done(e->error))) co_await ex.end();
-            co_return;
-        }
-        if (which == 0) probe.observe(ev);
-        pending += emit(which, ev);
-        finished[which] = choices[which].finished;
+        pending += emit(*which, ev);
+        finished[*which] = choices[*which].finished;
     }
 }
 
-void server_impl::log_generation(std::string_view request_id, const openai_request & oreq,
-                                 const openai_result & r) const {
+void node_impl::log_generation(std::string_view request_id, const openai_request & oreq,
+                               const openai_result & r) const {
     const log_level level = cfg.verbose ? log_level::info : log_level::debug;
     if (!log_enabled(level)) return;
     const usage_counts & u = r.done.usage;
@@ -348,7 +368,7 @@ void server_impl::log_generation(std::string_view request_id, const openai_reque
                                     u.generated_tokens, r.done.ms_generate, finish));
 }
 
-net::awaitable<Result<openai_request>> server_impl::prepare(std::string_view body, openai_endpoint endpoint) {
+net::awaitable<Result<openai_request>> node_impl::prepare(std::string_view body, openai_endpoint endpoint) {
     auto oreq = openai_parse(body, endpoint, cfg.defaults);
     if (!oreq.ok()) co_return oreq.status();
     if (!std::holds_alternative<openai_chat>(oreq->input)) co_return oreq;
@@ -356,71 +376,13 @@ net::awaitable<Result<openai_request>> server_impl::prepare(std::string_view bod
     co_return co_await http->offload([&] { return chat->render_request(std::move(oreq.value()), *model, n_ctx); });
 }
 
-net::awaitable<void> server_impl::on_openai(http_exchange & ex, openai_endpoint endpoint) {
+net::awaitable<void> node_impl::on_openai(http_exchange & ex, openai_endpoint endpoint) {
     auto oreq = co_await prepare(ex.request().body_text(), endpoint);
     if (!oreq.ok()) co_return (void) co_await ex.respond_error(oreq.status());
     const uint32_t n_ctx = n_ctx_slot();
     auto gen = co_await http->offload([&] { return openai_to_gen(oreq.value(), *model, n_ctx); });
     if (!gen.ok()) co_return (void) co_await ex.respond_error(gen.status());
     co_await respond_generation(ex, task_generate{std::move(gen.value())}, oreq.value());
-}
-
-net::awaitable<void> server_impl::on_prefill(http_exchange & ex) {
-    Status st = check_role(cfg.role != node_role::decode, pd_path_prefill.data());
-    if (!st.ok()) co_return (void) co_await ex.respond_error(st);
-    // The body is the client's request as the client wrote it; the router names its endpoint in a header
-    // (absent: /v1/completions). The blob embeds the request as this node resolved it (pd_request.h): its
-    // defaults filled in, a chat rendered and tokenized, so the decode node needs neither.
-    const std::string_view ep_name = ex.request().header(pd_header_endpoint);
-    auto endpoint =
-        ep_name.empty() ? Result<openai_endpoint>(openai_endpoint::completions) : openai_endpoint_parse(ep_name);
-    if (!endpoint.ok())
-        co_return (void) co_await ex.respond_error(Status(
-            status_code::invalid_argument, std::string(pd_header_endpoint) + ": " + endpoint.status().message()));
-    auto oreq = co_await prepare(ex.request().body_text(), endpoint.value());
-    if (!oreq.ok()) co_return (void) co_await ex.respond_error(oreq.status());
-    auto embedded = pd_request_encode(oreq.value());
-    if (!embedded.ok()) co_return (void) co_await ex.respond_error(embedded.status());
-    const uint32_t n_ctx = n_ctx_slot();
-    auto gen = co_await http->offload([&] { return openai_to_gen(oreq.value(), *model, n_ctx); });
-    if (!gen.ok()) co_return (void) co_await ex.respond_error(gen.status());
-    gen->request_json = std::move(embedded.value());
-    auto ticket = admit();
-    if (!ticket.ok()) co_return (void) co_await ex.respond_error(ticket.status());
-    auto done = co_await run_to_done(ex, task_prefill{std::move(gen.value())});
-    if (!done.ok()) co_return (void) co_await ex.respond_error(done.status());
-    co_await send_blob(ex, std::move(done->blob),
-                       {{std::string(pd_header_prompt_tokens), std::to_string(done->usage.prompt_tokens)},
-                        {std::string(pd_header_cached_tokens), std::to_string(done->usage.cached_tokens)}});
-}
-
-net::awaitable<void> server_impl::on_decode(http_exchange & ex) {
-    Status st = check_role(cfg.role != node_role::prefill, pd_path_decode.data());
-    if (!st.ok()) co_return (void) co_await ex.respond_error(st);
-    auto blob = co_await blob_parse_edge(std::move(ex.request().body));
-    if (!blob.ok()) co_return (void) co_await ex.respond_error(blob.status());
-    const blob_view & v = blob.value()->view();
-    if (!v.request) {
-        metrics.count_blob_reject(status_code::incompatible);
-        co_return (void) co_await ex.respond_error(
-            Status(status_code::incompatible, "request: the blob embeds no request; /v1/decode takes blobs made by /v1/prefill"));
-    }
-    // The embedded request is complete (prefill wrote every field): no defaults of this node apply, only
-    // its limits (a blob's grammar, prompt and choices meet this node's --grammar-max-*, prompt flags, --n-max).
-    pd_request_limits limits;
-    limits.grammar = cfg.defaults.sampling.grammar_bounds;
-    limits.prompt = cfg.defaults.prompt;
-    limits.n_max = cfg.defaults.n_max;
-    auto oreq = pd_request_decode(*v.request, limits);
-    if (!oreq.ok()) {
-        metrics.count_blob_reject(oreq.status().code());
-        co_return (void) co_await ex.respond_error(oreq.status());
-    }
-    // Off the event loop: an embedded text prompt (and logit_bias texts) are tokenized here.
-    const uint32_t n_ctx = n_ctx_slot();
-    auto gen = co_await http->offload([&] { return openai_to_gen(oreq.value(), *model, n_ctx); });
-    if (!gen.ok()) co_return (void) co_await ex.respond_error(gen.status());
-    co_await respond_generation(ex, task_decode{blob.value(), std::move(gen.value())}, oreq.value());
 }
 
 }  // namespace baton

@@ -19,7 +19,7 @@
 
 namespace baton {
 
-class server_metrics {
+class node_metrics {
   public:
     void observe_ttft(double seconds);
     void observe_itl(double seconds);

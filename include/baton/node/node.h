@@ -1,4 +1,4 @@
-// server.h — a Baton node: one model, one engine, one HTTP server (`baton serve`).
+// node.h — a Baton node: one model, one engine, one HTTP server (`baton serve`).
 //
 // The node speaks the OpenAI API (/v1/completions, /v1/chat/completions), the PD endpoints (/v1/prefill
 // returns a state blob, /v1/decode continues one) and the slot state endpoints, plus /health, /v1/models,
@@ -39,7 +39,7 @@ struct node_cluster_config {
     double load_interval_s = 2;     // record refresh, 0.2..60
 };
 
-struct server_config {
+struct node_config {
     std::string model_path;
     std::string host = "127.0.0.1";
     int port = 8080;  // 0: any free port
@@ -64,13 +64,13 @@ struct server_config {
     std::string build_info;      // /props "build_info" (the CLI's version string)
 };
 
-class server_impl;
-struct server_test_access;
+class node_impl;
+struct node_test_access;
 
-class server {
+class node {
   public:
-    explicit server(server_config cfg);
-    ~server();  // shutdown()
+    explicit node(node_config cfg);
+    ~node();  // shutdown()
 
     // bind binds the listening socket; returns the port.
     Result<int> bind();
@@ -88,8 +88,8 @@ class server {
     bool drain_requested() const;
 
   private:
-    friend struct server_test_access;  // the test node (src/server/server_test_seam.h)
-    std::unique_ptr<server_impl> impl_;
+    friend struct node_test_access;  // the test node (src/node/node_test_seam.h)
+    std::unique_ptr<node_impl> impl_;
 };
 
 }  // namespace baton

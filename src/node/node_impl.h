@@ -1,8 +1,7 @@
-// server_impl.h — the node's private state and the handler declarations shared by server*.cpp.
+// node_impl.h — the node's private state and its handlers, one source file per concern (named below).
 //
-// server.cpp: lifecycle, routes, shared request helpers; server_generate.cpp: completions, chat, prefill
-// and decode; server_slots.cpp: health, models, metrics, slots and slot state. Handlers are coroutines on
-// the HTTP edge (http_server); authentication, body caps and the error map are the edge's.
+// Handlers are coroutines on the HTTP edge (http_server); authentication, body caps and the error map are
+// the edge's.
 // Thread-safety: cfg, model, eng and model_name are written before `ready` is set (release) and only read
 // after it was seen (acquire); metrics and the atomics are safe from any thread.
 #pragma once
@@ -19,12 +18,12 @@
 #include "baton/engine.h"
 #include "baton/http/http_server.h"
 #include "baton/model.h"
+#include "baton/node/node.h"
 #include "baton/openai/chat_format.h"
 #include "baton/openai/openai.h"
-#include "baton/server/server.h"
-#include "event_wait.h"
-#include "metrics.h"
 #include "baton/openai/openai_response.h"
+#include "event_wait.h"
+#include "node_metrics.h"
 
 namespace baton {
 
@@ -43,14 +42,28 @@ class admission_ticket {
 };
 using admission_ptr = std::unique_ptr<admission_ticket>;
 
-struct server_test_seam;
+struct node_test_seam;
 
-class server_impl {
+// node_impl: everything a node is. Its state is private; the handlers (members, one file per concern) and
+// the lifecycle are its only users, and the public `node` forwards to the lifecycle.
+class node_impl {
   public:
-    std::shared_ptr<const server_test_seam> seam;  // set before bind() by the test node only; null in production
-    explicit server_impl(server_config c);
+    explicit node_impl(node_config c);  // installs the route table
 
-    server_config cfg;
+    // ---- lifecycle (node.cpp) ----
+    Result<int> bind();
+    void start() { http->start(); }
+    Status load();
+    bool running() const { return http->running(); }
+    void shutdown();
+    bool drain_requested() const { return drain_requested_.load(); }
+
+  private:
+    friend struct node_test_access;  // sets seam before bind() (node_test_seam.h)
+
+    // ---- state ----
+    std::shared_ptr<const node_test_seam> seam;  // the test node's hooks; null in production
+    node_config cfg;
     // Declared before the engine: the engine (and its handles' notify callbacks) goes first.
     std::unique_ptr<http_server> http;
     std::atomic<bool> ready{false};
@@ -60,64 +73,70 @@ class server_impl {
     std::string model_file;              // the model's file name (cluster records' model id)
     std::string model_name;              // --alias, else the model's file name: /v1/models and responses
     std::optional<chat_formatter> chat;  // from load() on
-    server_metrics metrics;
+    node_metrics metrics;
     std::atomic<uint32_t> n_admitted{0};
-    std::atomic<bool> drain_requested{false};
+    std::atomic<bool> drain_requested_{false};
     std::unique_ptr<node_registrar> registrar;  // when cfg.cluster is set, from load() on
 
+    // ---- node.cpp ----
+    void install_routes();
     // record is what this node tells the cluster now (called on the registrar's strand).
     node_record record() const;
+    net::awaitable<void> on_admin_drain(http_exchange & ex);
+
+    // ---- admission.cpp ----
+    // check_serving: unavailable while loading or stopping.
+    Status check_serving() const;
     // respond_not_serving answers a refusal from check_serving (a draining node says so: the router
     // then takes it out of selection at once and sends the request elsewhere).
     net::awaitable<void> respond_not_serving(http_exchange & ex, const Status & st);
-    net::awaitable<void> on_admin_drain(http_exchange & ex);
-
-    // ---- server.cpp ----
-    void install_routes();
-    // check_serving: unavailable while loading or stopping.
-    Status check_serving() const;
-    // n_ctx_slot: the tokens one slot holds (the engine's context over its slots): prompts that cannot fit it
-    // are refused before they are tokenized whole. REQUIRES: the engine is loaded.
-    uint32_t n_ctx_slot() const { return eng->layout().n_ctx / std::max<uint32_t>(1, eng->layout().n_seq_max); }
     Status check_role(bool allowed, const char * endpoint) const;
     // admit takes a place for a generation request, or unavailable when every slot and queue place is taken.
     Result<admission_ptr> admit();
     // deadline of a request that arrived now.
     steady_clock::time_point deadline_from_now() const;
     event_wait_limits wait_limits(steady_clock::time_point deadline) const;
-    // run_to_done waits for the terminal event of a task without tokens (prefill, slot operations).
-    net::awaitable<Result<event_done>> run_to_done(http_exchange & ex, engine_task task);
-    // blob_parse_edge verifies a blob body (on the bridge pool); failures are counted by reason.
-    net::awaitable<Result<blob_ptr>> blob_parse_edge(std::vector<uint8_t> bytes);
-    // send_blob answers with blob bytes (after the --test-corrupt-state and --test-truncate-blob hooks).
-    net::awaitable<void> send_blob(http_exchange & ex, std::vector<uint8_t> blob, http_headers headers = {});
+    // n_ctx_slot: the tokens one slot holds (the engine's context over its slots): prompts that cannot fit it
+    // are refused before they are tokenized whole. REQUIRES: the engine is loaded.
+    uint32_t n_ctx_slot() const { return eng->layout().n_ctx / std::max<uint32_t>(1, eng->layout().n_seq_max); }
 
-    // ---- server_generate.cpp ----
+    // ---- generation.cpp ----
     net::awaitable<void> on_openai(http_exchange & ex, openai_endpoint endpoint);
     // prepare parses a generation request with the node's defaults and renders a chat (on the bridge pool).
     net::awaitable<Result<openai_request>> prepare(std::string_view body, openai_endpoint endpoint);
-    net::awaitable<void> on_prefill(http_exchange & ex);
-    net::awaitable<void> on_decode(http_exchange & ex);
     // respond_generation submits task and answers in the OpenAI shape of oreq (streamed if it asks).
     net::awaitable<void> respond_generation(http_exchange & ex, engine_task task, const openai_request & oreq);
     // log_generation: one line per finished generation, at info with --verbose, else at debug.
     void log_generation(std::string_view request_id, const openai_request & oreq, const openai_result & r) const;
 
-    // ---- server_slots.cpp ----
+    // ---- pd_handlers.cpp ----
+    net::awaitable<void> on_prefill(http_exchange & ex);
+    net::awaitable<void> on_decode(http_exchange & ex);
+    // run_to_done waits for the terminal event of a task without tokens (prefill, slot operations).
+    net::awaitable<Result<event_done>> run_to_done(http_exchange & ex, engine_task task);
+    // blob_parse_edge verifies a blob body (on the bridge pool); failures are counted by reason.
+    net::awaitable<Result<blob_ptr>> blob_parse_edge(std::vector<uint8_t> bytes);
+    // send_blob answers with blob bytes (through the test seam's on_blob_out when one is installed).
+    net::awaitable<void> send_blob(http_exchange & ex, std::vector<uint8_t> blob, http_headers headers = {});
+
+    // ---- status_endpoints.cpp ----
     net::awaitable<void> on_health(http_exchange & ex);
     net::awaitable<void> on_models(http_exchange & ex);
-    net::awaitable<void> on_tokenize(http_exchange & ex);    // llama-server's POST /tokenize
-    net::awaitable<void> on_detokenize(http_exchange & ex);  // llama-server's POST /detokenize
     net::awaitable<void> on_metrics(http_exchange & ex);
     net::awaitable<void> on_slots(http_exchange & ex);
+
+    // ---- slot_state.cpp ----
     net::awaitable<void> on_state_get(http_exchange & ex);
     net::awaitable<void> on_state_put(http_exchange & ex);
     net::awaitable<void> on_state_delete(http_exchange & ex);
-    // llama-server's /props, /slots (list) and /slots/{id}?action=save|restore|erase, /apply-template.
-    net::awaitable<void> on_props(http_exchange & ex);
-    net::awaitable<void> on_llama_slots(http_exchange & ex);
-    net::awaitable<void> on_slot_action(http_exchange & ex);
+    net::awaitable<void> on_slot_action(http_exchange & ex);  // llama-server's /slots/{id}?action=...
+
+    // ---- llama_compat.cpp ----
+    net::awaitable<void> on_tokenize(http_exchange & ex);
+    net::awaitable<void> on_detokenize(http_exchange & ex);
     net::awaitable<void> on_apply_template(http_exchange & ex);
+    net::awaitable<void> on_props(http_exchange & ex);
+    net::awaitable<void> on_llama_slots(http_exchange & ex);  // GET /slots (with --slots)
 };
 
 }  // namespace baton

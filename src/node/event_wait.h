@@ -22,8 +22,8 @@ namespace baton {
 
 struct event_wait_limits {
     std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
-    double timeout_s = 0;                       // only for the error message
-    std::function<bool()> client_gone;          // checked before every event; may be empty
+    double timeout_s = 0;               // only for the error message
+    std::function<bool()> client_gone;  // checked before every event; may be empty
 };
 
 // event_watch: a handle whose events wake a coroutine on the strand of `ex`. The notify callback is
@@ -46,7 +46,8 @@ class event_watch {
 // event_wait stores the next event of w in ev. It fails with deadline_exceeded once the deadline has
 // passed, or cancelled when the client went away (lim.client_gone, or the socket of ex when ex is set);
 // in both cases it cancels the task first, so the slot frees.
-net::awaitable<Status> event_wait(event_watch & w, engine_event & ev, const event_wait_limits & lim, http_exchange * ex = nullptr);
+net::awaitable<Status> event_wait(event_watch & w, engine_event & ev, const event_wait_limits & lim,
+                                  http_exchange * ex = nullptr);
 
 // event_group: the handles of one request's choices (n > 1), all waking one coroutine through one notifier.
 class event_group {

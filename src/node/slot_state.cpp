@@ -1,10 +1,11 @@
-// server_slots.cpp — /health, /v1/models, /metrics, /props, /v1/slots and /slots, and the slot state
-// endpoints (Baton's /v1/slots/{id}/state and llama-server's /slots/{id}?action=save|restore|erase, which
-// keep the same blobs in files under --slot-save-path).
+// slot_state.cpp — a slot's state in and out: Baton's /v1/slots/{id}/state (GET a blob, PUT a blob, DELETE)
+// and llama-server's /slots/{id}?action=save|restore|erase, which keep the same blobs in files under
+// --slot-save-path. A blob from a body or a file goes through the same total verification (blob_parse_edge)
+// and the engine's one restore routine.
 //
-// Slot state can hold another user's prompt, so the state endpoints follow the API key like everything
-// else and the role's permissions: exporting (GET) is a prefill-side operation, importing (PUT) a
-// decode-side one; erasing is allowed on every role.
+// Slot state can hold another user's prompt, so these endpoints follow the API key like everything else,
+// are closed to browser pages (same_origin_only) and follow the role: exporting (GET, save) is a
+// prefill-side operation, importing (PUT, restore) a decode-side one; erasing is allowed on every role.
 #include <nlohmann/json.hpp>
 
 #include <cctype>
@@ -13,8 +14,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "baton/model.h"
-#include "server_impl.h"
+#include "node_impl.h"
 
 namespace baton {
 
@@ -85,56 +85,7 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-net::awaitable<void> server_impl::on_health(http_exchange & ex) {
-    // state_auth: whether states this node accepts must be authenticated (--state-secret-file), so operators and
-    // routers can see a cluster whose nodes disagree.
-    if (ready.load(std::memory_order_acquire) && !stopping.load())
-        co_return (void) co_await ex.respond(
-            json_response({{"status", "ok"}, {"state_auth", cfg.engine.limits.key ? "hmac-sha256" : "none"}}));
-    http_response r = json_response({{"status", stopping.load() ? "draining" : "loading"}}, 503);
-    r.headers.emplace_back("Retry-After", "1");
-    co_await ex.respond(std::move(r));
-}
-
-net::awaitable<void> server_impl::on_models(http_exchange & ex) {
-    const model_identity & id = model->identity();
-    const kv_layout c = eng->layout();
-    json meta = {{"arch", id.arch},
-                 {"fingerprint", identity_fingerprint_hex(id.fingerprint)},
-                 {"llama_version", id.llama_version},
-                 {"n_vocab", id.n_vocab},
-                 {"n_ctx", c.n_ctx},
-                 {"n_slots", c.n_seq_max},
-                 {"kv_unified", c.kv_unified},
-                 {"role", node_role_name(cfg.role)}};
-    json m = {{"id", model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "baton"}, {"meta", meta}};
-    co_await ex.respond(json_response({{"object", "list"}, {"data", json::array({m})}}));
-}
-
-net::awaitable<void> server_impl::on_metrics(http_exchange & ex) {
-    std::optional<engine_metrics> em;
-    if (ready.load(std::memory_order_acquire)) em = eng->metrics();
-    http_response r;
-    r.content_type = "text/plain; version=0.0.4";
-    http->render_metrics(r.body);
-    r.body += metrics.render(em, n_admitted.load());
-    co_await ex.respond(std::move(r));
-}
-
-net::awaitable<void> server_impl::on_slots(http_exchange & ex) {
-    json arr = json::array();
-    for (const slot_info & s : eng->slots())
-        arr.push_back({{"id", s.id},
-                       {"busy", s.busy},
-                       {"n_tokens", s.n_tokens},
-                       {"parked", s.parked},
-                       {"n_checkpoints", s.n_checkpoints},
-                       {"pos_min", s.pos_min},
-                       {"pos_max", s.pos_max}});
-    co_await ex.respond(json_response(arr));
-}
-
-net::awaitable<void> server_impl::on_state_get(http_exchange & ex) {
+net::awaitable<void> node_impl::on_state_get(http_exchange & ex) {
     Status st = check_role(cfg.role != node_role::decode, "GET /v1/slots/{id}/state");
     if (!st.ok()) co_return (void) co_await ex.respond_error(st);
     auto id = slot_id_param(ex.request());
@@ -144,7 +95,7 @@ net::awaitable<void> server_impl::on_state_get(http_exchange & ex) {
     co_await send_blob(ex, std::move(done->blob));
 }
 
-net::awaitable<void> server_impl::on_state_put(http_exchange & ex) {
+net::awaitable<void> node_impl::on_state_put(http_exchange & ex) {
     Status st = check_role(cfg.role != node_role::prefill, "PUT /v1/slots/{id}/state");
     if (!st.ok()) co_return (void) co_await ex.respond_error(st);
     auto id = slot_id_param(ex.request());
@@ -153,10 +104,11 @@ net::awaitable<void> server_impl::on_state_put(http_exchange & ex) {
     if (!blob.ok()) co_return (void) co_await ex.respond_error(blob.status());
     auto done = co_await run_to_done(ex, task_slot_restore{id.value(), blob.value()});
     if (!done.ok()) co_return (void) co_await ex.respond_error(done.status());
-    co_await ex.respond(json_response({{"slot", id.value()}, {"n_tokens", done->usage.cached_tokens}, {"restored", true}}));
+    co_await ex.respond(
+        json_response({{"slot", id.value()}, {"n_tokens", done->usage.cached_tokens}, {"restored", true}}));
 }
 
-net::awaitable<void> server_impl::on_state_delete(http_exchange & ex) {
+net::awaitable<void> node_impl::on_state_delete(http_exchange & ex) {
     auto id = slot_id_param(ex.request());
     if (!id.ok()) co_return (void) co_await ex.respond_error(id.status());
     auto done = co_await run_to_done(ex, task_slot_erase{id.value()});
@@ -164,60 +116,7 @@ net::awaitable<void> server_impl::on_state_delete(http_exchange & ex) {
     co_await ex.respond(json_response({{"slot", id.value()}, {"erased", true}}));
 }
 
-}  // namespace baton
-
-namespace baton {
-
-net::awaitable<void> server_impl::on_props(http_exchange & ex) {
-    if (ex.request().method == "POST")
-        co_return (void) co_await ex.respond_error(Status(
-            status_code::not_implemented, "this server does not support changing global properties (POST /props)"));
-    openai_request defaults;
-    defaults.max_tokens = cfg.defaults.max_tokens;
-    defaults.sampling = cfg.defaults.sampling;
-    const kv_layout c = eng->layout();
-    json props = {{"default_generation_settings",
-                   {{"params", openai_generation_settings(defaults, c.n_ctx)}, {"n_ctx", c.n_ctx}}},
-                  {"total_slots", c.n_seq_max},
-                  {"model_alias", model_name},
-                  {"model_path", cfg.model_path},
-                  {"modalities", {{"vision", false}, {"video", false}, {"audio", false}}},
-                  {"endpoint_slots", cfg.slots_endpoint},
-                  {"endpoint_props", false},
-                  {"endpoint_metrics", true},
-                  {"chat_template", chat->source()},
-                  {"bos_token", model->info().bos_text},
-                  {"eos_token", model->info().eos_text},
-                  {"build_info", cfg.build_info},
-                  {"is_sleeping", false},
-                  {"baton",
-                   {{"role", node_role_name(cfg.role)},
-                    {"jinja", chat->jinja()},
-                    {"chat_template_origin", chat->origin()},
-                    {"chat_usable", chat->usable().ok()},
-                    {"reasoning_format", reasoning_format_name(cfg.chat.reasoning)},
-                    {"slot_save_path", !cfg.slot_save_path.empty()}}}};
-    co_await ex.respond(json_response(props));
-}
-
-net::awaitable<void> server_impl::on_llama_slots(http_exchange & ex) {
-    if (!cfg.slots_endpoint)
-        co_return (void) co_await ex.respond_error(Status(
-            status_code::not_implemented, "this server does not support the slots endpoint: start it with --slots"));
-    const kv_layout c = eng->layout();
-    json arr = json::array();
-    for (const slot_info & s : eng->slots())
-        arr.push_back({{"id", s.id},
-                       {"n_ctx", c.n_ctx},
-                       {"speculative", false},
-                       {"is_processing", s.busy},
-                       {"n_tokens", s.n_tokens},
-                       {"parked", s.parked},
-                       {"n_checkpoints", s.n_checkpoints}});
-    co_await ex.respond(json_response(arr));
-}
-
-net::awaitable<void> server_impl::on_slot_action(http_exchange & ex) {
+net::awaitable<void> node_impl::on_slot_action(http_exchange & ex) {
     auto id = slot_id_param(ex.request());
     if (!id.ok()) co_return (void) co_await ex.respond_error(id.status());
     const std::string action(ex.request().query_value("action"));

@@ -24,10 +24,13 @@ engine_event token_event() {
 Status wait_once(const request_ptr & h, engine_event & ev, const event_wait_limits & lim) {
     net::io_context ioc;
     Status out(status_code::internal, "not run");
-    net::co_spawn(ioc, [&]() -> net::awaitable<void> {
-        event_watch w(h, co_await net::this_coro::executor);
-        out = co_await event_wait(w, ev, lim);
-    }, net::detached);
+    net::co_spawn(
+        ioc,
+        [&]() -> net::awaitable<void> {
+            event_watch w(h, co_await net::this_coro::executor);
+            out = co_await event_wait(w, ev, lim);
+        },
+        net::detached);
     ioc.run();
     return out;
 }

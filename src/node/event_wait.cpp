@@ -5,19 +5,22 @@
 
 namespace baton {
 
-event_watch::event_watch(request_ptr h, net::any_io_executor ex) : h_(std::move(h)), n_(async_notify::make(std::move(ex))) {
+event_watch::event_watch(request_ptr h, net::any_io_executor ex)
+    : h_(std::move(h)), n_(async_notify::make(std::move(ex))) {
     h_->set_notify([n = n_] { n->notify(); });
 }
 
 event_watch::~event_watch() { h_->set_notify(nullptr); }
 
-net::awaitable<Status> event_wait(event_watch & w, engine_event & ev, const event_wait_limits & lim, http_exchange * ex) {
+net::awaitable<Status> event_wait(event_watch & w, engine_event & ev, const event_wait_limits & lim,
+                                  http_exchange * ex) {
     using std::chrono::steady_clock;
     request_handle & h = w.handle();
     for (;;) {
         if (steady_clock::now() >= lim.deadline) {
             h.cancel();
-            co_return Status(status_code::deadline_exceeded, "request exceeded the node's --timeout of " + std::to_string(int(lim.timeout_s)) + " s");
+            co_return Status(status_code::deadline_exceeded,
+                             "request exceeded the node's --timeout of " + std::to_string(int(lim.timeout_s)) + " s");
         }
         if ((lim.client_gone && lim.client_gone()) || (ex && ex->client_gone())) {
             h.cancel();

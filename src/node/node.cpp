@@ -1,0 +1,208 @@
+// node.cpp — the node's lifecycle (bind, start, load, shutdown), its cluster record and its route table.
+// Authentication, body caps, CORS and the error map are the HTTP edge's (http_server); the handlers live in
+// generation.cpp, pd_handlers.cpp, slot_state.cpp, status_endpoints.cpp and llama_compat.cpp.
+#include "baton/node/node.h"
+#include "baton/base/log.h"
+#include "baton/pd/pd_protocol.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <thread>
+
+#include "baton/base/buffer_pool.h"
+#include "node_impl.h"
+#include "node_test_seam.h"
+
+namespace baton {
+
+node_impl::node_impl(node_config c)
+    : cfg(std::move(c)), http(std::make_unique<http_server>(http_server_config{.host = cfg.host,
+                                                                               .port = cfg.port,
+                                                                               .limits = cfg.limits,
+                                                                               .threads = cfg.http_threads,
+                                                                               .api_key = cfg.api_key,
+                                                                               .log_name = "serve",
+                                                                               .cors = cfg.cors})) {
+    cfg.engine.limits.max_bytes = cfg.max_blob_bytes;
+    install_routes();
+}
+
+net::awaitable<void> node_impl::on_admin_drain(http_exchange & ex) {
+    drain_requested_.store(true);  // the serve loop runs shutdown(), as on SIGTERM
+    co_await ex.respond(http_response::json("{\"draining\":true}", 202));
+}
+
+node_record node_impl::record() const {
+    node_record r;
+    r.role = cfg.role;
+    r.url = cfg.cluster ? cfg.cluster->advertise : std::string();
+    r.model_id = model_file;
+    r.model_alias = cfg.alias;
+    r.fingerprint = model->identity().fingerprint;
+    r.kv = eng->layout();
+    r.slots = r.kv.n_seq_max;
+    const engine_metrics m = eng->metrics();
+    r.busy = m.slots_busy;
+    const uint32_t admitted = n_admitted.load();
+    r.waiting = admitted > r.busy ? admitted - r.busy : 0;
+    r.draining = stopping.load();
+    return r;
+}
+
+// ---- routes ----
+
+void node_impl::install_routes() {
+    using handler = net::awaitable<void> (node_impl::*)(http_exchange &);
+    // Every route but /health needs the key (the edge checks it); every route but /health and /metrics
+    // needs the model.
+    auto add = [this](const char * method, const char * path, http_route_options o, bool needs_engine, handler fn) {
+        http->route(method, path, o, [this, needs_engine, fn](http_exchange & ex) -> net::awaitable<void> {
+            if (needs_engine) {
+                if (Status st = check_serving(); !st.ok()) {
+                    co_await respond_not_serving(ex, st);
+                    co_return;
+                }
+            }
+            co_await (this->*fn)(ex);
+        });
+    };
+    http_route_options none, open, json_body, blob_body;
+    open.open = true;
+    json_body.max_body_bytes = cfg.max_json_bytes;
+    blob_body.max_body_bytes = cfg.max_blob_bytes;
+    blob_body.pooled_body = true;
+    add("GET", "/health", open, false, &node_impl::on_health);
+    add("GET", "/v1/health", open, false, &node_impl::on_health);
+    add("GET", "/metrics", none, false, &node_impl::on_metrics);
+    add("GET", "/v1/models", none, true, &node_impl::on_models);
+    add("GET", "/models", none, true, &node_impl::on_models);
+    add("POST", "/tokenize", json_body, true, &node_impl::on_tokenize);
+    add("POST", "/detokenize", json_body, true, &node_impl::on_detokenize);
+    add("POST", "/apply-template", json_body, true, &node_impl::on_apply_template);
+    add("GET", "/props", none, true, &node_impl::on_props);
+    add("POST", "/props", json_body, true, &node_impl::on_props);
+    add("GET", "/slots", none, true, &node_impl::on_llama_slots);
+    // State changes and state (issue 22): outside CORS, and refused to browser pages (CSRF), so no web page
+    // can drain a node, save/restore/erase a slot, read or replace its state, or feed it a blob.
+    auto closed = [](http_route_options o) {
+        o.same_origin_only = true;
+        return o;
+    };
+    add("POST", "/slots/{id}", closed(json_body), true, &node_impl::on_slot_action);
+    add("GET", "/v1/slots", none, true, &node_impl::on_slots);
+    add("GET", pd_path_slot_state.data(), closed(none), true, &node_impl::on_state_get);
+    add("DELETE", pd_path_slot_state.data(), closed(none), true, &node_impl::on_state_delete);
+    add("PUT", pd_path_slot_state.data(), closed(blob_body), true, &node_impl::on_state_put);
+    add("POST", pd_path_decode.data(), closed(blob_body), true, &node_impl::on_decode);
+    add("POST", pd_path_prefill.data(), closed(json_body), true, &node_impl::on_prefill);
+    add("POST", "/admin/drain", closed(none), false, &node_impl::on_admin_drain);
+    // The OpenAI routes, and llama-server's unprefixed aliases of them.
+    for (const char * path : {"/v1/completions", "/completions"}) {
+        http->route("POST", path, json_body, [this](http_exchange & ex) -> net::awaitable<void> {
+            if (Status st = check_serving(); !st.ok()) co_return (void) co_await respond_not_serving(ex, st);
+            co_await on_openai(ex, openai_endpoint::completions);
+        });
+    }
+    http->route("POST", "/completion", json_body, [this](http_exchange & ex) -> net::awaitable<void> {
+        if (Status st = check_serving(); !st.ok()) co_return (void) co_await respond_not_serving(ex, st);
+        co_await on_openai(ex, openai_endpoint::completion);
+    });
+    for (const char * path : {"/v1/chat/completions", "/chat/completions"}) {
+        http->route("POST", path, json_body, [this](http_exchange & ex) -> net::awaitable<void> {
+            if (Status st = check_serving(); !st.ok()) co_return (void) co_await respond_not_serving(ex, st);
+            co_await on_openai(ex, openai_endpoint::chat);
+        });
+    }
+}
+
+// ---- lifecycle ----
+
+Result<int> node_impl::bind() {
+    auto port = http->bind();
+    if (port.ok()) cfg.port = port.value();
+    return port;
+}
+
+Status node_impl::load() {
+    model_load_params lp;
+    lp.offload = cfg.offload;
+    std::string found;
+    for (const auto & d : devices_available())
+        found += (found.empty() ? "" : ", ") + d.name + " (" + d.description + ")";
+    log_info("serve: devices: {}", found);
+    auto m = loaded_model::load(cfg.model_path, lp);
+    if (!m.ok()) return m.status();
+    log_info("serve: {}: {}", cfg.model_path, offload_placement_text(m.value()->placement()));
+    model = std::shared_ptr<const loaded_model>(std::move(m.value()));
+    const std::string & p = cfg.model_path;
+    model_file = p.substr(p.find_last_of('/') == std::string::npos ? 0 : p.find_last_of('/') + 1);
+    model_name = cfg.alias.empty() ? model_file : cfg.alias;
+    auto formatter = chat_formatter::create(model->info(), cfg.chat);
+    if (!formatter.ok()) return formatter.status();
+    chat = std::move(formatter.value());
+    if (Status u = chat->usable(); !u.ok()) log_warn("serve: chat is off: {}", u.message());
+    if (cfg.engine.ctx.n_ctx == 0) {  // -c 0: the context the model was trained with (as llama-server)
+        const uint32_t train = model->info().n_ctx_train;
+        cfg.engine.ctx.n_ctx = std::clamp<uint32_t>(train, 16, 1 << 24);
+    }
+    auto e = engine::create(model, cfg.engine);
+    if (!e.ok()) return e.status();
+    eng = std::move(e.value());
+    if (Status v = eng->state_validation(); !v.ok())
+        log_warn("serve: state validation is unavailable, so this node restores no states: {}", v.message());
+    if (const auto & key = cfg.engine.limits.key)
+        log_info("serve: states are authenticated (HMAC-SHA256, state secret {}{})", blob_key_id_hex(key->signing_id()),
+                 key->size() > 1 ? " signs; " + std::to_string(key->size() - 1) + " more verify" : std::string());
+    else
+        log_warn("serve: states are not authenticated (no --state-secret-file): whoever reaches /v1/decode or the slot "
+                 "state endpoints can hand this node a state; expose them to the router network only (docs/deploy.md)");
+    ready.store(true, std::memory_order_release);
+    if (cfg.cluster) {
+        const node_cluster_config & c = *cfg.cluster;
+        auto url = http_url_parse(c.advertise);
+        if (!url.ok()) return Status(status_code::invalid_argument, "--advertise: " + url.status().message());
+        registrar_config rc;
+        rc.etcd = c.etcd;
+        rc.key = cluster_node_key(c.cluster, record().role, url->host + ":" + std::to_string(url->port));
+        rc.lease_ttl_s = c.lease_ttl_s;
+        rc.load_interval_s = c.load_interval_s;
+        registrar = std::make_unique<node_registrar>(rc, [this] { return record(); });
+        registrar->start(http->context().get_executor());
+    }
+    return {};
+}
+
+void node_impl::shutdown() {
+    if (stopping.load()) return;
+    // Leave the cluster first, so routers stop sending work here before it is refused.
+    if (registrar) {
+        if (Status st = registrar->deregister(std::chrono::seconds(3)); !st.ok())
+            log_warn("serve: deregistering: {} (the lease expires by itself)", st.message());
+    }
+    if (stopping.exchange(true)) return;
+    // Finish what is in flight for up to drain_s, then cancel the rest: every handle gets a terminal event,
+    // so streams end with an error event and [DONE]; then the edge closes what is left.
+    const auto drain_until = steady_clock::now() + std::chrono::duration_cast<steady_clock::duration>(
+                                                       std::chrono::duration<double>(cfg.drain_s));
+    while (n_admitted.load() > 0 && steady_clock::now() < drain_until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (eng) eng->stop();
+    // Streams that were cancelled write their error event and [DONE] before the connections close.
+    const auto flush_until = steady_clock::now() + std::chrono::seconds(2);
+    while (n_admitted.load() > 0 && steady_clock::now() < flush_until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    http->stop();
+}
+
+// ---- node: the public face forwards to node_impl ----
+
+node::node(node_config cfg) : impl_(std::make_unique<node_impl>(std::move(cfg))) {}
+node::~node() { shutdown(); }
+Result<int> node::bind() { return impl_->bind(); }
+void node::start() { impl_->start(); }
+Status node::load() { return impl_->load(); }
+bool node::running() const { return impl_->running(); }
+void node::shutdown() { impl_->shutdown(); }
+bool node::drain_requested() const { return impl_->drain_requested(); }
+
+}  // namespace baton

@@ -1,0 +1,91 @@
+// metrics.cpp — Prometheus text for the node (see metrics.h).
+#include "node_metrics.h"
+
+namespace baton {
+
+namespace {
+
+void scalar(std::string & out, const char * name, const char * type, const char * help, double v) {
+    metric_scalar(out, name, type, help, v);
+}
+void head(std::string & out, const char * name, const char * type, const char * help) {
+    metric_head(out, name, type, help);
+}
+
+}  // namespace
+
+void node_metrics::observe_ttft(double seconds) {
+    lock_guard lk(mu_);
+    ttft_.observe(seconds);
+}
+
+void node_metrics::observe_itl(double seconds) {
+    lock_guard lk(mu_);
+    itl_.observe(seconds);
+}
+
+void node_metrics::count_blob_reject(status_code reason) {
+    lock_guard lk(mu_);
+    ++blob_rejects_[status_code_name(reason)];
+}
+
+void node_metrics::count_admission_reject() {
+    lock_guard lk(mu_);
+    ++admission_rejects_;
+}
+
+std::string node_metrics::render(const std::optional<engine_metrics> & engine, uint32_t requests_in_flight) const {
+    std::string out;
+    lock_guard lk(mu_);
+    render_histogram(out, "baton_time_to_first_token_seconds", "Time from request arrival to the first generated token",
+                     ttft_);
+    render_histogram(out, "baton_inter_token_latency_seconds", "Time between consecutive generated tokens of a request",
+                     itl_);
+    scalar(out, "baton_requests_in_flight", "gauge", "Generation requests holding or waiting for a slot",
+           requests_in_flight);
+    scalar(out, "baton_admission_rejects_total", "counter",
+           "Requests refused with 503 because every slot and queue place was taken", double(admission_rejects_));
+
+    std::map<std::string, uint64_t> failures = blob_rejects_;
+    if (engine) {
+        const engine_metrics & e = *engine;
+        for (const auto & [reason, n] : e.restore_failures) failures[reason] += n;
+        scalar(out, "baton_prompt_tokens_total", "counter", "Prompt tokens of admitted requests",
+               double(e.prompt_tokens));
+        scalar(out, "baton_cached_tokens_total", "counter", "Prompt tokens reused from a slot's memory (prefix cache)",
+               double(e.cached_tokens));
+        scalar(out, "baton_generated_tokens_total", "counter", "Generated tokens", double(e.generated_tokens));
+        scalar(out, "baton_prefix_reuse_hits_total", "counter", "Requests that reused part of a slot's memory",
+               double(e.prefix_reuse_hits));
+        scalar(out, "baton_checkpoint_restores_total", "counter", "Rollbacks through a recurrent/SWA checkpoint",
+               double(e.checkpoint_restores));
+        scalar(out, "baton_reprefills_total", "counter", "Prompts recomputed because no checkpoint allowed a rollback",
+               double(e.reprefills));
+        scalar(out, "baton_blob_bytes_in_total", "counter", "Blob bytes given to the restore routine",
+               double(e.blob_bytes_in));
+        scalar(out, "baton_blob_bytes_out_total", "counter", "Blob bytes serialized", double(e.blob_bytes_out));
+        scalar(out, "baton_serialize_seconds_total", "counter", "Seconds spent serializing slots", e.serialize_seconds);
+        scalar(out, "baton_restore_seconds_total", "counter", "Seconds spent in the restore routine",
+               e.restore_seconds);
+        scalar(out, "baton_restores_total", "counter", "Blobs restored into a slot", double(e.restores_ok));
+        scalar(out, "baton_invariant_repairs_total", "counter",
+               "Slots whose memory disagreed with their tokens and were repaired", double(e.invariant_repairs));
+        scalar(out, "baton_decode_calls_total", "counter", "llama_decode calls", double(e.decode_calls));
+        scalar(out, "baton_slot_parks_total", "counter",
+               "Idle slots whose state moved from the unified KV cache to host memory", double(e.parks));
+        scalar(out, "baton_slot_unparks_total", "counter", "Parked slots restored for a prompt that reuses them",
+               double(e.unparks));
+        scalar(out, "baton_park_seconds_total", "counter", "Seconds spent parking and unparking slots", e.park_seconds);
+        scalar(out, "baton_parked_bytes", "gauge", "Host memory held by parked slots", double(e.parked_bytes));
+        head(out, "baton_slots", "gauge", "Slots by state");
+        out += "baton_slots{state=\"busy\"} " + std::to_string(e.slots_busy) + "\n";
+        out += "baton_slots{state=\"idle\"} " + std::to_string(e.slots_total - e.slots_busy) + "\n";
+    }
+    head(out, "baton_restore_failures_total", "counter",
+         "Blobs refused, by reason: at the edge (parse, size) or by the restore routine (slot left empty)");
+    for (const auto & [reason, n] : failures)
+        out += "baton_restore_failures_total{reason=\"" + reason + "\"} " + std::to_string(n) + "\n";
+    return out;
+}
+
+}  // namespace baton

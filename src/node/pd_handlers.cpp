@@ -1,0 +1,108 @@
+// pd_handlers.cpp — the node's side of the PD protocol (include/baton/pd/): POST /v1/prefill runs a prompt
+// into a blob that embeds the resolved request (pd_request.h), POST /v1/decode verifies such a blob totally,
+// restores it through the engine's one restore routine and answers as /v1/completions or /v1/chat/completions
+// would have on one node. Also the blob and task plumbing the slot-state endpoints share: run_to_done,
+// blob_parse_edge (verification on the bridge pool, rejects counted by reason) and send_blob.
+#include <algorithm>
+
+#include "baton/base/buffer_pool.h"
+#include "baton/blob.h"
+#include "baton/pd/pd_protocol.h"
+#include "baton/pd/pd_request.h"
+#include "node_impl.h"
+#include "node_test_seam.h"
+
+namespace baton {
+
+net::awaitable<Result<event_done>> node_impl::run_to_done(http_exchange & ex, engine_task task) {
+    const auto lim = wait_limits(deadline_from_now());
+    auto h = eng->submit(std::move(task));
+    if (!h.ok()) co_return h.status();
+    event_watch w(h.value(), ex.executor());
+    for (;;) {
+        engine_event ev;
+        Status st = co_await event_wait(w, ev, lim, &ex);
+        if (!st.ok()) co_return st;
+        if (auto * e = std::get_if<event_error>(&ev)) co_return std::move(e->error);
+        if (auto * d = std::get_if<event_done>(&ev)) co_return std::move(*d);
+    }
+}
+
+net::awaitable<Result<blob_ptr>> node_impl::blob_parse_edge(std::vector<uint8_t> bytes) {
+    const blob_limits lim = cfg.engine.limits;
+    auto b = co_await http->offload(
+        [bytes = std::move(bytes), lim]() mutable { return validated_blob::parse(std::move(bytes), lim); });
+    if (!b.ok()) metrics.count_blob_reject(b.status().code());
+    co_return b;
+}
+
+net::awaitable<void> node_impl::send_blob(http_exchange & ex, std::vector<uint8_t> blob, http_headers headers) {
+    size_t cut = blob.size();
+    if (seam && seam->on_blob_out) cut = std::min(cut, seam->on_blob_out(blob));
+    bool ok = co_await ex.begin(200, "application/octet-stream", std::move(headers), uint64_t(blob.size()));
+    if (ok) ok = co_await ex.write(blob.data(), cut);
+    if (ok && cut < blob.size()) ex.abort();  // the test seam cut the blob: the connection drops mid-body
+    else if (ok) co_await ex.end();
+    buffer_pool::shared().give(std::move(blob));
+}
+
+net::awaitable<void> node_impl::on_prefill(http_exchange & ex) {
+    Status st = check_role(cfg.role != node_role::decode, pd_path_prefill.data());
+    if (!st.ok()) co_return (void) co_await ex.respond_error(st);
+    // The body is the client's request as the client wrote it; the router names its endpoint in a header
+    // (absent: /v1/completions). The blob embeds the request as this node resolved it (pd_request.h): its
+    // defaults filled in, a chat rendered and tokenized, so the decode node needs neither.
+    const std::string_view ep_name = ex.request().header(pd_header_endpoint);
+    auto endpoint =
+        ep_name.empty() ? Result<openai_endpoint>(openai_endpoint::completions) : openai_endpoint_parse(ep_name);
+    if (!endpoint.ok())
+        co_return (void) co_await ex.respond_error(Status(
+            status_code::invalid_argument, std::string(pd_header_endpoint) + ": " + endpoint.status().message()));
+    auto oreq = co_await prepare(ex.request().body_text(), endpoint.value());
+    if (!oreq.ok()) co_return (void) co_await ex.respond_error(oreq.status());
+    auto embedded = pd_request_encode(oreq.value());
+    if (!embedded.ok()) co_return (void) co_await ex.respond_error(embedded.status());
+    const uint32_t n_ctx = n_ctx_slot();
+    auto gen = co_await http->offload([&] { return openai_to_gen(oreq.value(), *model, n_ctx); });
+    if (!gen.ok()) co_return (void) co_await ex.respond_error(gen.status());
+    gen->request_json = std::move(embedded.value());
+    auto ticket = admit();
+    if (!ticket.ok()) co_return (void) co_await ex.respond_error(ticket.status());
+    auto done = co_await run_to_done(ex, task_prefill{std::move(gen.value())});
+    if (!done.ok()) co_return (void) co_await ex.respond_error(done.status());
+    co_await send_blob(ex, std::move(done->blob),
+                       {{std::string(pd_header_prompt_tokens), std::to_string(done->usage.prompt_tokens)},
+                        {std::string(pd_header_cached_tokens), std::to_string(done->usage.cached_tokens)}});
+}
+
+net::awaitable<void> node_impl::on_decode(http_exchange & ex) {
+    Status st = check_role(cfg.role != node_role::prefill, pd_path_decode.data());
+    if (!st.ok()) co_return (void) co_await ex.respond_error(st);
+    auto blob = co_await blob_parse_edge(std::move(ex.request().body));
+    if (!blob.ok()) co_return (void) co_await ex.respond_error(blob.status());
+    const blob_view & v = blob.value()->view();
+    if (!v.request) {
+        metrics.count_blob_reject(status_code::incompatible);
+        co_return (void) co_await ex.respond_error(
+            Status(status_code::incompatible,
+                   "request: the blob embeds no request; /v1/decode takes blobs made by /v1/prefill"));
+    }
+    // The embedded request is complete (prefill wrote every field): no defaults of this node apply, only
+    // its limits (a blob's grammar, prompt and choices meet this node's --grammar-max-*, prompt flags, --n-max).
+    pd_request_limits limits;
+    limits.grammar = cfg.defaults.sampling.grammar_bounds;
+    limits.prompt = cfg.defaults.prompt;
+    limits.n_max = cfg.defaults.n_max;
+    auto oreq = pd_request_decode(*v.request, limits);
+    if (!oreq.ok()) {
+        metrics.count_blob_reject(oreq.status().code());
+        co_return (void) co_await ex.respond_error(oreq.status());
+    }
+    // Off the event loop: an embedded text prompt (and logit_bias texts) are tokenized here.
+    const uint32_t n_ctx = n_ctx_slot();
+    auto gen = co_await http->offload([&] { return openai_to_gen(oreq.value(), *model, n_ctx); });
+    if (!gen.ok()) co_return (void) co_await ex.respond_error(gen.status());
+    co_await respond_generation(ex, task_decode{blob.value(), std::move(gen.value())}, oreq.value());
+}
+
+}  // namespace baton

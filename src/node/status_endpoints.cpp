@@ -1,0 +1,72 @@
+// status_endpoints.cpp — what a node says about itself: /health (and /v1/health), /v1/models (and /models),
+// /metrics (Prometheus text: the edge's request counts, the node's latencies and the engine's counters) and
+// Baton's /v1/slots. /health and /metrics answer while the model loads; the others need it.
+#include <nlohmann/json.hpp>
+
+#include <optional>
+
+#include "baton/model.h"
+#include "node_impl.h"
+
+namespace baton {
+
+using json = nlohmann::json;
+
+namespace {
+
+http_response json_response(const json & j, int status = 200) {
+    return http_response::json(j.dump(-1, ' ', false, json::error_handler_t::replace), status);
+}
+
+}  // namespace
+
+net::awaitable<void> node_impl::on_health(http_exchange & ex) {
+    // state_auth: whether states this node accepts must be authenticated (--state-secret-file), so operators and
+    // routers can see a cluster whose nodes disagree.
+    if (ready.load(std::memory_order_acquire) && !stopping.load())
+        co_return (void) co_await ex.respond(
+            json_response({{"status", "ok"}, {"state_auth", cfg.engine.limits.key ? "hmac-sha256" : "none"}}));
+    http_response r = json_response({{"status", stopping.load() ? "draining" : "loading"}}, 503);
+    r.headers.emplace_back("Retry-After", "1");
+    co_await ex.respond(std::move(r));
+}
+
+net::awaitable<void> node_impl::on_models(http_exchange & ex) {
+    const model_identity & id = model->identity();
+    const kv_layout c = eng->layout();
+    json meta = {{"arch", id.arch},
+                 {"fingerprint", identity_fingerprint_hex(id.fingerprint)},
+                 {"llama_version", id.llama_version},
+                 {"n_vocab", id.n_vocab},
+                 {"n_ctx", c.n_ctx},
+                 {"n_slots", c.n_seq_max},
+                 {"kv_unified", c.kv_unified},
+                 {"role", node_role_name(cfg.role)}};
+    json m = {{"id", model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "baton"}, {"meta", meta}};
+    co_await ex.respond(json_response({{"object", "list"}, {"data", json::array({m})}}));
+}
+
+net::awaitable<void> node_impl::on_metrics(http_exchange & ex) {
+    std::optional<engine_metrics> em;
+    if (ready.load(std::memory_order_acquire)) em = eng->metrics();
+    http_response r;
+    r.content_type = "text/plain; version=0.0.4";
+    http->render_metrics(r.body);
+    r.body += metrics.render(em, n_admitted.load());
+    co_await ex.respond(std::move(r));
+}
+
+net::awaitable<void> node_impl::on_slots(http_exchange & ex) {
+    json arr = json::array();
+    for (const slot_info & s : eng->slots())
+        arr.push_back({{"id", s.id},
+                       {"busy", s.busy},
+                       {"n_tokens", s.n_tokens},
+                       {"parked", s.parked},
+                       {"n_checkpoints", s.n_checkpoints},
+                       {"pos_min", s.pos_min},
+                       {"pos_max", s.pos_max}});
+    co_await ex.respond(json_response(arr));
+}
+
+}  // namespace baton
