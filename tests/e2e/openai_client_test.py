@@ -358,7 +358,8 @@ def main():
     ap.add_argument("--baton", required=True, help="the baton binary")
     ap.add_argument("--models", required=True, help="directory of the test models (generated if missing)")
     ARGS, rest = ap.parse_known_args()
-    ARGS.baton = os.path.abspath(ARGS.baton)
+    # BATON_TEST_BIN: another build's baton (scripts/check drives the ASan build's with this suite).
+    ARGS.baton = os.path.abspath(os.environ.get("BATON_TEST_BIN") or ARGS.baton)
     ARGS.models = os.path.abspath(ARGS.models)
     # SIGTERM (ctest's timeout, a CI cancel) unwinds like ^C, so the cleanups reap the children.
     signal.signal(signal.SIGTERM, _interrupt)

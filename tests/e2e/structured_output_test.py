@@ -260,7 +260,8 @@ def main():
     ap.add_argument("--baton", required=True, help="the baton binary")
     ap.add_argument("--models", required=True, help="directory of the test models (generated if missing)")
     args, rest = ap.parse_known_args()
-    args.baton = os.path.abspath(args.baton)
+    # BATON_TEST_BIN: another build's baton (scripts/check drives the ASan build's with this suite).
+    args.baton = os.path.abspath(os.environ.get("BATON_TEST_BIN") or args.baton)
     args.models = os.path.abspath(args.models)
     base.ARGS = args
     signal.signal(signal.SIGTERM, base._interrupt)

@@ -1,25 +1,35 @@
 // test_support.h — shared helpers for Baton's tests: cached test models and subprocesses with timeouts.
 #pragma once
 
+#include <cstdlib>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace baton::test {
 
-// k_sanitized: this build (and so the `baton` it starts) runs under ASan or TSan, which inflate RSS
-// several-fold and slow everything 2-15x: tests skip only their bounds on a process's memory or latency
-// there (every other assertion still runs; the release build asserts them all).
+// k_sanitized_build: this executable is built with ASan or TSan.
 #if defined(__SANITIZE_ADDRESS__)
-inline constexpr bool k_sanitized = true;
+inline constexpr bool k_sanitized_build = true;
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-inline constexpr bool k_sanitized = true;
+inline constexpr bool k_sanitized_build = true;
 #else
-inline constexpr bool k_sanitized = false;
+inline constexpr bool k_sanitized_build = false;
 #endif
 #else
-inline constexpr bool k_sanitized = false;
+inline constexpr bool k_sanitized_build = false;
 #endif
+
+// k_sanitized: this process or the `baton` it starts runs under ASan or TSan, which inflate RSS several-fold
+// and slow everything 2-15x: tests skip only their bounds on a process's memory or latency there (every
+// other assertion still runs; the release suite asserts them all). Sanitized: a sanitized build, or
+// BATON_TEST_SANITIZED=1 beside a BATON_TEST_BIN of a sanitized build (scripts/check drives the ASan and
+// TSan builds' `baton` with the release build's e2e tests).
+inline const bool k_sanitized = [] {
+    const char * e = std::getenv("BATON_TEST_SANITIZED");
+    return k_sanitized_build || (e && std::string_view(e) == "1");
+}();
 
 // test_model_path returns a test model of arch (made by mkmodel with the given seed and default size on
 // first use, then cached in the build tree). Safe when test processes race: files appear by rename.
