@@ -265,7 +265,7 @@ int main(int argc, char ** argv) try {
     auto pre = bench_process::start(node_args(model, "prefill", threads, 1, 2048), "prefill");
     auto dec = bench_process::start(node_args(model, "decode", threads, 1, 2048), "decode");
     auto route_cmd = route_args(pre->url(), dec->url(), model);
-    route_cmd.insert(route_cmd.end(), {"--health-interval", "30"});
+    route_cmd.insert(route_cmd.end(), {"--health-interval", "30", "--pd-transfer", "relay"});  // the relay is measured
     auto route = bench_process::start(route_cmd, "router");
 
     // The blob: the prefill node's own /v1/prefill answer for a 1024-token prompt.
@@ -306,7 +306,7 @@ int main(int argc, char ** argv) try {
     }
     fake_node fake_pre(true, blob), fake_dec(false, blob);
     auto fake_route_cmd = route_args(fake_pre.url(), fake_dec.url(), model);
-    fake_route_cmd.insert(fake_route_cmd.end(), {"--health-interval", "30"});
+    fake_route_cmd.insert(fake_route_cmd.end(), {"--health-interval", "30", "--pd-transfer", "relay"});
     auto fake_route = bench_process::start(fake_route_cmd, "router (fake nodes)");
 
     raw_tcp_pair raw(n);

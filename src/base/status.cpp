@@ -21,6 +21,7 @@ const char * status_code_name(status_code code) {
         case status_code::unauthenticated: return "unauthenticated";
         case status_code::permission_denied: return "permission_denied";
         case status_code::upstream_error: return "upstream_error";
+        case status_code::dependency_failed: return "dependency_failed";
         case status_code::not_implemented: return "not_implemented";
         case status_code::internal: return "internal";
     }

@@ -29,8 +29,6 @@ std::string hex64(uint64_t v) {
     std::snprintf(b, sizeof b, "0x%016" PRIx64, v);
     return b;
 }
-std::string at(uint64_t off) { return " at +" + std::to_string(off); }
-std::string num(uint64_t v) { return std::to_string(v); }
 Status corrupt(const std::string & m) { return Status(status_code::corrupt, m); }
 
 // payload_reader reads one section's fields; failures name "<section>: <field>" and the offset.

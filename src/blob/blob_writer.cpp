@@ -23,10 +23,8 @@ namespace {
 
 namespace bf = blob_format;
 
-Status bad(const std::string & m) { return Status(status_code::invalid_argument, m); }
-
 Status rule(std::string_view section, const std::string & violation) {
-    return violation.empty() ? Status() : bad(std::string(section) + ": " + violation);
+    return violation.empty() ? Status() : invalid_input(std::string(section) + ": " + violation);
 }
 
 // check_parts applies blob_rules (the rules blob_parse enforces on content), so a written blob always parses.
@@ -39,13 +37,14 @@ Status check_parts(const blob_parts & p) {
     BATON_RETURN_IF_ERROR(rule("context", blob_rules::kv_type("type_k", p.context.type_k)));
     BATON_RETURN_IF_ERROR(rule("context", blob_rules::kv_type("type_v", p.context.type_v)));
     BATON_RETURN_IF_ERROR(rule("context", blob_rules::n_seq_max(p.context.n_seq_max)));
-    if (p.tokens.size() > UINT32_MAX) return bad("tokens: " + std::to_string(p.tokens.size()) + " tokens > 2^32-1");
+    if (p.tokens.size() > UINT32_MAX)
+        return invalid_input("tokens: " + std::to_string(p.tokens.size()) + " tokens > 2^32-1");
     const uint32_t n_tokens = uint32_t(p.tokens.size());
     BATON_RETURN_IF_ERROR(rule("tokens", blob_rules::n_tokens(n_tokens, p.context.n_ctx)));
     for (uint32_t i = 0; i < n_tokens; ++i)
         BATON_RETURN_IF_ERROR(rule("tokens", blob_rules::token(i, p.tokens[i], n_vocab)));
-    if (p.state.empty()) return bad("state: empty");
-    if (p.checkpoints.size() > UINT32_MAX) return bad("checkpoints: too many");
+    if (p.state.empty()) return invalid_input("state: empty");
+    if (p.checkpoints.size() > UINT32_MAX) return invalid_input("checkpoints: too many");
     uint32_t prev = 0;
     for (size_t i = 0; i < p.checkpoints.size(); ++i) {
         const auto & c = p.checkpoints[i];
@@ -53,10 +52,11 @@ Status check_parts(const blob_parts & p) {
         BATON_RETURN_IF_ERROR(rule(at, blob_rules::checkpoint_n_tokens(c.n_tokens, prev, n_tokens)));
         prev = c.n_tokens;
         BATON_RETURN_IF_ERROR(rule(at, blob_rules::checkpoint_positions(c.pos_min, c.pos_max, c.n_tokens)));
-        if (c.data.empty()) return bad(at + ": data is empty");
+        if (c.data.empty()) return invalid_input(at + ": data is empty");
     }
     if (!p.logits.empty() && p.logits.size() != n_vocab)
-        return bad("logits: " + std::to_string(p.logits.size()) + " values, expected n_vocab " + std::to_string(n_vocab));
+        return invalid_input("logits: " + std::to_string(p.logits.size()) + " values, expected n_vocab " +
+                             std::to_string(n_vocab));
     return {};
 }
 

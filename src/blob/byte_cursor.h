@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 
 namespace baton {
 
@@ -81,5 +82,9 @@ inline void le_store_u32(uint8_t * p, uint32_t v) {
 inline void le_store_u64(uint8_t * p, uint64_t v) {
     for (int i = 0; i < 8; ++i) p[i] = uint8_t(v >> (8 * i));
 }
+
+// How parse errors name numbers and offsets: "n_layer 12", "... at +4096".
+inline std::string num(uint64_t v) { return std::to_string(v); }
+inline std::string at(uint64_t off) { return " at +" + std::to_string(off); }
 
 }  // namespace baton

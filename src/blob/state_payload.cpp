@@ -22,14 +22,12 @@ constexpr int32_t k_seq_id_max = 65536;        // the sender's sequence id: libl
 constexpr size_t k_attention_cell_bytes = 12;  // i32 pos, u32 n_seq_id, i32 seq_id
 constexpr size_t k_recurrent_cell_bytes = 8;   // i32 pos, u32 n_seq_id (0)
 
-std::string num(uint64_t v) { return std::to_string(v); }
 std::string hex(uint32_t v) {
     static const char * digits = "0123456789abcdef";
     std::string s = "0x";
     for (int i = 7; i >= 0; --i) s += digits[(v >> (4 * i)) & 15];
     return s;
 }
-std::string at(uint64_t off) { return " at +" + std::to_string(off); }
 
 // How the cells of a part must cover the sequence (check mode).
 enum class cells_rule : uint8_t {

@@ -161,15 +161,21 @@ int run_demo(demo_options o) {
     if (interrupted) return k_exit_failure;
     if (!res) return cli_fail(k_exit_failure, "request failed: " + httplib::to_string(res.error()));
     if (res->status != 200) return cli_fail(k_exit_failure, "router answered " + std::to_string(res->status) + ": " + res->body);
-    auto m = client.Get("/metrics");
+    // The state went from the prefill node to the decode node directly (the router moved none of it): its
+    // size and fetch time are the decode node's figures.
+    httplib::Client dclient(decode.value()->url());
+    dclient.set_read_timeout(10, 0);
+    auto m = dclient.Get("/metrics");
     const std::string mt = m ? m->body : "";
     const double ttft_ms = std::chrono::duration<double, std::milli>(t_first - t0).count();
     const double gen_s = std::chrono::duration<double>(t_end - t_first).count();
     const int64_t n_tok = reader.completion_tokens > 0 ? reader.completion_tokens : reader.pieces;
     std::printf("route %s | time to first token %.1f ms | %lld tokens in %.2f s (%.1f tok/s after the first) | "
-                "blob %.2f MiB, transferred in %.2f ms\n(after one warm-up request; the blob and transfer figures cover both)\n",
-                route.c_str(), ttft_ms, (long long) n_tok, gen_s, gen_s > 0 ? double(n_tok - 1) / gen_s : 0.0,
-                metric(mt, "baton_router_blob_bytes_total") / (1 << 20), 1000 * metric(mt, "baton_router_blob_transfer_seconds_total"));
+                "state %.2f MiB, fetched by the decode node from the prefill node in %.2f ms\n(after one warm-up "
+                "request; the state and fetch figures cover both)\n",
+                route.c_str(), ttft_ms, (long long)n_tok, gen_s, gen_s > 0 ? double(n_tok - 1) / gen_s : 0.0,
+                metric(mt, "baton_state_fetch_bytes_total") / (1 << 20),
+                1000 * metric(mt, "baton_state_fetch_seconds_total"));
     return reader.error ? k_exit_failure : k_exit_ok;
 }
 

@@ -25,7 +25,7 @@ std::vector<std::string> split_urls(const std::string & s) {
 }
 
 int run_route(const router_config & base, const std::string & prefill, const std::string & decode,
-              const std::string & fallback, const cli_etcd_flags & etcd) {
+              const std::string & fallback, const std::string & transfer, const cli_etcd_flags & etcd) {
     router_config cfg = base;
     cfg.prefill_urls = split_urls(prefill);
     cfg.decode_urls = split_urls(decode);
@@ -35,6 +35,9 @@ int run_route(const router_config & base, const std::string & prefill, const std
     if (fallback == "local") cfg.fallback = fallback_policy::local;
     else if (fallback == "fail") cfg.fallback = fallback_policy::fail;
     else return cli_fail(k_exit_usage, "--fallback: '" + fallback + "' is not local or fail");
+    if (transfer == "direct") cfg.transfer = pd_transfer::direct;
+    else if (transfer == "relay") cfg.transfer = pd_transfer::relay;
+    else return cli_fail(k_exit_usage, "--pd-transfer: '" + transfer + "' is not direct or relay");
     sigset_t set = cli_block_stop_signals();
     auto r = router::create(cfg);
     if (!r.ok()) return cli_fail(r.status().code() == status_code::invalid_argument ? k_exit_usage : k_exit_failure, r.status().message());
@@ -57,6 +60,7 @@ void cli_add_route(CLI::App & app, cli_run_fn & run) {
     auto cfg = std::make_shared<router_config>();
     auto prefill = std::make_shared<std::string>(), decode = std::make_shared<std::string>();
     auto fallback = std::make_shared<std::string>("local");
+    auto transfer = std::make_shared<std::string>("direct");
     auto max_blob_mb = std::make_shared<double>(1024);
     auto max_prompt_mb = std::make_shared<double>(double(prompt_limits{}.max_prompt_bytes) / (1024 * 1024));
     CLI::App * sub = app.add_subcommand("route", "OpenAI front that drives prefill -> decode across node pools");
@@ -70,6 +74,10 @@ void cli_add_route(CLI::App & app, cli_run_fn & run) {
     sub->add_option("--node-key", cfg->node_key, "Key sent to the nodes");
     sub->add_option("--pd-min-tokens", cfg->pd_min_tokens, "Prompts with fewer tokens skip the prefill hop")->capture_default_str();
     sub->add_option("--fallback", *fallback, "When prefill fails or a blob is rejected: local (prefill on the decode node) or fail")->capture_default_str();
+    sub->add_option("--pd-transfer", *transfer,
+                    "How states move: direct (the decode node fetches it from the prefill node; no KV bytes through "
+                    "the router) or relay (through the router, for nodes that cannot reach each other)")
+        ->capture_default_str();
     sub->add_option("--timeout", cfg->timeout_s, "Per-request deadline in seconds (every hop gets what is left)")->capture_default_str();
     sub->add_option("--health-interval", cfg->health_interval_s, "Seconds between node health checks")->capture_default_str();
     sub->add_option(
@@ -93,15 +101,15 @@ void cli_add_route(CLI::App & app, cli_run_fn & run) {
         ->capture_default_str();
     cli_add_http_flags(*sub, cfg->limits, cfg->http_threads, cfg->cors);
     sub->add_option("-m,--model", cfg->model_path, "GGUF file whose vocabulary counts prompt tokens exactly (else ~4 bytes per token)");
-    sub->callback([&run, cfg, prefill, decode, fallback, max_blob_mb, max_prompt_mb, etcd] {
-        run = [cfg, prefill, decode, fallback, max_blob_mb, max_prompt_mb, etcd] {
+    sub->callback([&run, cfg, prefill, decode, fallback, transfer, max_blob_mb, max_prompt_mb, etcd] {
+        run = [cfg, prefill, decode, fallback, transfer, max_blob_mb, max_prompt_mb, etcd] {
             if (!(*max_blob_mb > 0) || *max_blob_mb > 1 << 20)
                 return cli_fail(k_exit_usage, "--max-blob-mb: must be in (0, 1048576]");
             cfg->max_blob_bytes = uint64_t(*max_blob_mb * 1024 * 1024);
             if (!(*max_prompt_mb > 0) || *max_prompt_mb > 1024)
                 return cli_fail(k_exit_usage, "--max-prompt-mb: must be in (0, 1024]");
             cfg->prompt.max_prompt_bytes = uint64_t(*max_prompt_mb * 1024 * 1024);
-            return run_route(*cfg, *prefill, *decode, *fallback, *etcd);
+            return run_route(*cfg, *prefill, *decode, *fallback, *transfer, *etcd);
         };
     });
 }

@@ -33,6 +33,7 @@ struct serve_options {
     std::string role = "both";
     uint32_t n_slots = 1;
     double max_blob_mb = 1024;
+    double state_hold_mb = 2048;
     double max_json_mb = 8;
     double max_prompt_mb = double(prompt_limits{}.max_prompt_bytes) / (1024 * 1024);  // --max-prompt-mb
     // --etcd and friends (docs/cluster.md): folded into cfg.cluster by serve_check.
@@ -117,6 +118,9 @@ Status serve_check(serve_options & o) {
     o.cfg.engine.ctx.n_seq_max = o.n_slots;
     if (!(o.max_blob_mb > 0) || !(o.max_json_mb > 0)) return {status_code::invalid_argument, "max-blob-mb/max-json-mb: must be > 0"};
     o.cfg.max_blob_bytes = uint64_t(o.max_blob_mb * 1024 * 1024);
+    if (!(o.state_hold_mb > 0) || o.state_hold_mb > 1 << 20)
+        return {status_code::invalid_argument, "--state-hold-mb: must be in (0, 1048576]"};
+    o.cfg.state_hold_bytes = uint64_t(o.state_hold_mb * 1024 * 1024);
     o.cfg.max_json_bytes = uint64_t(o.max_json_mb * 1024 * 1024);
     if (!(o.max_prompt_mb > 0) || o.max_prompt_mb > 1024)
         return {status_code::invalid_argument, "--max-prompt-mb: must be in (0, 1024]"};
@@ -205,6 +209,13 @@ void cli_add_serve(CLI::App & app, cli_run_fn & run) {
                     "BATON_STATE_SECRET_FILE)")
         ->envname("BATON_STATE_SECRET_FILE");
     sub->add_option("--max-blob-mb", o->max_blob_mb, "Body cap of /v1/decode and PUT /v1/slots/{id}/state, MiB")->capture_default_str();
+    sub->add_option("--state-hold-mb", o->state_hold_mb,
+                    "Direct transfer: MiB of states a prefill node holds for decode nodes to fetch (beyond: 503)")
+        ->capture_default_str();
+    sub->add_option("--state-lease-ms", o->cfg.state_lease_ms,
+                    "Direct transfer: how long a held state waits for its decode node before it is dropped")
+        ->capture_default_str()
+        ->check(CLI::Range(100u, 3600000u));
     sub->add_option("--max-json-mb", o->max_json_mb, "Body cap of the JSON endpoints, MiB")->capture_default_str();
     sub->add_option("--max-prompt-mb", o->max_prompt_mb,
                     "Largest prompt text, chat text (the messages together, and as rendered) or /tokenize content, "

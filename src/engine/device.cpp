@@ -14,8 +14,6 @@
 namespace baton {
 namespace {
 
-Status bad(const std::string & m) { return Status(status_code::invalid_argument, m); }
-
 const char * kind_name(enum ggml_backend_dev_type t) {
     switch (t) {
         case GGML_BACKEND_DEVICE_TYPE_CPU: return "cpu";
@@ -97,7 +95,7 @@ Result<int32_t> gpu_layers_parse(const std::string & s) {
     if (s == "auto") return k_gpu_layers_auto;
     if (s == "all") return k_gpu_layers_all;
     if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string::npos)
-        return bad("-ngl/--n-gpu-layers: '" + s + "' is not a layer count, 'auto' or 'all'");
+        return invalid_input("-ngl/--n-gpu-layers: '" + s + "' is not a layer count, 'auto' or 'all'");
     return int32_t(std::stol(s));
 }
 
@@ -106,7 +104,7 @@ Result<split_mode> split_mode_parse(const std::string & s) {
     if (s == "layer") return split_mode::layer;
     if (s == "row") return split_mode::row;
     if (s == "tensor") return split_mode::tensor;
-    return bad("-sm/--split-mode: '" + s + "' is not none, layer, row or tensor");
+    return invalid_input("-sm/--split-mode: '" + s + "' is not none, layer, row or tensor");
 }
 
 const char * split_mode_name(split_mode m) {
@@ -126,11 +124,11 @@ Result<std::vector<float>> tensor_split_parse(const std::string & s) {
         errno = 0;
         const float v = std::strtof(part.c_str(), &end);
         if (part.empty() || end != part.c_str() + part.size() || errno != 0 || !std::isfinite(v) || v < 0)
-            return bad("-ts/--tensor-split: '" + part + "' is not a proportion >= 0 (e.g. -ts 3,1)");
+            return invalid_input("-ts/--tensor-split: '" + part + "' is not a proportion >= 0 (e.g. -ts 3,1)");
         out.push_back(v);
     }
     if (std::all_of(out.begin(), out.end(), [](float v) { return v == 0; }))
-        return bad("-ts/--tensor-split: the proportions are all 0");
+        return invalid_input("-ts/--tensor-split: the proportions are all 0");
     return out;
 }
 
@@ -142,7 +140,7 @@ Status devices_parse(const std::string & s, offload_config & c) {
         return {};
     }
     for (const auto & n : split_list(s, ",")) {
-        if (n.empty()) return bad("-dev/--device: empty device name in '" + s + "'");
+        if (n.empty()) return invalid_input("-dev/--device: empty device name in '" + s + "'");
         c.devices.push_back(n);
     }
     return {};
@@ -150,24 +148,27 @@ Status devices_parse(const std::string & s, offload_config & c) {
 
 Status offload_check(const offload_config & c) {
     llama_backend_once();
-    if (c.n_gpu_layers < k_gpu_layers_auto) return bad("-ngl/--n-gpu-layers: must be >= 0, 'auto' or 'all'");
+    if (c.n_gpu_layers < k_gpu_layers_auto) return invalid_input("-ngl/--n-gpu-layers: must be >= 0, 'auto' or 'all'");
     std::string names;
     for (const auto & d : devices_available()) names += (names.empty() ? "" : ", ") + d.name;
     for (const auto & n : c.devices) {
         ggml_backend_dev_t d = ggml_backend_dev_by_name(n.c_str());
-        if (!d) return bad("-dev/--device: no device '" + n + "' (available: " + names + "; see `baton devices`)");
+        if (!d)
+            return invalid_input("-dev/--device: no device '" + n + "' (available: " + names +
+                                 "; see `baton devices`)");
         if (ggml_backend_dev_type(d) == GGML_BACKEND_DEVICE_TYPE_CPU)
-            return bad("-dev/--device: '" + n +
-                       "' is the CPU; layers not offloaded stay there (use -dev none for CPU only)");
+            return invalid_input("-dev/--device: '" + n +
+                                 "' is the CPU; layers not offloaded stay there (use -dev none for CPU only)");
     }
     const size_t n_dev = chosen_devices(c).size();
     if (c.tensor_split.size() > std::max<size_t>(n_dev, 1) || c.tensor_split.size() > llama_max_devices())
-        return bad("-ts/--tensor-split: " + std::to_string(c.tensor_split.size()) + " proportions for " +
-                   std::to_string(n_dev) + " device(s)");
+        return invalid_input("-ts/--tensor-split: " + std::to_string(c.tensor_split.size()) + " proportions for " +
+                             std::to_string(n_dev) + " device(s)");
     if (c.main_gpu < 0 || (n_dev > 0 && size_t(c.main_gpu) >= n_dev))
-        return bad("-mg/--main-gpu: " + std::to_string(c.main_gpu) + " is not a device index in 0.." +
-                   std::to_string(n_dev == 0 ? 0 : n_dev - 1));
-    if (c.split == split_mode::tensor && n_dev < 2) return bad("-sm/--split-mode tensor: needs at least two devices");
+        return invalid_input("-mg/--main-gpu: " + std::to_string(c.main_gpu) + " is not a device index in 0.." +
+                             std::to_string(n_dev == 0 ? 0 : n_dev - 1));
+    if (c.split == split_mode::tensor && n_dev < 2)
+        return invalid_input("-sm/--split-mode tensor: needs at least two devices");
     return {};
 }
 

@@ -22,8 +22,6 @@ using json = nlohmann::json;
 
 namespace {
 
-Status bad(const std::string & m) { return Status(status_code::invalid_argument, m); }
-
 // valid_utf8: s is a sequence of complete, shortest-form UTF-8 characters.
 bool valid_utf8(std::string_view s) {
     size_t i = 0;
@@ -41,22 +39,18 @@ bool valid_utf8(std::string_view s) {
 Result<bool> flag(const json & j, const char * key, bool fallback) {
     auto it = j.find(key);
     if (it == j.end() || it->is_null()) return fallback;
-    if (!it->is_boolean()) return bad(std::string(key) + ": must be true or false");
+    if (!it->is_boolean()) return invalid_input(std::string(key) + ": must be true or false");
     return it->get<bool>();
-}
-
-http_response json_response(const json & j) {
-    return http_response::json(j.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
 }  // namespace
 
 net::awaitable<void> node_impl::on_tokenize(http_exchange & ex) {
     const json j = json::parse(ex.request().body_text(), nullptr, false);
-    if (!j.is_object()) co_return (void) co_await ex.respond_error(bad("body: must be a JSON object"));
+    if (!j.is_object()) co_return (void) co_await ex.respond_error(invalid_input("body: must be a JSON object"));
     auto content = j.find("content");
     if (content == j.end() || !content->is_string())
-        co_return (void) co_await ex.respond_error(bad("content: must be a string"));
+        co_return (void) co_await ex.respond_error(invalid_input("content: must be a string"));
     auto add_special = flag(j, "add_special", false);
     auto parse_special = flag(j, "parse_special", true);
     auto with_pieces = flag(j, "with_pieces", false);
@@ -95,17 +89,18 @@ net::awaitable<void> node_impl::on_tokenize(http_exchange & ex) {
 
 net::awaitable<void> node_impl::on_detokenize(http_exchange & ex) {
     const json j = json::parse(ex.request().body_text(), nullptr, false);
-    if (!j.is_object()) co_return (void) co_await ex.respond_error(bad("body: must be a JSON object"));
+    if (!j.is_object()) co_return (void) co_await ex.respond_error(invalid_input("body: must be a JSON object"));
     auto it = j.find("tokens");
     if (it == j.end() || !it->is_array())
-        co_return (void) co_await ex.respond_error(bad("tokens: must be an array of token ids"));
+        co_return (void) co_await ex.respond_error(invalid_input("tokens: must be an array of token ids"));
     const int64_t n_vocab = model->identity().n_vocab;
     std::vector<token_id> tokens;
     for (size_t i = 0; i < it->size(); ++i) {
         const json & t = (*it)[i];
         if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= n_vocab)
-            co_return (void) co_await ex.respond_error(bad("tokens[" + std::to_string(i) + "]: " + t.dump() +
-                                                           " is not a token id in 0.." + std::to_string(n_vocab - 1)));
+            co_return (void) co_await ex.respond_error(invalid_input("tokens[" + std::to_string(i) + "]: " + t.dump() +
+                                                                     " is not a token id in 0.." +
+                                                                     std::to_string(n_vocab - 1)));
         tokens.push_back(token_id(t.get<int64_t>()));
     }
     const loaded_model & vocab = *model;

@@ -24,7 +24,16 @@ node_impl::node_impl(node_config c)
                                                                                .log_name = "serve",
                                                                                .cors = cfg.cors})) {
     cfg.engine.limits.max_bytes = cfg.max_blob_bytes;
+    state_hold_limits hl;
+    hl.max_bytes = cfg.state_hold_bytes;
+    hl.ttl = std::chrono::milliseconds(cfg.state_lease_ms);
+    held = std::make_unique<state_hold>(hl);
     install_routes();
+}
+
+void node_impl::start() {
+    http->start();
+    net::co_spawn(http->context(), sweep_held(), net::detached);
 }
 
 net::awaitable<void> node_impl::on_admin_drain(http_exchange & ex) {
@@ -95,6 +104,8 @@ void node_impl::install_routes() {
     add("PUT", pd_path_slot_state.data(), closed(blob_body), true, &node_impl::on_state_put);
     add("POST", pd_path_decode.data(), closed(blob_body), true, &node_impl::on_decode);
     add("POST", pd_path_prefill.data(), closed(json_body), true, &node_impl::on_prefill);
+    add("GET", pd_path_held_state.data(), closed(none), true, &node_impl::on_held_get);
+    add("DELETE", pd_path_held_state.data(), closed(none), true, &node_impl::on_held_delete);
     add("POST", "/admin/drain", closed(none), false, &node_impl::on_admin_drain);
     // The OpenAI routes, and llama-server's unprefixed aliases of them.
     for (const char * path : {"/v1/completions", "/completions"}) {

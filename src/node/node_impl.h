@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "baton/cluster/node_registrar.h"
 #include "baton/engine.h"
 #include "baton/http/http_server.h"
@@ -24,10 +26,17 @@
 #include "baton/openai/openai_response.h"
 #include "event_wait.h"
 #include "node_metrics.h"
+#include "state_hold.h"
 
 namespace baton {
 
 using steady_clock = std::chrono::steady_clock;
+
+// json_response: a JSON answer of the node's own endpoints; invalid UTF-8 in a string (model text) is
+// replaced, never a throw.
+inline http_response json_response(const nlohmann::json & j, int status = 200) {
+    return http_response::json(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), status);
+}
 
 // A place among the requests that hold or wait for a slot; released on destruction.
 class admission_ticket {
@@ -52,7 +61,7 @@ class node_impl {
 
     // ---- lifecycle (node.cpp) ----
     Result<int> bind();
-    void start() { http->start(); }
+    void start();
     Status load();
     bool running() const { return http->running(); }
     void shutdown();
@@ -77,6 +86,7 @@ class node_impl {
     std::atomic<uint32_t> n_admitted{0};
     std::atomic<bool> drain_requested_{false};
     std::unique_ptr<node_registrar> registrar;  // when cfg.cluster is set, from load() on
+    std::unique_ptr<state_hold> held;           // direct transfer: states made here for decode nodes to fetch
 
     // ---- node.cpp ----
     void install_routes();
@@ -118,6 +128,14 @@ class node_impl {
     net::awaitable<Result<blob_ptr>> blob_parse_edge(std::vector<uint8_t> bytes);
     // send_blob answers with blob bytes (through the test seam's on_blob_out when one is installed).
     net::awaitable<void> send_blob(http_exchange & ex, std::vector<uint8_t> blob, http_headers headers = {});
+    // Direct transfer: GET (a decode node fetches) and DELETE (the router releases) a held state; the
+    // decode side's fetch of the state a router names (X-Baton-State-Source/-Id), dependency_failed when it
+    // cannot be had; and the sweeper that ends expired leases every second.
+    net::awaitable<void> on_held_get(http_exchange & ex);
+    net::awaitable<void> on_held_delete(http_exchange & ex);
+    net::awaitable<Result<std::vector<uint8_t>>> fetch_held(http_exchange & ex, std::string_view source,
+                                                            std::string_view id);
+    net::awaitable<void> sweep_held();
 
     // ---- status_endpoints.cpp ----
     net::awaitable<void> on_health(http_exchange & ex);

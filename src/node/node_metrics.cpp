@@ -34,7 +34,15 @@ void node_metrics::count_admission_reject() {
     ++admission_rejects_;
 }
 
-std::string node_metrics::render(const std::optional<engine_metrics> & engine, uint32_t requests_in_flight) const {
+void node_metrics::count_state_fetched(uint64_t bytes, double seconds) {
+    lock_guard lk(mu_);
+    ++states_fetched_;
+    state_fetch_bytes_ += bytes;
+    state_fetch_seconds_ += seconds;
+}
+
+std::string node_metrics::render(const std::optional<engine_metrics> & engine, uint32_t requests_in_flight,
+                                 const state_hold_stats & held) const {
     std::string out;
     lock_guard lk(mu_);
     render_histogram(out, "baton_time_to_first_token_seconds", "Time from request arrival to the first generated token",
@@ -45,6 +53,28 @@ std::string node_metrics::render(const std::optional<engine_metrics> & engine, u
            requests_in_flight);
     scalar(out, "baton_admission_rejects_total", "counter",
            "Requests refused with 503 because every slot and queue place was taken", double(admission_rejects_));
+    // Direct transfer (docs/router.md): the prefill side's leases, the decode side's fetches.
+    scalar(out, "baton_state_hold_states", "gauge", "States held under a lease for decode nodes to fetch",
+           double(held.held));
+    scalar(out, "baton_state_hold_bytes", "gauge", "Bytes of the states held for decode nodes",
+           double(held.held_bytes));
+    scalar(out, "baton_state_hold_leases_total", "counter", "Leases started (prefills held for a decode node)",
+           double(held.put));
+    scalar(out, "baton_state_hold_refused_total", "counter", "Held prefills refused for want of room (--state-hold-mb)",
+           double(held.refused));
+    scalar(out, "baton_state_hold_released_total", "counter", "Leases ended by the router's release",
+           double(held.released));
+    scalar(out, "baton_state_hold_expired_total", "counter", "Leases ended by their TTL (--state-lease-ms)",
+           double(held.expired));
+    scalar(out, "baton_state_hold_served_total", "counter", "Held states served to decode nodes", double(held.fetched));
+    scalar(out, "baton_state_hold_served_bytes_total", "counter", "Bytes of held states served to decode nodes",
+           double(held.fetched_bytes));
+    scalar(out, "baton_state_fetches_total", "counter", "Held states this node fetched from prefill nodes",
+           double(states_fetched_));
+    scalar(out, "baton_state_fetch_bytes_total", "counter", "Bytes of held states this node fetched",
+           double(state_fetch_bytes_));
+    scalar(out, "baton_state_fetch_seconds_total", "counter", "Time fetching held states (connect to last byte)",
+           state_fetch_seconds_);
 
     std::map<std::string, uint64_t> failures = blob_rejects_;
     if (engine) {

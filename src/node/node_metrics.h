@@ -16,6 +16,7 @@
 #include "baton/base/thread_annotations.h"
 #include "baton/engine.h"
 #include "baton/http/metrics_text.h"
+#include "state_hold.h"
 
 namespace baton {
 
@@ -26,9 +27,13 @@ class node_metrics {
     // count_blob_reject records a blob refused before it reached a slot (parse/size), by reason.
     void count_blob_reject(status_code reason);
     void count_admission_reject();
+    // count_state_fetched: a decode fetched a held state of this many bytes from a prefill node.
+    void count_state_fetched(uint64_t bytes, double seconds);
 
     // render returns the Prometheus exposition text; engine is empty while the model loads.
-    std::string render(const std::optional<engine_metrics> & engine, uint32_t requests_in_flight) const;
+    // held: the states this node holds for decode nodes (state_hold.h).
+    std::string render(const std::optional<engine_metrics> & engine, uint32_t requests_in_flight,
+                       const state_hold_stats & held) const;
 
   private:
     mutable mutex mu_;
@@ -36,6 +41,9 @@ class node_metrics {
     latency_histogram itl_ BATON_GUARDED_BY(mu_);
     std::map<std::string, uint64_t> blob_rejects_ BATON_GUARDED_BY(mu_);  // by status_code_name
     uint64_t admission_rejects_ BATON_GUARDED_BY(mu_) = 0;
+    uint64_t states_fetched_ BATON_GUARDED_BY(mu_) = 0;
+    uint64_t state_fetch_bytes_ BATON_GUARDED_BY(mu_) = 0;
+    double state_fetch_seconds_ BATON_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace baton

@@ -2,8 +2,12 @@
 // into a blob that embeds the resolved request (pd_request.h), POST /v1/decode verifies such a blob totally,
 // restores it through the engine's one restore routine and answers as /v1/completions or /v1/chat/completions
 // would have on one node. Also the blob and task plumbing the slot-state endpoints share: run_to_done,
-// blob_parse_edge (verification on the bridge pool, rejects counted by reason) and send_blob.
+// blob_parse_edge (verification on the bridge pool, rejects counted by reason) and send_blob. Direct transfer
+// (docs/router.md): a prefill asked to hold its state keeps it under a lease (state_hold.h) and answers with
+// its id; GET/DELETE /v1/states/{id} serve and release it; a decode told where a state is fetches it
+// (fetch_held) and goes on exactly as with a blob in its body.
 #include <algorithm>
+#include <chrono>
 
 #include "baton/base/buffer_pool.h"
 #include "baton/blob.h"
@@ -70,6 +74,16 @@ net::awaitable<void> node_impl::on_prefill(http_exchange & ex) {
     if (!ticket.ok()) co_return (void) co_await ex.respond_error(ticket.status());
     auto done = co_await run_to_done(ex, task_prefill{std::move(gen.value())});
     if (!done.ok()) co_return (void) co_await ex.respond_error(done.status());
+    if (ex.request().header(pd_header_state_hold) == "1") {
+        const uint64_t bytes = done->blob.size();
+        auto id = held->put(std::move(done->blob), steady_clock::now());
+        if (!id.ok()) co_return (void) co_await ex.respond_error(id.status());  // no room: busy, another node
+        http_response r = json_response({{"state", id.value()}, {"bytes", bytes}});
+        r.headers = {{std::string(pd_header_prompt_tokens), std::to_string(done->usage.prompt_tokens)},
+                     {std::string(pd_header_cached_tokens), std::to_string(done->usage.cached_tokens)},
+                     {std::string(pd_header_state_id), id.value()}};
+        co_return (void) co_await ex.respond(std::move(r));
+    }
     co_await send_blob(ex, std::move(done->blob),
                        {{std::string(pd_header_prompt_tokens), std::to_string(done->usage.prompt_tokens)},
                         {std::string(pd_header_cached_tokens), std::to_string(done->usage.cached_tokens)}});
@@ -78,7 +92,20 @@ net::awaitable<void> node_impl::on_prefill(http_exchange & ex) {
 net::awaitable<void> node_impl::on_decode(http_exchange & ex) {
     Status st = check_role(cfg.role != node_role::prefill, pd_path_decode.data());
     if (!st.ok()) co_return (void) co_await ex.respond_error(st);
-    auto blob = co_await blob_parse_edge(std::move(ex.request().body));
+    std::vector<uint8_t> bytes;
+    const std::string_view source = ex.request().header(pd_header_state_source);
+    if (!source.empty()) {
+        if (!ex.request().body.empty())
+            co_return (void) co_await ex.respond_error(Status(
+                status_code::invalid_argument,
+                std::string(pd_header_state_source) + ": a decode names its state's place or carries it, not both"));
+        auto fetched = co_await fetch_held(ex, source, ex.request().header(pd_header_state_id));
+        if (!fetched.ok()) co_return (void) co_await ex.respond_error(fetched.status());
+        bytes = std::move(fetched.value());
+    } else {
+        bytes = std::move(ex.request().body);
+    }
+    auto blob = co_await blob_parse_edge(std::move(bytes));
     if (!blob.ok()) co_return (void) co_await ex.respond_error(blob.status());
     const blob_view & v = blob.value()->view();
     if (!v.request) {
@@ -103,6 +130,90 @@ net::awaitable<void> node_impl::on_decode(http_exchange & ex) {
     auto gen = co_await http->offload([&] { return openai_to_gen(oreq.value(), *model, n_ctx); });
     if (!gen.ok()) co_return (void) co_await ex.respond_error(gen.status());
     co_await respond_generation(ex, task_decode{blob.value(), std::move(gen.value())}, oreq.value());
+}
+
+net::awaitable<void> node_impl::on_held_get(http_exchange & ex) {
+    const auto it = ex.request().params.find("id");
+    const std::string id = it == ex.request().params.end() ? "" : it->second;
+    if (!state_hold::state_id_valid(id))
+        co_return (void) co_await ex.respond_error(
+            Status(status_code::not_found, "state " + id + ": not a state id (32 lowercase hex digits)"));
+    auto b = held->get(id, steady_clock::now());
+    if (!b.ok()) co_return (void) co_await ex.respond_error(b.status());
+    if (seam && seam->on_blob_out) {  // the test node's faults apply to a fetched state as to a sent blob
+        std::vector<uint8_t> copy(*b.value());
+        co_return co_await send_blob(ex, std::move(copy));
+    }
+    const std::vector<uint8_t> & blob = *b.value();  // held by b while it is sent, even if the lease ends
+    if (co_await ex.begin(200, "application/octet-stream", {}, uint64_t(blob.size())) &&
+        co_await ex.write(blob.data(), blob.size()))
+        co_await ex.end();
+}
+
+net::awaitable<void> node_impl::on_held_delete(http_exchange & ex) {
+    const auto it = ex.request().params.find("id");
+    const std::string id = it == ex.request().params.end() ? "" : it->second;
+    if (!state_hold::state_id_valid(id) || !held->release(id))
+        co_return (void) co_await ex.respond_error(
+            Status(status_code::not_found, "state " + id + ": not held here (released, expired, or never made)"));
+    co_await ex.respond(json_response({{"state", id}, {"released", true}}));
+}
+
+net::awaitable<Result<std::vector<uint8_t>>> node_impl::fetch_held(http_exchange & ex, std::string_view source,
+                                                                   std::string_view id) {
+    if (!state_hold::state_id_valid(id))
+        co_return Status(status_code::invalid_argument,
+                         std::string(pd_header_state_id) + ": must be 32 lowercase hex digits");
+    auto url = http_url_parse(source);
+    if (!url.ok())
+        co_return Status(status_code::invalid_argument,
+                         std::string(pd_header_state_source) + ": " + url.status().message());
+    const std::string where = "state " + std::string(id) + " at " + url->text;
+    auto lost = [&](const std::string & why) { return Status(status_code::dependency_failed, where + ": " + why); };
+    const auto t0 = steady_clock::now();
+    auto conn = co_await http_upstream::connect(url.value(), deadline_from_now());
+    if (!conn.ok()) co_return lost(conn.status().message());
+    http_upstream & up = *conn.value();
+    http_headers headers = {{std::string(http_header_request_id), ex.request().id}};
+    // Nodes of one cluster share the node key: the router's --node-key is every node's --api-key.
+    if (!cfg.api_key.empty()) headers.emplace_back("Authorization", "Bearer " + cfg.api_key);
+    Status st = co_await up.send("GET", std::string(pd_path_held_state_prefix) + std::string(id), headers, "", "");
+    if (!st.ok()) co_return lost(st.message());
+    auto head = co_await up.read_head();
+    if (!head.ok()) co_return lost(head.status().message());
+    if (head->status != 200) {
+        auto said = co_await up.read_all(1 << 16);
+        co_return lost("answered " + std::to_string(head->status) + (said.ok() ? " " + said.value() : ""));
+    }
+    if (!head->content_length) co_return lost("answered without a Content-Length");
+    const uint64_t n = *head->content_length;
+    if (n > cfg.max_blob_bytes)
+        co_return Status(status_code::too_large, where + ": " + std::to_string(n) + " bytes, over --max-blob-mb");
+    std::vector<uint8_t> buf = buffer_pool::shared().take(size_t(n));
+    buf.resize(size_t(n));
+    size_t got = 0;
+    while (got < n) {
+        auto r = co_await up.read_some(buf.data() + got, size_t(n - got));
+        if (!r.ok() || r.value() == 0) {
+            buffer_pool::shared().give(std::move(buf));
+            co_return lost(r.ok() ? "ended after " + std::to_string(got) + " of " + std::to_string(n) + " bytes"
+                                  : r.status().message());
+        }
+        got += r.value();
+    }
+    metrics.count_state_fetched(n, std::chrono::duration<double>(steady_clock::now() - t0).count());
+    co_return buf;
+}
+
+net::awaitable<void> node_impl::sweep_held() {
+    net::steady_timer t(co_await net::this_coro::executor);
+    while (!stopping.load()) {
+        t.expires_after(std::chrono::seconds(1));
+        error_code ec;
+        co_await t.async_wait(net::redirect_error(net::use_awaitable, ec));
+        if (ec) co_return;
+        held->expire(steady_clock::now());
+    }
 }
 
 }  // namespace baton

@@ -22,10 +22,6 @@ using json = nlohmann::json;
 
 namespace {
 
-http_response json_response(const json & j, int status = 200) {
-    return http_response::json(j.dump(-1, ' ', false, json::error_handler_t::replace), status);
-}
-
 // slot_id_param parses the {id} path parameter; an id that is not a number names no slot (404).
 Result<int32_t> slot_id_param(const http_request & req) {
     auto it = req.params.find("id");

@@ -12,14 +12,6 @@ namespace baton {
 
 using json = nlohmann::json;
 
-namespace {
-
-http_response json_response(const json & j, int status = 200) {
-    return http_response::json(j.dump(-1, ' ', false, json::error_handler_t::replace), status);
-}
-
-}  // namespace
-
 net::awaitable<void> node_impl::on_health(http_exchange & ex) {
     // state_auth: whether states this node accepts must be authenticated (--state-secret-file), so operators and
     // routers can see a cluster whose nodes disagree.
@@ -52,7 +44,7 @@ net::awaitable<void> node_impl::on_metrics(http_exchange & ex) {
     http_response r;
     r.content_type = "text/plain; version=0.0.4";
     http->render_metrics(r.body);
-    r.body += metrics.render(em, n_admitted.load());
+    r.body += metrics.render(em, n_admitted.load(), held->stats());
     co_await ex.respond(std::move(r));
 }
 

@@ -27,8 +27,6 @@ struct chat_formatter::state {
 
 namespace {
 
-Status bad(const std::string & m) { return {status_code::invalid_argument, m}; }
-
 // builtin_render applies libllama's formatter (a built-in name, or a template string it recognizes).
 Result<std::string> builtin_render(const std::string & tmpl, const std::vector<chat_message> & messages, bool add_ass) {
     std::vector<chat_builtin_message> msgs;
@@ -47,7 +45,8 @@ Result<chat_formatter> chat_formatter::create(const model_info & model, const ch
     st->add_eos = model.add_eos;
     st->reasoning = cfg.reasoning;
     st->max_prompt_bytes = cfg.max_prompt_bytes;
-    if (!cfg.kwargs.is_null() && !cfg.kwargs.is_object()) return bad("--chat-template-kwargs: must be a JSON object");
+    if (!cfg.kwargs.is_null() && !cfg.kwargs.is_object())
+        return invalid_input("--chat-template-kwargs: must be a JSON object");
     st->kwargs = cfg.kwargs;
     const bool from_flag = !cfg.template_text.empty();
     if (from_flag) {
@@ -63,14 +62,15 @@ Result<chat_formatter> chat_formatter::create(const model_info & model, const ch
     // A built-in name always goes to libllama's formatter; so does everything under --no-jinja.
     st->jinja = cfg.jinja && !(from_flag && chat_builtin_is_name(st->source));
     if (!st->jinja && !st->kwargs.is_null() && !st->kwargs.empty())
-        return bad("--chat-template-kwargs: the template is rendered by libllama's built-in formatter, which takes no "
-                   "variables (use --jinja)");
+        return invalid_input(
+            "--chat-template-kwargs: the template is rendered by libllama's built-in formatter, which takes no "
+            "variables (use --jinja)");
     if (st->jinja) {
         auto t = chat_template::parse(st->source, st->bos, st->eos);
         if (!t.ok()) {
-            if (from_flag) return bad(st->origin + ": " + t.status().message());
-            st->broken =
-                bad(t.status().message() + " (the model's template; pass --chat-template or --chat-template-file)");
+            if (from_flag) return invalid_input(st->origin + ": " + t.status().message());
+            st->broken = invalid_input(t.status().message() +
+                                       " (the model's template; pass --chat-template or --chat-template-file)");
         } else {
             st->tmpl = std::move(t.value());
         }
@@ -79,9 +79,9 @@ Result<chat_formatter> chat_formatter::create(const model_info & model, const ch
         auto probe = builtin_render(st->source, {{"user", "x"}}, true);
         if (!probe.ok()) {
             if (from_flag)
-                return bad(st->origin + ": \"" + st->source.substr(0, 64) +
-                           "\" is not a template libllama's formatter knows");
-            st->broken = bad(probe.status().message());
+                return invalid_input(st->origin + ": \"" + st->source.substr(0, 64) +
+                                     "\" is not a template libllama's formatter knows");
+            st->broken = invalid_input(probe.status().message());
         }
     }
     st->tags = reasoning_tags_for_template(st->source);
@@ -107,15 +107,18 @@ Result<chat_prompt> chat_formatter::render(const openai_chat & chat) const {
         out.text = std::move(text.value());
     } else {
         if (chat.template_kwargs.is_object() && !chat.template_kwargs.empty())
-            return bad("chat_template_kwargs: the node renders chats with libllama's built-in formatter, which takes "
-                       "no variables");
+            return invalid_input(
+                "chat_template_kwargs: the node renders chats with libllama's built-in formatter, which takes "
+                "no variables");
         if (!chat.tools.is_null())
-            return bad("tools: the node renders chats with libllama's built-in formatter, which cannot show tools "
-                       "(use --jinja)");
+            return invalid_input(
+                "tools: the node renders chats with libllama's built-in formatter, which cannot show tools "
+                "(use --jinja)");
         for (const auto & m : chat.messages)
             if (!m.tool_calls.empty() || !m.tool_call_id.empty())
-                return bad("messages: tool calls need a Jinja chat template (the node uses libllama's built-in "
-                           "formatter; use --jinja)");
+                return invalid_input(
+                    "messages: tool calls need a Jinja chat template (the node uses libllama's built-in "
+                    "formatter; use --jinja)");
         auto text = builtin_render(st.source, chat.messages, chat.add_generation_prompt);
         if (!text.ok()) return text.status();
         out.text = std::move(text.value());
@@ -140,7 +143,7 @@ Result<openai_request> chat_formatter::render_request(openai_request r, const lo
     if (!p.ok()) return p.status();
     auto toks = text_tokenize(model, p->text, true, true, n_ctx);
     if (!toks.ok()) return toks.status();
-    if (toks->empty()) return bad("messages: the rendered prompt is empty");
+    if (toks->empty()) return invalid_input("messages: the rendered prompt is empty");
     openai_chat_rendered rendered{std::move(toks.value()), p->reasoning, std::nullopt};
     if (chat->tools.is_array() && !std::holds_alternative<tool_choice_none>(chat->choice)) {
         const tool_call_format f = tool_call_format_detect(s_->source);
@@ -148,9 +151,10 @@ Result<openai_request> chat_formatter::render_request(openai_request r, const lo
         if (!g.ok()) return g.status();
         if (!g->gbnf.empty()) {
             if (!r.sampling.grammar.gbnf.empty())
-                return bad("tools: cannot be combined with grammar, json_schema or response_format here (tool_choice " +
-                           std::string(std::holds_alternative<tool_choice_auto>(chat->choice) ? "auto" : "required") +
-                           " constrains the output with a grammar of its own)");
+                return invalid_input(
+                    "tools: cannot be combined with grammar, json_schema or response_format here (tool_choice " +
+                    std::string(std::holds_alternative<tool_choice_auto>(chat->choice) ? "auto" : "required") +
+                    " constrains the output with a grammar of its own)");
             r.sampling.grammar = {std::move(g->gbnf), g->lazy, std::move(g->trigger_patterns)};
         }
         rendered.tools = f;

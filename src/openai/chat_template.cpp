@@ -149,8 +149,6 @@ ojson polyfilled_messages(const std::vector<chat_message> & messages, const temp
     return out;
 }
 
-Status bad(std::string message) { return Status(status_code::invalid_argument, std::move(message)); }
-
 // context_values: the variables a render sees (see chat_template.h).
 minja::Value context_values(const ojson & messages, const chat_template_options & opts, const std::string & bos,
                             const std::string & eos) {
@@ -214,7 +212,7 @@ Status minja_error(const char * what) {
     if (w.ends_with(':')) w.remove_suffix(1);
     if (w.size() > error_bytes_max) w = w.substr(0, utf8_complete_prefix(w.substr(0, error_bytes_max)));
     if (w.empty()) w = "unknown error";
-    return bad("chat template: " + std::string(w));
+    return invalid_input("chat template: " + std::string(w));
 }
 
 // utf8_valid: s is UTF-8 that nlohmann's serializer accepts; minja prints JSON (tojson, error messages)
@@ -243,11 +241,12 @@ bool json_too_deep(const J & j, int depth_left) {
 template <typename J>
 Status check_json(const J & j, const std::string & field) {
     if (json_too_deep(j, chat_template_json_depth_max))
-        return bad(field + ": nested deeper than " + std::to_string(chat_template_json_depth_max) + " levels");
+        return invalid_input(field + ": nested deeper than " + std::to_string(chat_template_json_depth_max) +
+                             " levels");
     try {
         (void)j.dump();
     } catch (const nlohmann::json::type_error &) {
-        return bad(field + ": not valid UTF-8");
+        return invalid_input(field + ": not valid UTF-8");
     }
     return Status();
 }
@@ -255,30 +254,31 @@ Status check_json(const J & j, const std::string & field) {
 Status check_inputs(const std::vector<chat_message> & messages, const chat_template_options & opts) {
     for (size_t i = 0; i < messages.size(); ++i) {
         const std::string at = "messages[" + std::to_string(i) + "]";
-        if (!utf8_valid(messages[i].role)) return bad(at + ".role: not valid UTF-8");
-        if (!utf8_valid(messages[i].content)) return bad(at + ".content: not valid UTF-8");
-        if (!utf8_valid(messages[i].tool_call_id)) return bad(at + ".tool_call_id: not valid UTF-8");
-        if (!utf8_valid(messages[i].name)) return bad(at + ".name: not valid UTF-8");
+        if (!utf8_valid(messages[i].role)) return invalid_input(at + ".role: not valid UTF-8");
+        if (!utf8_valid(messages[i].content)) return invalid_input(at + ".content: not valid UTF-8");
+        if (!utf8_valid(messages[i].tool_call_id)) return invalid_input(at + ".tool_call_id: not valid UTF-8");
+        if (!utf8_valid(messages[i].name)) return invalid_input(at + ".name: not valid UTF-8");
         for (size_t k = 0; k < messages[i].tool_calls.size(); ++k) {
             const chat_tool_call & c = messages[i].tool_calls[k];
             const std::string call = at + ".tool_calls[" + std::to_string(k) + "]";
             if (!utf8_valid(c.id) || !utf8_valid(c.name) || !utf8_valid(c.arguments))
-                return bad(call + ": not valid UTF-8");
+                return invalid_input(call + ": not valid UTF-8");
             const ojson args = ojson::parse(c.arguments, nullptr, false);
-            if (args.is_discarded() || !args.is_object()) return bad(call + ".function.arguments: not a JSON object");
+            if (args.is_discarded() || !args.is_object())
+                return invalid_input(call + ".function.arguments: not a JSON object");
             if (json_too_deep(args, chat_template_json_depth_max))
-                return bad(call + ".function.arguments: nested deeper than " +
-                           std::to_string(chat_template_json_depth_max) + " levels");
+                return invalid_input(call + ".function.arguments: nested deeper than " +
+                                     std::to_string(chat_template_json_depth_max) + " levels");
         }
     }
-    if (!opts.tools.is_null() && !opts.tools.is_array()) return bad("tools: must be null or an array");
-    if (!opts.kwargs.is_null() && !opts.kwargs.is_object()) return bad("kwargs: must be null or an object");
+    if (!opts.tools.is_null() && !opts.tools.is_array()) return invalid_input("tools: must be null or an array");
+    if (!opts.kwargs.is_null() && !opts.kwargs.is_object()) return invalid_input("kwargs: must be null or an object");
     BATON_RETURN_IF_ERROR(check_json(opts.tools, "tools"));
     BATON_RETURN_IF_ERROR(check_json(opts.kwargs, "kwargs"));
     if (opts.kwargs.is_object()) {
         for (const auto & [key, value] : opts.kwargs.items()) {
             for (std::string_view name : reserved_names)
-                if (key == name) return bad("kwargs." + key + ": reserved template variable");
+                if (key == name) return invalid_input("kwargs." + key + ": reserved template variable");
         }
     }
     return Status();
@@ -306,7 +306,7 @@ Result<std::string> chat_template::render(const std::vector<chat_message> & mess
     try {
         BATON_RETURN_IF_ERROR(check_inputs(messages, opts));
         if (opts.tools.is_array() && !opts.tools.empty() && !impl_->caps.tools)
-            return bad("tools: this chat template does not render tools");
+            return invalid_input("tools: this chat template does not render tools");
         auto ctx = std::make_shared<releasing_context>(
             context_values(polyfilled_messages(messages, impl_->caps), opts, impl_->bos, impl_->eos));
         lock_guard lock(minja_mu);

@@ -21,7 +21,7 @@ namespace baton {
 
 namespace {
 
-using json = nlohmann::ordered_json;  // properties keep the schema's order
+using ojson = nlohmann::ordered_json;  // properties keep the schema's order
 
 constexpr int64_t int_digits_max = 15;
 constexpr int64_t int_abs_max = 999999999999999;  // 15 nines
@@ -78,7 +78,7 @@ Status unsupported(const std::string & ptr, const std::string & keyword) {
     return refuse(ptr, "'" + keyword + "' is not supported");
 }
 
-std::string dump(const json & v) { return v.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string dump(const ojson & v) { return v.dump(-1, ' ', false, ojson::error_handler_t::replace); }
 
 // hex escapes a code point for a GBNF literal or character class.
 std::string cp_escape(uint32_t cp) {
@@ -114,8 +114,8 @@ bool utf8_decode(const std::string & s, std::vector<uint32_t> & out) {
 }
 
 // json_depth_exceeds: whether v nests arrays/objects deeper than limit (iterative: v is untrusted).
-bool json_depth_exceeds(const json & v, size_t limit) {
-    std::vector<std::pair<const json *, size_t>> todo{{&v, 1}};
+bool json_depth_exceeds(const ojson & v, size_t limit) {
+    std::vector<std::pair<const ojson *, size_t>> todo{{&v, 1}};
     while (!todo.empty()) {
         auto [j, d] = todo.back();
         todo.pop_back();
@@ -129,7 +129,7 @@ bool json_depth_exceeds(const json & v, size_t limit) {
 constexpr size_t json_nesting_max = 256;  // JSON levels in the whole schema (copies and dumps recurse)
 
 // A schema value that must be a non-negative integer (5 and 5.0 alike); -1 when it is not one.
-int64_t count_value(const json & v) {
+int64_t count_value(const ojson & v) {
     if (v.is_number_unsigned()) return v.get<uint64_t>() > uint64_t(INT64_MAX) ? INT64_MAX : int64_t(v.get<uint64_t>());
     if (v.is_number_integer()) return v.get<int64_t>() < 0 ? -1 : v.get<int64_t>();
     if (v.is_number_float()) {
@@ -196,7 +196,7 @@ struct heads {
 
 class json_schema_converter {
   public:
-    json_schema_converter(gbnf_builder & b, const json & root) : b_(b), root_(root) {}
+    json_schema_converter(gbnf_builder & b, const ojson & root) : b_(b), root_(root) {}
 
     Result<std::string> convert_root(std::string_view hint) {
         if (json_depth_exceeds(root_, json_nesting_max))
@@ -215,7 +215,7 @@ class json_schema_converter {
 
   private:
     gbnf_builder & b_;
-    const json & root_;
+    const ojson & root_;
     heads * head_ = nullptr;
     size_t depth_ = 0;
     std::map<std::string, std::string> ref_names_;  // pointer -> rule name
@@ -295,7 +295,7 @@ class json_schema_converter {
         return {};
     }
 
-    Result<std::string> convert(const json & s, const std::string & ptr, std::string_view hint) {
+    Result<std::string> convert(const ojson & s, const std::string & ptr, std::string_view hint) {
         depth_guard g(depth_);
         if (depth_ > json_schema_depth_max)
             return refuse(ptr, "schemas nested deeper than " + std::to_string(json_schema_depth_max) +
@@ -325,17 +325,17 @@ class json_schema_converter {
         return convert_types(s, ptr, hint);
     }
 
-    Status only_annotations(const json & s, const std::string & kw, const std::string & ptr) {
+    Status only_annotations(const ojson & s, const std::string & kw, const std::string & ptr) {
         for (const auto & [k, v] : s.items())
             if (k != kw && !k_ignored.count(k)) return refuse(ptr, "'" + kw + "' with '" + k + "' is not supported");
         return {};
     }
 
     // resolve turns a "$ref" value into the pointer it names and the schema there.
-    Result<std::pair<std::string, const json *>> resolve(const json & ref, const std::string & ptr) {
+    Result<std::pair<std::string, const ojson *>> resolve(const ojson & ref, const std::string & ptr) {
         if (!ref.is_string()) return refuse(ptr, "'$ref' must be a string");
         const std::string & r = ref.get_ref<const std::string &>();
-        if (r == "#") return std::pair<std::string, const json *>{"", &root_};
+        if (r == "#") return std::pair<std::string, const ojson *>{"", &root_};
         if (r.rfind("#/", 0) != 0) return refuse(ptr, "'$ref' '" + r + "' outside the document is not supported");
         std::vector<std::string> tokens(1);
         for (size_t i = 2; i < r.size(); ++i) {
@@ -365,11 +365,11 @@ class json_schema_converter {
         if (!root_.is_object() || !root_.contains(tokens[0]) || !root_[tokens[0]].is_object() ||
             !root_[tokens[0]].contains(tokens[1]))
             return refuse(ptr, "'$ref' '" + r + "' names no schema");
-        return std::pair<std::string, const json *>{child(child("", tokens[0]), tokens[1]),
-                                                    &root_[tokens[0]][tokens[1]]};
+        return std::pair<std::string, const ojson *>{child(child("", tokens[0]), tokens[1]),
+                                                     &root_[tokens[0]][tokens[1]]};
     }
 
-    Result<std::string> convert_ref(const json & ref, const std::string & ptr, std::string_view hint) {
+    Result<std::string> convert_ref(const ojson & ref, const std::string & ptr, std::string_view hint) {
         auto target = resolve(ref, ptr);
         if (!target.ok()) return target.status();
         const auto & [tptr, schema] = target.value();
@@ -377,7 +377,7 @@ class json_schema_converter {
         return convert_ref_target(tptr, *schema, tptr.empty() ? hint : std::string_view(tptr).substr(slash + 1));
     }
 
-    Result<std::string> convert_ref_target(const std::string & tptr, const json & schema, std::string_view hint) {
+    Result<std::string> convert_ref_target(const std::string & tptr, const ojson & schema, std::string_view hint) {
         if (auto it = ref_names_.find(tptr); it != ref_names_.end()) {
             if (head_) head_->refs.push_back(it->second);
             return it->second;
@@ -395,7 +395,7 @@ class json_schema_converter {
         return name;
     }
 
-    Result<std::string> convert_any_of(const json & list, const std::string & ptr, std::string_view hint) {
+    Result<std::string> convert_any_of(const ojson & list, const std::string & ptr, std::string_view hint) {
         if (!list.is_array() || list.empty()) return refuse(ptr, "must be a non-empty array of schemas");
         if (list.size() > json_schema_alternatives_max)
             return refuse(ptr, "more than " + std::to_string(json_schema_alternatives_max) +
@@ -415,12 +415,12 @@ class json_schema_converter {
     }
 
     // convert_all_of merges object schemas (each possibly through $ref) into one object schema.
-    Result<std::string> convert_all_of(const json & s, const std::string & ptr, std::string_view hint) {
-        json merged = json::object();
+    Result<std::string> convert_all_of(const ojson & s, const std::string & ptr, std::string_view hint) {
+        ojson merged = ojson::object();
         merged["type"] = "object";
-        json props = json::object();
-        json required = json::array();
-        std::vector<std::pair<const json *, std::string>> todo{{&s, ptr}};
+        ojson props = ojson::object();
+        ojson required = ojson::array();
+        std::vector<std::pair<const ojson *, std::string>> todo{{&s, ptr}};
         size_t seen = 0;
         while (!todo.empty()) {
             auto [m, mptr] = todo.back();
@@ -469,15 +469,15 @@ class json_schema_converter {
         return convert_types(merged, ptr, hint);
     }
 
-    Result<std::string> convert_enum(const json & s, const std::string & ptr, std::string_view hint) {
+    Result<std::string> convert_enum(const ojson & s, const std::string & ptr, std::string_view hint) {
         for (const auto & [k, v] : s.items())
             if (k != "enum" && k != "const" && k != "type" && !k_ignored.count(k))
                 return refuse(ptr, "'" + std::string(s.contains("enum") ? "enum" : "const") + "' with '" + k +
                                        "' is not supported");
         // The entries are counted before any is copied, and their text measured as it is written.
-        std::vector<const json *> values;
+        std::vector<const ojson *> values;
         if (s.contains("enum")) {
-            const json & e = s["enum"];
+            const ojson & e = s["enum"];
             if (!e.is_array()) return refuse(child(ptr, "enum"), "must be an array");
             if (e.size() > json_schema_alternatives_max)
                 return refuse(child(ptr, "enum"), "more than " + std::to_string(json_schema_alternatives_max) +
@@ -485,9 +485,9 @@ class json_schema_converter {
             for (const auto & v : e) values.push_back(&v);
         }
         if (s.contains("const")) {
-            const json * c = &s["const"];
+            const ojson * c = &s["const"];
             if (s.contains("enum")) {
-                const bool in = std::any_of(values.begin(), values.end(), [&](const json * v) { return *v == *c; });
+                const bool in = std::any_of(values.begin(), values.end(), [&](const ojson * v) { return *v == *c; });
                 values.clear();
                 if (in) values.push_back(c);
             } else values.push_back(c);
@@ -502,7 +502,7 @@ class json_schema_converter {
         std::set<std::string> seen;
         size_t bytes = 0;
         const std::string kw = s.contains("enum") ? "enum" : "const";
-        for (const json * v : values) {
+        for (const ojson * v : values) {
             if (!types.empty() && !type_allows(types, *v)) continue;
             std::string lit = gbnf_builder::literal(dump(*v));
             bytes += lit.size() + 3;
@@ -518,14 +518,14 @@ class json_schema_converter {
         return rule(std::string(hint) + "-enum", body, alts.size());
     }
 
-    static bool type_allows(const std::set<std::string> & types, const json & v) {
+    static bool type_allows(const std::set<std::string> & types, const ojson & v) {
         const std::string t = json_type(v);
         if (types.count(t)) return true;
         if (t == "integer" && types.count("number")) return true;
         return t == "number" && types.count("integer") && std::floor(v.get<double>()) == v.get<double>();
     }
 
-    static std::string json_type(const json & v) {
+    static std::string json_type(const ojson & v) {
         if (v.is_null()) return "null";
         if (v.is_boolean()) return "boolean";
         if (v.is_number_integer() || v.is_number_unsigned()) return "integer";
@@ -535,11 +535,11 @@ class json_schema_converter {
         return "object";
     }
 
-    Result<std::set<std::string>> type_set(const json & t, const std::string & ptr) {
+    Result<std::set<std::string>> type_set(const ojson & t, const std::string & ptr) {
         static const std::set<std::string> known = {"null",   "boolean", "integer", "number",
                                                     "string", "array",   "object"};
         std::set<std::string> out;
-        auto add = [&](const json & v) -> Status {
+        auto add = [&](const ojson & v) -> Status {
             if (!v.is_string() || !known.count(v.get<std::string>())) return refuse(ptr, "unknown type " + dump(v));
             out.insert(v.get<std::string>());
             return {};
@@ -552,7 +552,7 @@ class json_schema_converter {
         return out;
     }
 
-    Result<std::string> convert_types(const json & s, const std::string & ptr, std::string_view hint) {
+    Result<std::string> convert_types(const ojson & s, const std::string & ptr, std::string_view hint) {
         std::set<std::string> types;
         if (s.contains("type")) {
             auto t = type_set(s["type"], child(ptr, "type"));
@@ -590,7 +590,7 @@ class json_schema_converter {
         return b_.add_rule(hint, body);
     }
 
-    Result<std::string> convert_number(const json & s, const std::string & ptr) {
+    Result<std::string> convert_number(const ojson & s, const std::string & ptr) {
         for (const auto & k : k_number_kw)
             if (s.contains(k))
                 return refuse(ptr, "'" + k + "' on a number is not supported (use \"type\": \"integer\")");
@@ -600,10 +600,10 @@ class json_schema_converter {
 
     // bound reads minimum/maximum and their exclusive forms as an integer bound, clamped to one past the
     // 15-digit range; lower: the smallest integer allowed, else the largest.
-    Status bound(const json & s, const std::string & ptr, bool lower, int64_t & out) {
+    Status bound(const ojson & s, const std::string & ptr, bool lower, int64_t & out) {
         const char * incl = lower ? "minimum" : "maximum";
         const char * excl = lower ? "exclusiveMinimum" : "exclusiveMaximum";
-        auto read = [&](const json & v, const std::string & kptr, bool exclusive, int64_t & b) -> Status {
+        auto read = [&](const ojson & v, const std::string & kptr, bool exclusive, int64_t & b) -> Status {
             if (!v.is_number()) return refuse(kptr, "must be a number");
             const double big = double(int_abs_max) + 2;
             double d = v.get<double>();
@@ -630,7 +630,7 @@ class json_schema_converter {
         return {};
     }
 
-    Result<std::string> convert_integer(const json & s, const std::string & ptr, std::string_view hint) {
+    Result<std::string> convert_integer(const ojson & s, const std::string & ptr, std::string_view hint) {
         int64_t lo = -int_abs_max, hi = int_abs_max;
         BATON_RETURN_IF_ERROR(bound(s, ptr, true, lo));
         BATON_RETURN_IF_ERROR(bound(s, ptr, false, hi));
@@ -652,7 +652,7 @@ class json_schema_converter {
         return rule(std::string(hint) + "-int", body, alts.size());
     }
 
-    Result<int64_t> count(const json & s, const char * kw, const std::string & ptr, int64_t dflt) {
+    Result<int64_t> count(const ojson & s, const char * kw, const std::string & ptr, int64_t dflt) {
         if (!s.contains(kw)) return dflt;
         const int64_t n = count_value(s[kw]);
         if (n < 0) return refuse(child(ptr, kw), "must be a non-negative integer");
@@ -662,11 +662,11 @@ class json_schema_converter {
         return n;
     }
 
-    Result<std::string> convert_string(const json & s, const std::string & ptr, std::string_view hint) {
+    Result<std::string> convert_string(const ojson & s, const std::string & ptr, std::string_view hint) {
         if (s.contains("format")) {
             if (s.contains("minLength") || s.contains("maxLength"))
                 return refuse(ptr, "'format' with 'minLength'/'maxLength' is not supported");
-            const json & f = s["format"];
+            const ojson & f = s["format"];
             static const std::set<std::string> formats = {"date", "time", "date-time", "uuid"};
             if (!f.is_string() || !formats.count(f.get<std::string>()))
                 return refuse(child(ptr, "format"), "'format' " + dump(f) + " is not supported");
@@ -687,7 +687,7 @@ class json_schema_converter {
                     "\"\\\"\" " + ch + repeat_suffix(lo.value(), hi.value()) + " \"\\\"\"", 1);
     }
 
-    Result<std::string> convert_array(const json & s, const std::string & ptr, std::string_view hint) {
+    Result<std::string> convert_array(const ojson & s, const std::string & ptr, std::string_view hint) {
         count_head(1);
         consuming_scope cs(head_);
         auto lo_r = count(s, "minItems", ptr, 0);
@@ -698,7 +698,7 @@ class json_schema_converter {
         int64_t hi = hi_r.value();
         std::vector<std::string> prefix;
         if (s.contains("prefixItems")) {
-            const json & p = s["prefixItems"];
+            const ojson & p = s["prefixItems"];
             const std::string pptr = child(ptr, "prefixItems");
             if (!p.is_array()) return refuse(pptr, "must be an array of schemas");
             for (size_t i = 0; i < p.size() && (hi < 0 || int64_t(i) < hi); ++i) {
@@ -713,7 +713,7 @@ class json_schema_converter {
         }
         std::string item;
         if (s.contains("items")) {
-            const json & it = s["items"];
+            const ojson & it = s["items"];
             if (it.is_boolean() && !it.get<bool>()) {
                 const int64_t n = int64_t(prefix.size());
                 hi = hi < 0 ? n : std::min(hi, n);
@@ -803,17 +803,17 @@ class json_schema_converter {
         return "\"\\\"\" " + names_of[0];
     }
 
-    Result<std::string> convert_object(const json & s, const std::string & ptr, std::string_view hint) {
+    Result<std::string> convert_object(const ojson & s, const std::string & ptr, std::string_view hint) {
         count_head(1);
         consuming_scope cs(head_);
         const std::string w = ws();
         const std::string sep = w + " \",\" " + w + " ";
-        const json empty = json::object();
-        const json & props = s.contains("properties") ? s["properties"] : empty;
+        const ojson empty = ojson::object();
+        const ojson & props = s.contains("properties") ? s["properties"] : empty;
         if (!props.is_object()) return refuse(child(ptr, "properties"), "must be an object");
         std::set<std::string> required;
         if (s.contains("required")) {
-            const json & r = s["required"];
+            const ojson & r = s["required"];
             if (!r.is_array()) return refuse(child(ptr, "required"), "must be an array of strings");
             for (const auto & n : r) {
                 if (!n.is_string()) return refuse(child(ptr, "required"), "must be an array of strings");
@@ -822,14 +822,14 @@ class json_schema_converter {
         }
         // additional: "" none, else the value rule of additional properties.
         std::string additional;
-        const json * add_schema = nullptr;
+        const ojson * add_schema = nullptr;
         const std::string aptr = child(ptr, "additionalProperties");
         if (s.contains("additionalProperties")) {
-            const json & a = s["additionalProperties"];
+            const ojson & a = s["additionalProperties"];
             if (!(a.is_boolean() && !a.get<bool>())) add_schema = &a;
         } else if (!s.contains("properties")) {
             add_schema = nullptr;
-            static const json any = true;
+            static const ojson any = true;
             add_schema = &any;
         }
         if (add_schema) {
@@ -853,7 +853,7 @@ class json_schema_converter {
             }
             auto r = convert(v, child(pptr, k), k);
             if (!r.ok()) return r;
-            members.push_back({gbnf_builder::literal(dump(json(k))) + " " + w + " \":\" " + w + " " + r.value(), req});
+            members.push_back({gbnf_builder::literal(dump(ojson(k))) + " " + w + " \":\" " + w + " " + r.value(), req});
         }
         for (const auto & k : required) {
             if (declared.count(k)) continue;
@@ -863,7 +863,7 @@ class json_schema_converter {
                                                           "additionalProperties (accepts nothing)");
             declared.insert(k);
             members.push_back(
-                {gbnf_builder::literal(dump(json(k))) + " " + w + " \":\" " + w + " " + additional, true});
+                {gbnf_builder::literal(dump(ojson(k))) + " " + w + " \":\" " + w + " " + additional, true});
         }
         std::string extra_kv;
         if (!additional.empty()) {

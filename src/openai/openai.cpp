@@ -34,15 +34,15 @@ Result<openai_endpoint> openai_endpoint_parse(std::string_view name) {
 
 namespace {
 
-Status bad(const std::string & m) { return {status_code::invalid_argument, m}; }
-
 // Field readers: absent or null leaves the target unchanged; a wrong type is an error naming the field.
 Status get_number(const json & j, const char * key, float & out, double lo, double hi) {
     auto it = j.find(key);
     if (it == j.end() || it->is_null()) return {};
-    if (!it->is_number()) return bad(std::string(key) + ": must be a number");
+    if (!it->is_number()) return invalid_input(std::string(key) + ": must be a number");
     const double v = it->get<double>();
-    if (!(v >= lo && v <= hi)) return bad(std::string(key) + ": " + it->dump() + " is not in " + std::to_string(lo) + ".." + std::to_string(hi));
+    if (!(v >= lo && v <= hi))
+        return invalid_input(std::string(key) + ": " + it->dump() + " is not in " + std::to_string(lo) + ".." +
+                             std::to_string(hi));
     out = float(v);
     return {};
 }
@@ -51,9 +51,11 @@ template <typename T>
 Status get_int(const json & j, const char * key, T & out, int64_t lo, int64_t hi) {
     auto it = j.find(key);
     if (it == j.end() || it->is_null()) return {};
-    if (!it->is_number_integer()) return bad(std::string(key) + ": must be an integer");
+    if (!it->is_number_integer()) return invalid_input(std::string(key) + ": must be an integer");
     const int64_t v = it->is_number_unsigned() ? int64_t(std::min<uint64_t>(it->get<uint64_t>(), uint64_t(INT64_MAX))) : it->get<int64_t>();
-    if (v < lo || v > hi) return bad(std::string(key) + ": " + it->dump() + " is not in " + std::to_string(lo) + ".." + std::to_string(hi));
+    if (v < lo || v > hi)
+        return invalid_input(std::string(key) + ": " + it->dump() + " is not in " + std::to_string(lo) + ".." +
+                             std::to_string(hi));
     out = T(v);
     return {};
 }
@@ -61,7 +63,7 @@ Status get_int(const json & j, const char * key, T & out, int64_t lo, int64_t hi
 Status get_bool(const json & j, const char * key, bool & out) {
     auto it = j.find(key);
     if (it == j.end() || it->is_null()) return {};
-    if (!it->is_boolean()) return bad(std::string(key) + ": must be true or false");
+    if (!it->is_boolean()) return invalid_input(std::string(key) + ": must be true or false");
     out = it->get<bool>();
     return {};
 }
@@ -78,9 +80,9 @@ Status parse_logit_bias(const json & j, std::vector<std::pair<int32_t, float>> &
         float b = 0;
         if (bias.is_boolean() && !bias.get<bool>()) b = -INFINITY;
         else if (bias.is_number()) b = float(bias.get<double>());
-        else return bad(where + ": the bias must be a number, or false (never)");
+        else return invalid_input(where + ": the bias must be a number, or false (never)");
         if (bias.is_number() && !(bias.get<double>() >= -100 && bias.get<double>() <= 100))
-            return bad(where + ": bias " + bias.dump() + " is not in -100..100");
+            return invalid_input(where + ": bias " + bias.dump() + " is not in -100..100");
         int64_t token = -1;
         if (id.is_number_integer()) {
             token = id.is_number_unsigned() ? int64_t(std::min<uint64_t>(id.get<uint64_t>(), uint64_t(INT64_MAX)))
@@ -93,8 +95,8 @@ Status parse_logit_bias(const json & j, std::vector<std::pair<int32_t, float>> &
             const bool number = s.size() > sign && s.find_first_not_of("0123456789", sign) == std::string::npos;
             if (!key_form || !number) {
                 if (s.empty() || s.size() > openai_logit_bias_text_bytes_max)
-                    return bad(where + ": a text must be 1..256 bytes");
-                if (texts.size() >= openai_logit_bias_texts_max) return bad("logit_bias: at most 64 texts");
+                    return invalid_input(where + ": a text must be 1..256 bytes");
+                if (texts.size() >= openai_logit_bias_texts_max) return invalid_input("logit_bias: at most 64 texts");
                 texts.emplace_back(s, b);
                 return {};
             }
@@ -102,14 +104,14 @@ Status parse_logit_bias(const json & j, std::vector<std::pair<int32_t, float>> &
             const std::string digits = lead == std::string::npos ? "0" : s.substr(lead);
             if (digits.size() > 10 || (s[0] == '-' && digits != "0") ||
                 std::strtoll(digits.c_str(), nullptr, 10) > INT32_MAX)
-                return bad(where + ": key \"" + s.substr(0, 32) + (s.size() > 32 ? "..." : "") +
-                           "\" is not a token id of this model (ids are 0.." + std::to_string(INT32_MAX) +
-                           ", below the vocabulary's size)");
+                return invalid_input(where + ": key \"" + s.substr(0, 32) + (s.size() > 32 ? "..." : "") +
+                                     "\" is not a token id of this model (ids are 0.." + std::to_string(INT32_MAX) +
+                                     ", below the vocabulary's size)");
             token = std::strtoll(digits.c_str(), nullptr, 10);
         } else {
-            return bad(where + ": a token must be an integer id or a text");
+            return invalid_input(where + ": a token must be an integer id or a text");
         }
-        if (token < 0 || token > INT32_MAX) return bad(where + ": token " + id.dump() + " is out of range");
+        if (token < 0 || token > INT32_MAX) return invalid_input(where + ": token " + id.dump() + " is out of range");
         out.emplace_back(int32_t(token), b);
         return {};
     };
@@ -120,11 +122,11 @@ Status parse_logit_bias(const json & j, std::vector<std::pair<int32_t, float>> &
         for (size_t i = 0; i < it->size(); ++i) {
             const json & e = (*it)[i];
             if (!e.is_array() || e.size() != 2)
-                return bad("logit_bias[" + std::to_string(i) + "]: must be [token, bias]");
+                return invalid_input("logit_bias[" + std::to_string(i) + "]: must be [token, bias]");
             BATON_RETURN_IF_ERROR(add(e[0], e[1], "logit_bias[" + std::to_string(i) + "]", false));
         }
     } else {
-        return bad("logit_bias: must be an object {\"token id\": bias} or an array [[token id, bias], ...]");
+        return invalid_input("logit_bias: must be an object {\"token id\": bias} or an array [[token id, bias], ...]");
     }
     return {};
 }
@@ -135,25 +137,27 @@ Status parse_stop(const json & j, std::vector<std::string> & out) {
     if (it->is_string()) {
         out = {it->get<std::string>()};
     } else if (it->is_array()) {
-        if (it->size() > openai_stop_max) return bad("stop: at most 16 stop strings");
+        if (it->size() > openai_stop_max) return invalid_input("stop: at most 16 stop strings");
         for (const auto & s : *it) {
-            if (!s.is_string()) return bad("stop: must be a string or an array of strings");
+            if (!s.is_string()) return invalid_input("stop: must be a string or an array of strings");
             out.push_back(s.get<std::string>());
         }
     } else {
-        return bad("stop: must be a string or an array of strings");
+        return invalid_input("stop: must be a string or an array of strings");
     }
     for (const auto & s : out)
-        if (s.empty()) return bad("stop: stop strings must not be empty");
+        if (s.empty()) return invalid_input("stop: stop strings must not be empty");
     return {};
 }
 
 Status parse_token_ids(const json & arr, const char * field, std::vector<token_id> & out) {
     for (const auto & t : arr) {
-        if (!t.is_number_integer()) return bad(std::string(field) + ": a token array must hold only integers");
+        if (!t.is_number_integer())
+            return invalid_input(std::string(field) + ": a token array must hold only integers");
         const int64_t v = t.is_number_unsigned() ? int64_t(std::min<uint64_t>(t.get<uint64_t>(), uint64_t(INT64_MAX)))
                                                  : t.get<int64_t>();
-        if (v < 0 || v > INT32_MAX) return bad(std::string(field) + ": token " + t.dump() + " is out of range");
+        if (v < 0 || v > INT32_MAX)
+            return invalid_input(std::string(field) + ": token " + t.dump() + " is out of range");
         out.push_back(token_id(v));
     }
     return {};
@@ -170,7 +174,7 @@ Status prompt_bytes_check(const std::string & text, const prompt_limits & lim) {
 
 Status parse_prompt(const json & j, const prompt_limits & lim, openai_request & r) {
     auto it = j.find("prompt");
-    if (it == j.end() || it->is_null()) return bad("prompt: is required");
+    if (it == j.end() || it->is_null()) return invalid_input("prompt: is required");
     if (it->is_string()) {
         BATON_RETURN_IF_ERROR(prompt_bytes_check(it->get_ref<const std::string &>(), lim));
         r.input = openai_prompt_text{it->get<std::string>()};
@@ -190,14 +194,14 @@ Status parse_prompt(const json & j, const prompt_limits & lim, openai_request & 
     if (it->is_array() && !it->empty() && (*it)[0].is_number_integer()) {
         openai_prompt_tokens p;
         for (const auto & t : *it)
-            if (t.is_string()) return bad("prompt: arrays that mix token ids and strings are not supported");
+            if (t.is_string()) return invalid_input("prompt: arrays that mix token ids and strings are not supported");
         BATON_RETURN_IF_ERROR(parse_token_ids(*it, "prompt", p.tokens));
         r.input = std::move(p);
         return {};
     }
     if (it->is_array() && it->size() > 1)
-        return bad("prompt: several prompts in one request are not supported: send one request per prompt");
-    return bad("prompt: must be a string or an array of token ids");
+        return invalid_input("prompt: several prompts in one request are not supported: send one request per prompt");
+    return invalid_input("prompt: must be a string or an array of token ids");
 }
 
 // json_plain: nested at most as deep as a chat template takes (chat_template_json_depth_max), every number
@@ -230,9 +234,9 @@ Result<ordered_json> ordered_parts(std::string_view body, const json & j) {
             const json * v = todo.back();
             todo.pop_back();
             if (v->is_object()) {
-                if (v->size() > 2000) return bad(std::string(key) + ": an object with more than 2000 keys");
+                if (v->size() > 2000) return invalid_input(std::string(key) + ": an object with more than 2000 keys");
                 total += v->size();
-                if (total > 20000) return bad(std::string(key) + ": more than 20000 object keys");
+                if (total > 20000) return invalid_input(std::string(key) + ": more than 20000 object keys");
             }
             if (v->is_structured())
                 for (const auto & e : *v) todo.push_back(&e);
@@ -254,7 +258,7 @@ Result<ordered_json> ordered_parts(std::string_view body, const json & j) {
 // ordered their keys (ordered: see ordered_parts).
 Status parse_tools(const json & j, const ordered_json & ordered, openai_chat & chat) {
     if (auto t = j.find("tools"); t != j.end() && !t->is_null()) {
-        if (!json_plain(*t, 0)) return bad("tools: nested deeper than 32 levels or a number out of range");
+        if (!json_plain(*t, 0)) return invalid_input("tools: nested deeper than 32 levels or a number out of range");
         BATON_RETURN_IF_ERROR(tools_check(*t));
         if (!t->empty()) chat.tools = ordered.contains("tools") ? ordered["tools"] : ordered_json(*t);
     }
@@ -270,7 +274,7 @@ Status parse_tools(const json & j, const ordered_json & ordered, openai_chat & c
 // name, tool calls) together within --max-prompt-mb, checked before a message is copied.
 Status parse_messages(const json & j, const ordered_json & ordered, const prompt_limits & lim, openai_request & r) {
     auto it = j.find("messages");
-    if (it == j.end() || !it->is_array() || it->empty()) return bad("messages: must be a non-empty array");
+    if (it == j.end() || !it->is_array() || it->empty()) return invalid_input("messages: must be a non-empty array");
     if (it->size() > lim.max_messages)
         return too_large("messages: " + std::to_string(it->size()) + " messages, more than --max-messages " +
                          std::to_string(lim.max_messages));
@@ -290,26 +294,28 @@ Status parse_messages(const json & j, const ordered_json & ordered, const prompt
         }
         const json & m = (*it)[i];
         const std::string where = "messages[" + std::to_string(i) + "]";
-        if (!m.is_object()) return bad(where + ": must be an object");
+        if (!m.is_object()) return invalid_input(where + ": must be an object");
         auto role = m.find("role");
-        if (role == m.end() || !role->is_string()) return bad(where + ".role: must be a string");
+        if (role == m.end() || !role->is_string()) return invalid_input(where + ".role: must be a string");
         chat_message cm;
         cm.role = role->get<std::string>();
         if (auto calls = m.find("tool_calls"); calls != m.end() && !calls->is_null()) {
-            if (cm.role != "assistant") return bad(where + ".tool_calls: only assistant messages make tool calls");
+            if (cm.role != "assistant")
+                return invalid_input(where + ".tool_calls: only assistant messages make tool calls");
             BATON_RETURN_IF_ERROR(tool_calls_history_check(*calls, where + ".tool_calls"));
             for (const auto & c : *calls) {
                 const json & f = c["function"];
                 const json args = json::parse(f["arguments"].get<std::string>(), nullptr, false);
                 if (!json_plain(args, 0))
-                    return bad(where + ".tool_calls: arguments nested deeper than 32 levels or a number out of range");
+                    return invalid_input(
+                        where + ".tool_calls: arguments nested deeper than 32 levels or a number out of range");
                 cm.tool_calls.push_back({c.value("id", ""), f["name"].get<std::string>(), args.dump()});
             }
         }
         for (auto [key, out] : {std::pair{"tool_call_id", &cm.tool_call_id}, std::pair{"name", &cm.name}}) {
             auto v = m.find(key);
             if (v == m.end() || v->is_null()) continue;
-            if (!v->is_string()) return bad(where + "." + key + ": must be a string");
+            if (!v->is_string()) return invalid_input(where + "." + key + ": must be a string");
             *out = v->get<std::string>();
         }
         auto content = m.find("content");
@@ -320,25 +326,25 @@ Status parse_messages(const json & j, const ordered_json & ordered, const prompt
         } else if (content->is_array()) {
             for (const auto & part : *content) {
                 if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
-                    return bad(where + ".content: only text parts are supported");
+                    return invalid_input(where + ".content: only text parts are supported");
                 cm.content += part["text"].get<std::string>();
             }
         } else {
-            return bad(where + ".content: must be a string or an array of text parts");
+            return invalid_input(where + ".content: must be a string or an array of text parts");
         }
         chat.messages.push_back(std::move(cm));
     }
     if (auto k = j.find("chat_template_kwargs"); k != j.end() && !k->is_null()) {
-        if (!k->is_object()) return bad("chat_template_kwargs: must be an object");
+        if (!k->is_object()) return invalid_input("chat_template_kwargs: must be an object");
         if (!json_plain(*k, 0))
-            return bad("chat_template_kwargs: nested deeper than 32 levels or holds a number out of range");
+            return invalid_input("chat_template_kwargs: nested deeper than 32 levels or holds a number out of range");
         if (!k->empty()) chat.template_kwargs = *k;
     }
     BATON_RETURN_IF_ERROR(get_bool(j, "add_generation_prompt", chat.add_generation_prompt));
     if (auto f = j.find("reasoning_format"); f != j.end() && !f->is_null()) {
-        if (!f->is_string()) return bad("reasoning_format: must be a string");
+        if (!f->is_string()) return invalid_input("reasoning_format: must be a string");
         auto fmt = reasoning_format_parse(f->get<std::string>());
-        if (!fmt.ok()) return bad("reasoning_format: " + fmt.status().message());
+        if (!fmt.ok()) return invalid_input("reasoning_format: " + fmt.status().message());
         chat.reasoning = fmt.value();
     }
     BATON_RETURN_IF_ERROR(parse_tools(j, ordered, chat));
@@ -358,7 +364,9 @@ Status refuse_unsupported(const json & j, openai_endpoint endpoint) {
         return it == j.end() || it->is_null() ? nullptr : &*it;
     };
     auto number_is = [](const json & v, double want) { return v.is_number() && v.get<double>() == want; };
-    auto refuse = [](const char * key, const std::string & why) { return bad(std::string(key) + ": " + why); };
+    auto refuse = [](const char * key, const std::string & why) {
+        return invalid_input(std::string(key) + ": " + why);
+    };
     if (const json * v = present("functions"); v && !json_empty(*v))
         return refuse("functions", "the deprecated functions API is not supported: use tools");
     if (const json * v = present("function_call"); v && !(v->is_string() && *v == "none"))
@@ -396,12 +404,13 @@ Status refuse_unsupported(const json & j, openai_endpoint endpoint) {
 Status parse_grammar(const json & j, const ordered_json & ordered, sampling_grammar & g) {
     int sources = 0;
     if (auto it = j.find("grammar"); it != j.end() && !it->is_null()) {
-        if (!it->is_string()) return bad("grammar: must be a string (GBNF)");
+        if (!it->is_string()) return invalid_input("grammar: must be a string (GBNF)");
         if (!it->get_ref<const std::string &>().empty()) g.gbnf = it->get<std::string>(), ++sources;
     }
     // The schema as the client ordered its keys (properties are generated in that order).
     auto from_schema = [&](const json & schema, const std::string & field) -> Status {
-        if (!schema.is_object() && !schema.is_boolean()) return bad(field + ": must be a JSON Schema (an object)");
+        if (!schema.is_object() && !schema.is_boolean())
+            return invalid_input(field + ": must be a JSON Schema (an object)");
         const ordered_json * o = &ordered;
         std::vector<std::string> path;
         if (field == "json_schema") path = {"json_schema"};
@@ -409,7 +418,7 @@ Status parse_grammar(const json & j, const ordered_json & ordered, sampling_gram
         else path = {"response_format", "json_schema", "schema"};
         for (const auto & k : path) o = (o && o->is_object() && o->contains(k)) ? &(*o)[k] : nullptr;
         auto gbnf = json_schema_to_gbnf(o ? *o : ordered_json(schema));
-        if (!gbnf.ok()) return bad(field + ": " + gbnf.status().message());
+        if (!gbnf.ok()) return invalid_input(field + ": " + gbnf.status().message());
         g.gbnf = std::move(gbnf.value());
         ++sources;
         return {};
@@ -417,32 +426,34 @@ Status parse_grammar(const json & j, const ordered_json & ordered, sampling_gram
     if (auto it = j.find("json_schema"); it != j.end() && !it->is_null())
         BATON_RETURN_IF_ERROR(from_schema(*it, "json_schema"));
     if (auto it = j.find("response_format"); it != j.end() && !it->is_null()) {
-        if (!it->is_object()) return bad("response_format: must be an object");
+        if (!it->is_object()) return invalid_input("response_format: must be an object");
         auto t = it->find("type");
-        if (t == it->end() || !t->is_string()) return bad("response_format.type: must be a string");
+        if (t == it->end() || !t->is_string()) return invalid_input("response_format.type: must be a string");
         if (*t == "json_object") {
             if (auto sc = it->find("schema"); sc != it->end() && !sc->is_null())
                 BATON_RETURN_IF_ERROR(from_schema(*sc, "response_format.schema"));
             else g.gbnf = json_object_gbnf(), ++sources;
         } else if (*t == "json_schema") {
             auto js = it->find("json_schema");
-            if (js == it->end() || !js->is_object()) return bad("response_format.json_schema: must be an object");
+            if (js == it->end() || !js->is_object())
+                return invalid_input("response_format.json_schema: must be an object");
             auto sc = js->find("schema");
-            if (sc == js->end() || sc->is_null()) return bad("response_format.json_schema.schema: is required");
+            if (sc == js->end() || sc->is_null())
+                return invalid_input("response_format.json_schema.schema: is required");
             BATON_RETURN_IF_ERROR(from_schema(*sc, "response_format.json_schema.schema"));
         } else if (*t != "text") {
-            return bad("response_format.type: \"" + t->get<std::string>().substr(0, 32) +
-                       "\" is not text, json_object or json_schema");
+            return invalid_input("response_format.type: \"" + t->get<std::string>().substr(0, 32) +
+                                 "\" is not text, json_object or json_schema");
         }
     }
-    if (sources > 1) return bad("grammar: give one of grammar, json_schema and response_format");
+    if (sources > 1) return invalid_input("grammar: give one of grammar, json_schema and response_format");
     BATON_RETURN_IF_ERROR(get_bool(j, "grammar_lazy", g.lazy));
     if (auto it = j.find("grammar_trigger_patterns"); it != j.end() && !it->is_null()) {
-        if (!it->is_array()) return bad("grammar_trigger_patterns: must be an array of strings");
+        if (!it->is_array()) return invalid_input("grammar_trigger_patterns: must be an array of strings");
         for (const auto & p : *it) {
             if (!p.is_string() || p.get_ref<const std::string &>().empty() ||
                 p.get_ref<const std::string &>().size() > 4096)
-                return bad("grammar_trigger_patterns: each must be a non-empty string of at most 4096 bytes");
+                return invalid_input("grammar_trigger_patterns: each must be a non-empty string of at most 4096 bytes");
             g.trigger_patterns.push_back(p.get<std::string>());
         }
     }
@@ -460,7 +471,7 @@ Status parse_logprobs(const json & j, openai_endpoint endpoint, openai_request &
         BATON_RETURN_IF_ERROR(get_bool(j, "logprobs", on));
         int32_t top = 0;
         BATON_RETURN_IF_ERROR(get_int(j, "top_logprobs", top, 0, gen_top_probs_max));
-        if (top > 0 && !on) return bad("top_logprobs: needs \"logprobs\": true");
+        if (top > 0 && !on) return invalid_input("top_logprobs: needs \"logprobs\": true");
         if (on) r.n_probs = top;
         else if (lp != j.end() && !lp->is_null()) r.n_probs = -1;
         return {};
@@ -490,7 +501,7 @@ Status parse_fields(const json & j, const ordered_json & ordered, openai_endpoin
     BATON_RETURN_IF_ERROR(get_int(j, "n_predict", r.max_tokens, -1, INT32_MAX));
     BATON_RETURN_IF_ERROR(get_int(j, "n", r.n, 1, std::max(d.n_max, 1)));
     if (r.n > 1 && endpoint == openai_endpoint::completion)
-        return bad(
+        return invalid_input(
             "n: /completion returns one result; ask /v1/completions or /v1/chat/completions for several choices");
     BATON_RETURN_IF_ERROR(parse_logprobs(j, endpoint, r));
     sampling_params & s = r.sampling;
@@ -515,7 +526,7 @@ Status parse_fields(const json & j, const ordered_json & ordered, openai_endpoin
     BATON_RETURN_IF_ERROR(get_bool(j, "ignore_eos", r.ignore_eos));
     BATON_RETURN_IF_ERROR(get_bool(j, "return_tokens", r.return_tokens));
     if (auto it = j.find("stream_options"); it != j.end() && !it->is_null()) {
-        if (!it->is_object()) return bad("stream_options: must be an object");
+        if (!it->is_object()) return invalid_input("stream_options: must be an object");
         BATON_RETURN_IF_ERROR(get_bool(*it, "include_usage", r.include_usage));
     }
     return {};
@@ -525,15 +536,15 @@ Status parse_fields(const json & j, const ordered_json & ordered, openai_endpoin
 
 Result<openai_request> openai_parse(std::string_view body, openai_endpoint endpoint, const openai_defaults & defaults) {
     json j = json::parse(body.begin(), body.end(), nullptr, false);
-    if (j.is_discarded()) return bad("body: malformed JSON");
-    if (!j.is_object()) return bad("body: must be a JSON object");
+    if (j.is_discarded()) return invalid_input("body: malformed JSON");
+    if (!j.is_object()) return invalid_input("body: must be a JSON object");
     openai_request r;
     try {
         auto ordered = ordered_parts(body, j);
         if (!ordered.ok()) return ordered.status();
         BATON_RETURN_IF_ERROR(parse_fields(j, ordered.value(), endpoint, defaults, r));
     } catch (const std::exception & e) {  // nlohmann throws on invalid UTF-8 in some accessors
-        return bad(std::string("body: ") + e.what());
+        return invalid_input(std::string("body: ") + e.what());
     }
     return r;
 }
@@ -546,7 +557,7 @@ Result<gen_request> openai_to_gen(const openai_request & r, const loaded_model &
     g.ignore_eos = r.ignore_eos;
     g.n_probs = r.n_probs;
     if (std::holds_alternative<openai_chat>(r.input)) {
-        return bad("messages: the chat was not rendered by a chat template");
+        return invalid_input("messages: the chat was not rendered by a chat template");
     } else if (const auto * rendered = std::get_if<openai_chat_rendered>(&r.input)) {
         g.prompt = rendered->tokens;
     } else if (const auto * ids = std::get_if<openai_prompt_tokens>(&r.input)) {
@@ -557,19 +568,19 @@ Result<gen_request> openai_to_gen(const openai_request & r, const loaded_model &
         if (!toks.ok()) return toks.status();
         g.prompt = std::move(toks.value());
     }
-    if (g.prompt.empty()) return bad("prompt: is empty after tokenization");
+    if (g.prompt.empty()) return invalid_input("prompt: is empty after tokenization");
     for (const auto & [text, bias] : r.logit_bias_text) {
         auto toks = text_tokenize(model, text, false, false);
         if (!toks.ok()) return toks.status();
-        if (toks->empty()) return bad("logit_bias: \"" + text.substr(0, 32) + "\" has no tokens");
+        if (toks->empty()) return invalid_input("logit_bias: \"" + text.substr(0, 32) + "\" has no tokens");
         for (token_id t : toks.value()) g.sampling.logit_bias.emplace_back(t, bias);
     }
     if (!r.logit_bias_text.empty()) BATON_RETURN_IF_ERROR(sampling_check(g.sampling));
     const int64_t n_vocab = model.identity().n_vocab;
     for (const auto & [token, bias] : g.sampling.logit_bias)
         if (token >= n_vocab)
-            return bad("logit_bias: token " + std::to_string(token) + " is not in the vocabulary (" +
-                       std::to_string(n_vocab) + " tokens)");
+            return invalid_input("logit_bias: token " + std::to_string(token) + " is not in the vocabulary (" +
+                                 std::to_string(n_vocab) + " tokens)");
     BATON_RETURN_IF_ERROR(sampling_check_grammar(g.sampling, model));
     return g;
 }

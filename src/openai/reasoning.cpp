@@ -11,16 +11,15 @@
 #include <cstdio>
 #include <utility>
 
+#include "ascii_space.h"
 #include "message_quote.h"
 
 namespace baton {
 
 namespace {
 
-bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
-
 std::string_view trim_right(std::string_view s) {
-    while (!s.empty() && is_ws(s.back())) s.remove_suffix(1);
+    while (!s.empty() && is_ascii_space(s.back())) s.remove_suffix(1);
     return s;
 }
 
@@ -95,7 +94,7 @@ void reasoning_splitter::step(bool at_end, reasoning_delta & out) {
                 break;
             case phase::reasoning_lead:
             case phase::content_lead: {
-                const auto first = std::find_if_not(pending_.begin(), pending_.end(), is_ws);
+                const auto first = std::find_if_not(pending_.begin(), pending_.end(), is_ascii_space);
                 pending_.erase(pending_.begin(), first);
                 if (pending_.empty()) return;
                 phase_ = phase_ == phase::reasoning_lead ? phase::reasoning : phase::content;
@@ -117,12 +116,12 @@ void reasoning_splitter::step(bool at_end, reasoning_delta & out) {
 bool reasoning_splitter::step_start(bool at_end) {
     if (starts_in_reasoning_) {
         // Leading whitespace is dropped whether or not an open tag follows.
-        const auto first = std::find_if_not(pending_.begin(), pending_.end(), is_ws);
+        const auto first = std::find_if_not(pending_.begin(), pending_.end(), is_ascii_space);
         pending_.erase(pending_.begin(), first);
         pending_ws_ = 0;
     }
     size_t i = pending_ws_;
-    while (i < pending_.size() && is_ws(pending_[i])) ++i;
+    while (i < pending_.size() && is_ascii_space(pending_[i])) ++i;
     pending_ws_ = i;
     const std::string_view rest = std::string_view(pending_).substr(i);
     if (rest.starts_with(tags_.open)) {
@@ -164,7 +163,7 @@ bool reasoning_splitter::step_reasoning(bool at_end, reasoning_delta & out) {
     while (hold > 0 && !p.ends_with(close.substr(0, hold))) --hold;
     const size_t tag_at = p.size() - hold;
     size_t cut = tag_at;
-    while (cut > 0 && is_ws(p[cut - 1])) {
+    while (cut > 0 && is_ascii_space(p[cut - 1])) {
         if (cut <= pending_ws_) {  // the rest of the run is known to be whitespace
             cut = 0;
             break;

@@ -18,6 +18,7 @@
 #include <set>
 #include <utility>
 
+#include "ascii_space.h"
 #include "baton/openai/json_schema_grammar.h"
 #include "message_quote.h"
 
@@ -25,7 +26,7 @@ namespace baton {
 
 namespace {
 
-using json = nlohmann::ordered_json;  // tools keep the client's key order (the template shows them)
+using ojson = nlohmann::ordered_json;  // tools keep the client's key order (the template shows them)
 // The model's calls keep their key order: arguments come back as the model wrote them, only compacted.
 using ojson = nlohmann::ordered_json;
 
@@ -35,9 +36,7 @@ constexpr std::string_view k_mistral_open = "[TOOL_CALLS]";
 constexpr std::string_view k_python_tag = "<|python_tag|>";
 constexpr size_t k_tool_name_max = 64;
 
-bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
-
-bool all_ws(std::string_view s) { return std::all_of(s.begin(), s.end(), is_ws); }
+bool all_ws(std::string_view s) { return std::all_of(s.begin(), s.end(), is_ascii_space); }
 
 std::string_view marker_of(tool_call_format f) {
     return f == tool_call_format::mistral ? k_mistral_open : k_hermes_open;
@@ -264,7 +263,7 @@ bool tool_call_stream::step_block(bool at_end, tool_stream_piece & out) {
         const char c = rest[pos_];
         switch (stage_) {
             case stage::lead:
-                if (is_ws(c)) {
+                if (is_ascii_space(c)) {
                     ++pos_;
                 } else if (c == open) {
                     value_start_ = pos_;
@@ -287,7 +286,7 @@ bool tool_call_stream::step_block(bool at_end, tool_stream_piece & out) {
                 ++pos_;
                 break;
             case stage::after:
-                if (is_ws(c)) {
+                if (is_ascii_space(c)) {
                     ++pos_;
                 } else if (c == k_hermes_close[0]) {
                     stage_ = stage::close_tag;
@@ -325,7 +324,7 @@ void tool_call_stream::step_whole(bool at_end, tool_stream_piece & out) {
                     if (c != k_python_tag[tag_matched_]) return fail_whole(out);
                     ++tag_matched_;
                     ++pos_;
-                } else if (is_ws(c)) {
+                } else if (is_ascii_space(c)) {
                     ++pos_;
                 } else if (c == '{') {
                     value_start_ = pos_;
@@ -371,7 +370,7 @@ void tool_call_stream::step_whole(bool at_end, tool_stream_piece & out) {
                 ++pos_;
                 break;
             case stage::after:
-                if (is_ws(c)) {
+                if (is_ascii_space(c)) {
                     ++pos_;
                 } else if (llama3 && c == ';') {
                     ++pos_;
@@ -407,12 +406,12 @@ tool_output tool_calls_parse(tool_call_format f, std::string_view output) {
 
 // ---- tool definitions and choice ----
 
-Status tools_check(const json & tools) {
+Status tools_check(const ojson & tools) {
     if (!tools.is_array()) return invalid("tools", "must be an array");
     std::set<std::string> names;
     for (size_t i = 0; i < tools.size(); ++i) {
         const std::string at = "tools[" + std::to_string(i) + "]";
-        const json & t = tools[i];
+        const ojson & t = tools[i];
         if (!t.is_object()) return invalid(at, "must be an object");
         const auto type = t.find("type");
         if (type == t.end() || !type->is_string() || *type != "function")
@@ -443,10 +442,10 @@ Status tools_check(const json & tools) {
 namespace {
 
 // tool_index: the position of the function named name in tools, or nothing.
-std::optional<size_t> tool_index(const json & tools, std::string_view name) {
+std::optional<size_t> tool_index(const ojson & tools, std::string_view name) {
     if (!tools.is_array()) return std::nullopt;
     for (size_t i = 0; i < tools.size(); ++i) {
-        const json & t = tools[i];
+        const ojson & t = tools[i];
         if (!t.is_object()) continue;
         const auto fn = t.find("function");
         if (fn == t.end() || !fn->is_object()) continue;
@@ -456,11 +455,11 @@ std::optional<size_t> tool_index(const json & tools, std::string_view name) {
     return std::nullopt;
 }
 
-bool has_tools(const json & tools) { return tools.is_array() && !tools.empty(); }
+bool has_tools(const ojson & tools) { return tools.is_array() && !tools.empty(); }
 
 }  // namespace
 
-Result<tool_choice> tool_choice_parse(const json & v, const json & tools) {
+Result<tool_choice> tool_choice_parse(const ojson & v, const ojson & tools) {
     if (v.is_string()) {
         const auto & s = v.get_ref<const std::string &>();
         if (s == "auto") return tool_choice{tool_choice_auto{}};
@@ -485,12 +484,12 @@ Result<tool_choice> tool_choice_parse(const json & v, const json & tools) {
     return tool_choice{tool_choice_named{n}};
 }
 
-Status tool_calls_history_check(const json & tool_calls, std::string_view path) {
+Status tool_calls_history_check(const ojson & tool_calls, std::string_view path) {
     const std::string p(path);
     if (!tool_calls.is_array()) return invalid(p, "must be an array");
     for (size_t i = 0; i < tool_calls.size(); ++i) {
         const std::string at = p + "[" + std::to_string(i) + "]";
-        const json & c = tool_calls[i];
+        const ojson & c = tool_calls[i];
         if (!c.is_object()) return invalid(at, "must be an object");
         const auto id = c.find("id");
         if (id == c.end() || !id->is_string()) return invalid(at + ".id", "must be a string");
@@ -515,11 +514,11 @@ Status tool_calls_history_check(const json & tool_calls, std::string_view path) 
 namespace {
 
 // call_rule adds the rule of one call of tools[i] in format f and returns its name.
-Result<std::string> call_rule(gbnf_builder & b, tool_call_format f, const json & tools, size_t i) {
-    const json & fn = tools[i]["function"];
+Result<std::string> call_rule(gbnf_builder & b, tool_call_format f, const ojson & tools, size_t i) {
+    const ojson & fn = tools[i]["function"];
     const std::string name = fn["name"].get<std::string>();
     const auto params = fn.find("parameters");
-    const json schema = params != fn.end() && params->is_object() ? *params : json{{"type", "object"}};
+    const ojson schema = params != fn.end() && params->is_object() ? *params : ojson{{"type", "object"}};
     Result<std::string> args = b.add_schema(schema, "args");
     if (!args.ok()) return invalid("tools[" + std::to_string(i) + "].function.parameters", args.status().message());
     const char * args_key = f == tool_call_format::llama3 ? "parameters" : "arguments";
@@ -536,7 +535,7 @@ Result<std::string> call_rule(gbnf_builder & b, tool_call_format f, const json &
 
 }  // namespace
 
-Result<tool_grammar> tool_calls_grammar(tool_call_format f, const json & tools, const tool_choice & choice,
+Result<tool_grammar> tool_calls_grammar(tool_call_format f, const ojson & tools, const tool_choice & choice,
                                         bool parallel) {
     if (std::holds_alternative<tool_choice_none>(choice)) return tool_grammar{};
     const bool lazy = std::holds_alternative<tool_choice_auto>(choice);

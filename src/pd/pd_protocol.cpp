@@ -7,6 +7,7 @@ pd_answer pd_classify_node_answer(pd_hop hop, int status, bool draining) {
     if (status == 200) return pd_answer::ok;
     if (status == 503) return draining ? pd_answer::draining : pd_answer::busy;
     if (hop == pd_hop::decode && status == 422) return pd_answer::blob_rejected;
+    if (hop == pd_hop::decode && status == 424) return pd_answer::state_lost;
     if (hop == pd_hop::prefill && status == 400) return pd_answer::client_error;
     return pd_answer::node_error;
 }
@@ -15,6 +16,7 @@ const char * pd_answer_name(pd_answer a) {
     switch (a) {
         case pd_answer::ok: return "ok";
         case pd_answer::blob_rejected: return "blob_rejected";
+        case pd_answer::state_lost: return "state_lost";
         case pd_answer::draining: return "draining";
         case pd_answer::busy: return "busy";
         case pd_answer::client_error: return "client_error";

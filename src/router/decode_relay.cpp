@@ -44,7 +44,9 @@ net::awaitable<Status> router_impl::send_relayed(http_upstream & up, body_relay 
 
 net::awaitable<relay_result> router_impl::relay(http_exchange & ex, route_ctx & ctx, const std::string & path,
                                                 std::string_view body, const std::string & ctype,
-                                                std::shared_ptr<body_relay> stream_body) {
+                                                std::shared_ptr<body_relay> stream_body, const http_headers & extra) {
+    http_headers headers = node_headers(ctx.request_id);
+    headers.insert(headers.end(), extra.begin(), extra.end());
     std::vector<size_t> tried;
     Status last(status_code::unavailable, "no healthy decode node");
     for (;;) {
@@ -59,7 +61,7 @@ net::awaitable<relay_result> router_impl::relay(http_exchange & ex, route_ctx & 
         if (conn.ok()) guard = decode_calls.enter(i, ex.executor(), [u = conn.value().get()] { u->close(); });
         Status st = conn.status();
         if (conn.ok() && stream_body) st = co_await send_relayed(*conn.value(), *stream_body, ctx);
-        else if (conn.ok()) st = co_await conn.value()->send("POST", path, node_headers(ctx.request_id), ctype, body);
+        else if (conn.ok()) st = co_await conn.value()->send("POST", path, headers, ctype, body);
         if (stream_body && stream_body->failed()) {  // the blob never fully arrived: not this node's fault
             co_return relay_result{relay_outcome::blob_failed, stream_body->status()};
         }
@@ -83,6 +85,12 @@ net::awaitable<relay_result> router_impl::relay(http_exchange & ex, route_ctx & 
         if (d.mark_draining) decode.mark_draining(i);  // it leaves the cluster: not selected again until it rejoins
         if (!d.outcome.empty()) metrics.node_outcome(url.text, d.outcome);
         if (d.action == pd_node_action::blob_rejected) co_return relay_result{relay_outcome::blob_rejected, {}};
+        if (d.action == pd_node_action::state_lost) {  // the held state is gone: no decode node can have it
+            auto said = co_await up.read_all(1 << 16);
+            co_return relay_result{relay_outcome::blob_failed,
+                                   Status(status_code::upstream_error, url.text + " could not fetch the held state: " +
+                                                                           (said.ok() ? said.value() : ""))};
+        }
         if (d.action == pd_node_action::next_node) {  // draining or busy: another node
             last = d.error;
             continue;

@@ -42,12 +42,17 @@ pd_node_decision pd_prefill_answer_decide(const pd_prefill_reply & r) {
 pd_node_decision pd_decode_answer_decide(const pd_decode_reply & r) {
     pd_answer answer = pd_classify_node_answer(pd_hop::decode, r.status, r.draining);
     // A forwarded request (not /v1/decode) carries no blob, so a 422 there is the node's answer.
-    if (answer == pd_answer::blob_rejected && !r.carries_blob) answer = pd_answer::node_error;
+    if ((answer == pd_answer::blob_rejected || answer == pd_answer::state_lost) && !r.carries_blob)
+        answer = pd_answer::node_error;
     pd_node_decision d;
     switch (answer) {
         case pd_answer::blob_rejected:
             d.action = pd_node_action::blob_rejected;
             d.outcome = "blob_rejected";
+            return d;
+        case pd_answer::state_lost:
+            d.action = pd_node_action::state_lost;
+            d.outcome = "state_lost";
             return d;
         case pd_answer::draining:
             d.mark_draining = true;
@@ -120,6 +125,7 @@ const char * pd_node_action_name(pd_node_action a) {
         case pd_node_action::next_node: return "next_node";
         case pd_node_action::answer_client: return "answer_client";
         case pd_node_action::blob_rejected: return "blob_rejected";
+        case pd_node_action::state_lost: return "state_lost";
     }
     return "?";
 }

@@ -44,7 +44,7 @@ struct pd_prefill_reply {
 struct pd_decode_reply {
     int status = 200;
     bool draining = false;     // the answer carried X-Baton-Draining
-    bool carries_blob = true;  // the call sent a blob; false: the client's own body, forwarded
+    bool carries_blob = true;  // the call sent a blob or a held state's place; false: the client's own body
     bool stream = false;       // the client asked for server-sent events
 };
 
@@ -55,6 +55,8 @@ enum class pd_node_action : uint8_t {
     next_node,      // another node of the pool; `error` is what the hop reports when none is left
     answer_client,  // prefill 400: the request is at fault, no other node would take it: `error` to the client
     blob_rejected,  // decode 422 to a blob: the hop ends, and pd_fallback_decide says what follows
+    state_lost,     // decode 424: the held state could not be fetched (prefill node gone, lease ended): as a
+                    // blob that never arrived, pd_fallback_decide says what follows
 };
 
 struct pd_node_decision {

@@ -53,10 +53,24 @@ net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpo
             // only to a node of the prefill node's group (one that can restore it).
             const node_filter model_only = ctx.filter;
             ctx.filter.group = prefill.group(blob->node);
-            relay_result r =
-                co_await relay(ex, ctx, std::string(pd_path_decode), "", "application/octet-stream", blob->blob);
-            ctx.filter = model_only;
-            co_await prefill_done(ctx, blob.value());
+            relay_result r;
+            if (blob->held) {
+                // Direct transfer: the decode node fetches the state from the prefill node (it stays there,
+                // leased, until released below, so a decode node that fails before its answer leaves it for
+                // the next one).
+                const held_state & s = *blob->held;
+                const http_headers where = {{std::string(pd_header_state_source), s.origin.text},
+                                            {std::string(pd_header_state_id), s.id}};
+                r = co_await relay(ex, ctx, std::string(pd_path_decode), "", "application/octet-stream", nullptr,
+                                   where);
+                ctx.filter = model_only;
+                if (r.outcome == relay_outcome::done) metrics.direct_state(s.bytes);
+                release_held(s, ctx.request_id);
+            } else {
+                r = co_await relay(ex, ctx, std::string(pd_path_decode), "", "application/octet-stream", blob->blob);
+                ctx.filter = model_only;
+                co_await prefill_done(ctx, blob.value());
+            }
             next = pd_fallback_decide(pd_decode_ended{r.outcome, r.error, ex.begun()}, cfg.fallback);
         } else {
             next = pd_fallback_decide(pd_prefill_failed{blob.status(), ctx.router_full}, cfg.fallback);

@@ -1,10 +1,13 @@
 // prefill_hop.cpp — the prefill hop: every healthy prefill node once, least loaded first, until one answers
-// with a blob. The blob is read into a body_relay by a producer coroutine (pump_blob) while the decode hop
+// with a blob, or (--pd-transfer direct) with the id of the state it holds for the decode node to fetch
+// (take_held; release_held ends that lease once the request no longer needs it). The blob is read into a body_relay by a producer coroutine (pump_blob) while the decode hop
 // already sends it on; prefill_done waits for its last byte and frees the prefill node. What a node's answer
 // means (take the blob, the next node, the client's fault) is pd_prefill_answer_decide's (pd_fallback_policy.h).
 #include <algorithm>
 #include <memory>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "baton/pd/pd_protocol.h"
 #include "pd_fallback_policy.h"
@@ -36,6 +39,8 @@ net::awaitable<Result<prefill_stream>> router_impl::prefill_hop(http_exchange & 
     const std::string_view body = ex.request().body_text();
     http_headers headers = node_headers(ctx.request_id);
     headers.emplace_back(std::string(pd_header_endpoint), openai_endpoint_name(ctx.req.endpoint));
+    const bool direct = cfg.transfer == pd_transfer::direct;
+    if (direct) headers.emplace_back(std::string(pd_header_state_hold), "1");
     std::vector<size_t> tried;
     Status last(status_code::upstream_error, "no healthy prefill node");
     for (;;) {
@@ -88,6 +93,19 @@ net::awaitable<Result<prefill_stream>> router_impl::prefill_hop(http_exchange & 
             continue;
         }
         prefill_stream p;
+        p.node = i;
+        p.t_headers = steady::now();
+        if (direct) {  // a small answer naming the held state; the node is free again at once
+            auto held = co_await take_held(*call, url);
+            if (!held.ok()) {
+                note_call_failure(prefill, i, url.text, held.status(), guard);
+                last = guard.failure(held.status());
+                continue;
+            }
+            p.held = std::move(held.value());
+            metrics.node_outcome(url.text, "ok");
+            co_return p;
+        }
         try {
             p.blob = std::make_shared<body_relay>(*head->content_length);
         } catch (const std::bad_alloc &) {
@@ -97,11 +115,47 @@ net::awaitable<Result<prefill_stream>> router_impl::prefill_hop(http_exchange & 
             continue;
         }
         p.call = call;
-        p.node = i;
-        p.t_headers = steady::now();
         net::co_spawn(ex.executor(), pump_blob(call, p.blob, std::move(*node), std::move(guard)), net::detached);
         co_return p;
     }
+}
+
+net::awaitable<Result<held_state>> router_impl::take_held(http_upstream & call, const http_url & url) {
+    auto body = co_await call.read_all(4096);
+    if (!body.ok()) co_return body.status();
+    const auto j = nlohmann::json::parse(body.value(), nullptr, false);
+    held_state s;
+    s.origin = url;
+    if (j.is_object() && j.contains("state") && j["state"].is_string() && j.contains("bytes") &&
+        j["bytes"].is_number_unsigned()) {
+        s.id = j["state"].get<std::string>();
+        s.bytes = j["bytes"].get<uint64_t>();
+    }
+    if (s.id.size() != 32 || s.id.find_first_not_of("0123456789abcdef") != std::string::npos)
+        co_return Status(status_code::upstream_error,
+                         url.text + std::string(pd_path_prefill) +
+                             " answered a held prefill without a state id: " + body.value().substr(0, 200));
+    co_return s;
+}
+
+void router_impl::release_held(const held_state & s, const std::string & request_id) {
+    auto run = [](router_impl * self, held_state s, http_headers headers) -> net::awaitable<void> {
+        const auto deadline = steady::now() + std::chrono::seconds(5);
+        auto conn = co_await http_upstream::connect(s.origin, deadline);
+        bool released = false;
+        if (conn.ok()) {
+            const std::string target = std::string(pd_path_held_state_prefix) + s.id;
+            Status st = co_await conn.value()->send("DELETE", target, headers, "", "");
+            if (st.ok()) {
+                auto head = co_await conn.value()->read_head();
+                released = head.ok() && head->status == 200;
+            }
+        }
+        // Not released: the prefill node is gone (its states with it) or the lease already ended; either way
+        // the lease's TTL bounds what it holds.
+        self->metrics.state_release(released);
+    };
+    net::co_spawn(http->context(), run(this, s, node_headers(request_id)), net::detached);
 }
 
 // prefill_done waits for the blob's last byte (normally already in), records the hop and frees the node.

@@ -73,11 +73,19 @@ struct relay_result {
     Status error;  // when failed
 };
 
-// A prefill node's blob on its way: the call (read by the producer coroutine) and the relay the decode hop
-// reads from while the bytes arrive.
+// A state a prefill node holds for the decode node to fetch (--pd-transfer direct).
+struct held_state {
+    http_url origin;  // the prefill node
+    std::string id;   // 32 hex digits (state_hold.h)
+    uint64_t bytes = 0;
+};
+
+// What the prefill hop produced: with relay, a blob on its way (the call, read by the producer coroutine, and
+// the relay the decode hop reads from while the bytes arrive); with direct, the held state's place only.
 struct prefill_stream {
     std::shared_ptr<http_upstream> call;
     std::shared_ptr<body_relay> blob;
+    std::optional<held_state> held;  // direct transfer: call and blob are null
     size_t node = 0;
     steady::time_point t_headers;
 };
@@ -187,11 +195,17 @@ class router_impl {
     net::awaitable<void> pump_blob(std::shared_ptr<http_upstream> call, std::shared_ptr<body_relay> blob,
                                    node_hold node, call_guard guard);
     net::awaitable<void> prefill_done(route_ctx & ctx, prefill_stream & p);
+    // take_held reads a prefill node's answer to a held prefill (JSON {"state", "bytes"}).
+    net::awaitable<Result<held_state>> take_held(http_upstream & call, const http_url & url);
+    // release_held ends the lease on a held state (DELETE on its prefill node), in the background: the state is
+    // no longer needed once the decode hop ended (answered, fell back, or failed).
+    void release_held(const held_state & s, const std::string & request_id);
 
     // ---- decode_relay.cpp ----
+    // extra: headers the call carries besides node_headers (a held state's place).
     net::awaitable<relay_result> relay(http_exchange & ex, route_ctx & ctx, const std::string & path,
                                        std::string_view body, const std::string & ctype,
-                                       std::shared_ptr<body_relay> stream_body);
+                                       std::shared_ptr<body_relay> stream_body, const http_headers & extra = {});
     net::awaitable<Status> send_relayed(http_upstream & up, body_relay & blob, const route_ctx & ctx);
     // stream_to_client relays a 200 stream; nullopt when the client has its answer (or an explicit error
     // event), else the failure that came before any byte reached the client (the caller retries).

@@ -21,6 +21,15 @@ void router_metrics::blob(uint64_t bytes, double transfer_seconds) {
     ++blobs_;
     transfer_seconds_ += transfer_seconds;
 }
+void router_metrics::direct_state(uint64_t bytes) {
+    lock_guard lk(mu_);
+    direct_bytes_ += bytes;
+    ++direct_states_;
+}
+void router_metrics::state_release(bool released) {
+    lock_guard lk(mu_);
+    ++(released ? releases_ok_ : releases_failed_);
+}
 void router_metrics::ttft(double seconds) {
     lock_guard lk(mu_);
     ttft_.observe(seconds);
@@ -47,8 +56,20 @@ void router_metrics::render(std::string & o, size_t waiting) const {
     for (const auto & [k, v] : nodes_)
         o += "baton_router_node_outcomes_total{node=\"" + metric_label_escape(k.first) + "\",outcome=\"" + metric_label_escape(k.second) +
              "\"} " + std::to_string(v) + "\n";
-    metric_scalar(o, "baton_router_blob_bytes_total", "counter", "Blob bytes moved from prefill to decode nodes", double(blob_bytes_));
-    metric_scalar(o, "baton_router_blobs_total", "counter", "Blobs moved", double(blobs_));
+    metric_scalar(o, "baton_router_blob_bytes_total", "counter",
+                  "Blob bytes relayed through the router from prefill to decode nodes (--pd-transfer relay)",
+                  double(blob_bytes_));
+    metric_scalar(o, "baton_router_blobs_total", "counter", "Blobs relayed through the router", double(blobs_));
+    metric_scalar(o, "baton_router_direct_state_bytes_total", "counter",
+                  "State bytes decode nodes fetched straight from prefill nodes (--pd-transfer direct; as the prefill "
+                  "nodes reported their size)",
+                  double(direct_bytes_));
+    metric_scalar(o, "baton_router_direct_states_total", "counter", "States handed node to node (--pd-transfer direct)",
+                  double(direct_states_));
+    metric_head(o, "baton_router_state_releases_total", "counter",
+                "The router's releases of held states once a request no longer needs them");
+    o += "baton_router_state_releases_total{outcome=\"released\"} " + std::to_string(releases_ok_) + "\n";
+    o += "baton_router_state_releases_total{outcome=\"failed\"} " + std::to_string(releases_failed_) + "\n";
     metric_scalar(o, "baton_router_blob_transfer_seconds_total", "counter", "Time receiving blob bodies from prefill nodes", transfer_seconds_);
     metric_scalar(o, "baton_router_queue_waiting", "gauge", "Requests waiting at the router for node capacity", double(waiting));
     render_histogram(o, "baton_router_ttft_seconds", "Time from request arrival to the first byte relayed to the client", ttft_);

@@ -19,7 +19,9 @@ class router_metrics {
     void mode(const std::string & how);                                // "pd" | "direct"
     void fallback(const std::string & reason);                         // prefill_failed | blob_rejected
     void node_outcome(const std::string & node, const std::string & outcome);
-    void blob(uint64_t bytes, double transfer_seconds);
+    void blob(uint64_t bytes, double transfer_seconds);  // a blob relayed through the router (--pd-transfer relay)
+    void direct_state(uint64_t bytes);                   // a state fetched node to node (--pd-transfer direct)
+    void state_release(bool released);                   // the router's DELETE of a held state: released, or not
     void ttft(double seconds);                                         // time to the first relayed byte
     // render appends the router's metrics; waiting: requests queued for node capacity now.
     void render(std::string & out, size_t waiting) const;
@@ -35,6 +37,10 @@ class router_metrics {
     uint64_t blob_bytes_ BATON_GUARDED_BY(mu_) = 0;
     uint64_t blobs_ BATON_GUARDED_BY(mu_) = 0;
     double transfer_seconds_ BATON_GUARDED_BY(mu_) = 0;
+    uint64_t direct_bytes_ BATON_GUARDED_BY(mu_) = 0;
+    uint64_t direct_states_ BATON_GUARDED_BY(mu_) = 0;
+    uint64_t releases_ok_ BATON_GUARDED_BY(mu_) = 0;
+    uint64_t releases_failed_ BATON_GUARDED_BY(mu_) = 0;
     latency_histogram ttft_ BATON_GUARDED_BY(mu_);
 };
 

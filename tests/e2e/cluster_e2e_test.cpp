@@ -25,8 +25,6 @@ using clk = std::chrono::steady_clock;
 
 constexpr int k_ttl = 2;  // every node's --lease-ttl
 
-double seconds_since(clk::time_point t) { return std::chrono::duration<double>(clk::now() - t).count(); }
-
 // wait_until polls pred every 20 ms until it holds (true) or timeout_s passes (false).
 template <class F>
 bool wait_until(double timeout_s, F pred) {
@@ -58,13 +56,11 @@ struct reply {
     json j() const { return json::parse(body, nullptr, false); }
 };
 
-std::string path_of(const json & b) { return b.contains("messages") ? "/v1/chat/completions" : "/v1/completions"; }
-
 reply send(const member_process & to, const json & body, double timeout_s = 60, const std::string & key = "") {
     reply out;
     const auto t0 = clk::now();
     auto c = to.client(timeout_s);
-    auto r = c->Post(path_of(body), auth_headers(key), body.dump(), "application/json");
+    auto r = c->Post(completion_path(body), auth_headers(key), body.dump(), "application/json");
     out.seconds = seconds_since(t0);
     if (!r) {
         out.error = httplib::to_string(r.error());
@@ -214,7 +210,7 @@ struct cluster_env {
         return member_process::start(o);
     }
     // record_of: the node's etcd entry (its key ends in /127.0.0.1:PORT), if registered.
-    std::optional<etcd_kv> record_of(const member_process & n) const {
+    std::optional<etcd_test_kv> record_of(const member_process & n) const {
         const std::string tail = "/127.0.0.1:" + std::to_string(n.port());
         if (auto kvs = etcd->range_prefix(prefix(), 3))
             for (auto & kv : *kvs)
@@ -254,7 +250,7 @@ class stream_call {
         thread_ = std::thread([this, body = std::move(body), key = std::move(key)] {
             httplib::Request req;
             req.method = "POST";
-            req.path = path_of(body);
+            req.path = completion_path(body);
             req.body = body.dump();
             req.set_header("Content-Type", "application/json");
             if (!key.empty()) req.set_header("Authorization", "Bearer " + key);

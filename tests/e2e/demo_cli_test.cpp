@@ -13,8 +13,8 @@ TEST(CliDemo, StreamsThroughRouterAndPrintsFigures) {
     ASSERT_EQ(r.exit_code, 0) << r.out << "\n" << r.err;
     EXPECT_NE(r.out.find("route pd"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("time to first token"), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find("blob "), std::string::npos) << r.out;
-    EXPECT_EQ(r.out.find("blob 0.00 MiB"), std::string::npos) << "a PD request must move a blob: " << r.out;
+    EXPECT_NE(r.out.find("state "), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("state 0.00 MiB"), std::string::npos) << "a PD request must move a state: " << r.out;
     // Every child was reaped: no `baton serve` / `baton route` left over from this demo.
     auto ps = test::run_process(
         {"/bin/sh", "-c",

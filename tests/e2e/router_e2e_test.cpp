@@ -57,8 +57,6 @@ json workload_body(int i) {
     return b;
 }
 
-std::string path_of(const json & b) { return b.contains("messages") ? "/v1/chat/completions" : "/v1/completions"; }
-
 // The generated text and token count of a response, streamed or not.
 struct outcome {
     int status = 0;
@@ -100,7 +98,7 @@ TEST(RouterE2E, ConcurrentMixedRequestsEqualSingleNode) {
     std::vector<outcome> want(n);
     for (int i = 0; i < n; ++i) {
         const json b = with_usage(workload_body(i));
-        want[i] = outcome_of(post(*both, path_of(b), b.dump()), b["stream"]);
+        want[i] = outcome_of(post(*both, completion_path(b), b.dump()), b["stream"]);
         ASSERT_EQ(want[i].status, 200) << i;
     }
     std::vector<std::future<outcome>> got;
@@ -108,7 +106,7 @@ TEST(RouterE2E, ConcurrentMixedRequestsEqualSingleNode) {
         got.push_back(std::async(std::launch::async, [&, i] {
             const json b = with_usage(workload_body(i));
             auto cl = c.router->client(120);
-            auto r = cl->Post(path_of(b), b.dump(), "application/json");
+            auto r = cl->Post(completion_path(b), b.dump(), "application/json");
             outcome o = outcome_of(to_reply(r), b["stream"]);
             if (!r) o.text = "transport error: " + httplib::to_string(r.error());
             return o;
@@ -124,8 +122,95 @@ TEST(RouterE2E, ConcurrentMixedRequestsEqualSingleNode) {
     const std::string m = get(*c.router, "/metrics").body;
     EXPECT_GT(metric_value(m, "baton_router_mode_total{mode=\"pd\"}"), 0) << m;
     EXPECT_GT(metric_value(m, "baton_router_mode_total{mode=\"direct\"}"), 0) << m;
-    EXPECT_GT(metric_value(m, "baton_router_blob_bytes_total"), 0) << m;
+    // Direct transfer (the default): the states went node to node, none through the router.
+    EXPECT_GT(metric_value(m, "baton_router_direct_states_total"), 0) << m;
+    EXPECT_EQ(metric_value(m, "baton_router_blob_bytes_total"), 0) << m;
     EXPECT_EQ(metric_value(m, "baton_router_fallbacks_total{reason=\"prefill_failed\"}"), 0) << m;
+}
+
+// The bytes a process read and wrote through system calls (sockets included): /proc/PID/io.
+uint64_t process_io_bytes(pid_t pid) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/io");
+    std::string key;
+    uint64_t v = 0, sum = 0;
+    while (f >> key >> v)
+        if (key == "rchar:" || key == "wchar:") sum += v;
+    return sum;
+}
+
+// Polls a node's metric until it equals want (the router's release runs after the client has its answer).
+double metric_settles(node_process & n, const std::string & sample, double want, double seconds = 10) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    double v = -1;
+    while (std::chrono::steady_clock::now() < until) {
+        v = metric_value(get(n, "/metrics").body, sample);
+        if (v == want) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return v;
+}
+
+// Direct transfer: the decode node fetches the state from the prefill node; the router's process moves no KV
+// bytes (its own counters, and what its system calls read and wrote), the output equals one node's, and
+// every lease is released once its request is answered.
+TEST(RouterE2E, DirectTransferMovesNoStateBytesThroughTheRouter) {
+    cluster c = cluster::make(1, 1);
+    auto both = node_process::start(serve_args("llama"));
+    std::vector<json> bodies;
+    for (int i = 0; i < 4; ++i) {
+        json b = with_usage(workload_body(4 * i + 3));  // long prompts: all take the PD path
+        b["stream"] = i % 2 == 1;
+        bodies.push_back(b);
+    }
+    std::vector<outcome> want;
+    for (const json & b : bodies) want.push_back(outcome_of(post(*both, completion_path(b), b.dump()), b["stream"]));
+    const uint64_t io0 = process_io_bytes(c.router->pid());
+    for (size_t i = 0; i < bodies.size(); ++i) {
+        const http_reply r = post(*c.router, completion_path(bodies[i]), bodies[i].dump());
+        ASSERT_EQ(r.status, 200) << r.body;
+        EXPECT_EQ(r.route, "pd");
+        const outcome o = outcome_of(r, bodies[i]["stream"]);
+        EXPECT_EQ(o.text, want[i].text) << i;
+        EXPECT_EQ(o.completion_tokens, want[i].completion_tokens) << i;
+    }
+    const uint64_t io = process_io_bytes(c.router->pid()) - io0;
+    const std::string m = get(*c.router, "/metrics").body;
+    const double state_bytes = metric_value(m, "baton_router_direct_state_bytes_total");
+    EXPECT_EQ(metric_value(m, "baton_router_direct_states_total"), 4) << m;
+    EXPECT_EQ(metric_value(m, "baton_router_blob_bytes_total"), 0) << m;
+    ASSERT_GT(state_bytes, 0) << m;
+    // Requests, answers, health checks and releases only: far less than the states that moved.
+    EXPECT_LT(double(io), state_bytes / 4)
+        << "router read+wrote " << io << " bytes for " << state_bytes << " bytes of state";
+    // The prefill node served exactly what the decode node fetched, and holds nothing once released.
+    const std::string pm = get(*c.prefill[0], "/metrics").body;
+    const std::string dm = get(*c.decode[0], "/metrics").body;
+    EXPECT_EQ(metric_value(pm, "baton_state_hold_served_bytes_total"), state_bytes) << pm;
+    EXPECT_EQ(metric_value(dm, "baton_state_fetch_bytes_total"), state_bytes) << dm;
+    EXPECT_EQ(metric_settles(*c.prefill[0], "baton_state_hold_states", 0), 0);
+    EXPECT_EQ(metric_settles(*c.prefill[0], "baton_state_hold_released_total", 4), 4);
+    EXPECT_EQ(metric_value(get(*c.router, "/metrics").body, "baton_router_state_releases_total{outcome=\"released\"}"),
+              4);
+}
+
+// --pd-transfer relay keeps the router relay (nodes that cannot reach each other): same answers, the blob
+// bytes counted at the router, nothing held on the prefill node.
+TEST(RouterE2E, RelayTransferStillEqualsSingleNode) {
+    cluster c = cluster::make(1, 1, {"--pd-transfer", "relay"});
+    auto both = node_process::start(serve_args("llama"));
+    for (bool stream : {false, true}) {
+        json b = with_usage(workload_body(7));
+        b["stream"] = stream;
+        const outcome want = outcome_of(post(*both, completion_path(b), b.dump()), stream);
+        const http_reply r = post(*c.router, completion_path(b), b.dump());
+        ASSERT_EQ(r.status, 200) << r.body;
+        EXPECT_EQ(r.route, "pd");
+        EXPECT_EQ(outcome_of(r, stream).text, want.text);
+    }
+    const std::string m = get(*c.router, "/metrics").body;
+    EXPECT_GT(metric_value(m, "baton_router_blob_bytes_total"), 0) << m;
+    EXPECT_EQ(metric_value(m, "baton_router_direct_states_total"), 0) << m;
+    EXPECT_EQ(metric_value(get(*c.prefill[0], "/metrics").body, "baton_state_hold_leases_total"), 0);
 }
 
 TEST(RouterE2E, KillPrefillNodeDuringRunEveryRequestSucceeds) {
@@ -138,7 +223,7 @@ TEST(RouterE2E, KillPrefillNodeDuringRunEveryRequestSucceeds) {
         got.push_back(std::async(std::launch::async, [&, i] {
             json b = workload_body(i * 4 + 3);  // long prompts: all take the PD path
             b["stream"] = false;
-            return outcome_of(post(*c.router, path_of(b), b.dump(), "application/json", "", 120), false);
+            return outcome_of(post(*c.router, completion_path(b), b.dump(), "application/json", "", 120), false);
         }));
     }
     for (int i = 0; i < n; ++i) {
@@ -146,7 +231,7 @@ TEST(RouterE2E, KillPrefillNodeDuringRunEveryRequestSucceeds) {
         ASSERT_EQ(o.status, 200) << "request " << i;
         json b = workload_body(i * 4 + 3);
         b["stream"] = false;
-        EXPECT_EQ(o.text, outcome_of(post(*both, path_of(b), b.dump()), false).text) << i;
+        EXPECT_EQ(o.text, outcome_of(post(*both, completion_path(b), b.dump()), false).text) << i;
     }
 }
 
@@ -157,8 +242,8 @@ TEST(RouterE2E, CorruptBlobIsRejectedAndRouterFallsBack) {
     for (bool stream : {false, true}) {
         json body = b;
         body["stream"] = stream;
-        outcome want = outcome_of(post(*both, path_of(body), body.dump()), stream);
-        outcome o = outcome_of(post(*c.router, path_of(body), body.dump()), stream);
+        outcome want = outcome_of(post(*both, completion_path(body), body.dump()), stream);
+        outcome o = outcome_of(post(*c.router, completion_path(body), body.dump()), stream);
         ASSERT_EQ(o.status, 200);
         EXPECT_EQ(o.text, want.text) << "fallback output must still be correct";
     }
@@ -197,7 +282,7 @@ TEST(RouterE2E, KillDecodeNodeTrafficMovesAndInFlightStreamsEndWithError) {
     for (int i = 0; i < 4; ++i) {
         json b = workload_body(i * 4 + 3);
         b["stream"] = false;
-        EXPECT_EQ(post(*c.router, path_of(b), b.dump(), "application/json", "", 60).status, 200) << i;
+        EXPECT_EQ(post(*c.router, completion_path(b), b.dump(), "application/json", "", 60).status, 200) << i;
     }
 }
 
@@ -209,7 +294,7 @@ TEST(RouterE2E, BlobCutOffMidTransferFallsBackAndNeverRestores) {
         cluster c = cluster::make(1, 1, {}, {"--test-truncate-blob"});
         json b = workload_body(3);
         b["stream"] = false;
-        const http_reply r = post(*c.router, path_of(b), b.dump(), "application/json", "", 60);
+        const http_reply r = post(*c.router, completion_path(b), b.dump(), "application/json", "", 60);
         ASSERT_EQ(r.status, 200) << r.body;
         EXPECT_EQ(r.route, "fallback:prefill_failed");
         const std::string dm = get(*c.decode[0], "/metrics").body;
@@ -220,7 +305,7 @@ TEST(RouterE2E, BlobCutOffMidTransferFallsBackAndNeverRestores) {
     {
         cluster c = cluster::make(1, 1, {"--fallback", "fail"}, {"--test-truncate-blob"});
         const json b = workload_body(3);
-        const http_reply r = post(*c.router, path_of(b), b.dump(), "application/json", "", 60);
+        const http_reply r = post(*c.router, completion_path(b), b.dump(), "application/json", "", 60);
         EXPECT_EQ(r.status, 502) << r.body;
         EXPECT_NE(r.body.find("prefill failed"), std::string::npos) << r.body;
     }
@@ -247,12 +332,13 @@ TEST(RouterE2E, BlobWithoutLengthOrOverTheCapIsRefusedAtItsHeaders) {
         std::thread t([&] { fake.listen_after_bind(); });
         fake.wait_until_ready();
         auto d = node_process::start(serve_args("llama", {"--role", "decode"}));
-        auto r = node_process::start({"route", "--prefill", "http://127.0.0.1:" + std::to_string(port), "--decode",
-                                      d->url(), "--pd-min-tokens", "16", "-m", test_model_path("llama"),
-                                      "--max-blob-mb", "1", "--health-interval", "0.2"});
+        auto r = node_process::start({"route", "--pd-transfer", "relay", "--prefill",
+                                      "http://127.0.0.1:" + std::to_string(port), "--decode", d->url(),
+                                      "--pd-min-tokens", "16", "-m", test_model_path("llama"), "--max-blob-mb", "1",
+                                      "--health-interval", "0.2"});
         json b = workload_body(3);
         b["stream"] = false;
-        const http_reply res = post(*r, path_of(b), b.dump(), "application/json", "", 60);
+        const http_reply res = post(*r, completion_path(b), b.dump(), "application/json", "", 60);
         EXPECT_EQ(res.status, 200) << res.body;
         EXPECT_EQ(res.route, "fallback:prefill_failed") << (chunked ? "chunked" : "1 TiB");
         EXPECT_NE(get(*r, "/metrics").body.find("outcome=\"blob_too_large\""), std::string::npos);
@@ -267,7 +353,7 @@ TEST(RouterE2E, FallbackFailGivesExplicitErrorsNeverHangs) {
     {
         cluster c = cluster::make(1, 1, {"--fallback", "fail"}, {"--test-corrupt-state"});
         const json b = workload_body(3);
-        http_reply r = post(*c.router, path_of(b), b.dump(), "application/json", "", 60);
+        http_reply r = post(*c.router, completion_path(b), b.dump(), "application/json", "", 60);
         EXPECT_EQ(r.status, 502) << r.body;
         EXPECT_NE(r.body.find("rejected the blob"), std::string::npos) << r.body;
     }
@@ -275,7 +361,7 @@ TEST(RouterE2E, FallbackFailGivesExplicitErrorsNeverHangs) {
         cluster c = cluster::make(1, 1, {"--fallback", "fail"});
         ::kill(c.prefill[0]->pid(), SIGKILL);
         const json b = workload_body(3);
-        http_reply r = post(*c.router, path_of(b), b.dump(), "application/json", "", 60);
+        http_reply r = post(*c.router, completion_path(b), b.dump(), "application/json", "", 60);
         EXPECT_EQ(r.status, 502) << r.body;
         EXPECT_NE(r.body.find("prefill failed"), std::string::npos) << r.body;
         // Short prompts do not need a prefill node.
@@ -571,10 +657,6 @@ class stopped_node {
   private:
     pid_t pid_;
 };
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // One prefill node, two decode nodes and a router with --timeout 300 and the default health checks (every
 // 1 s, 1 s to answer), shared by the stall tests; each test starts with every node back in the pools.

@@ -57,8 +57,18 @@ TEST_P(ServePdTest, PrefillThenDecodeMatchesSingleNode) {
                 const http_reply blob = post_prefill(*pre, chat ? "chat" : "completions", pbody.dump());
                 ASSERT_EQ(blob.status, 200) << blob.body;
                 EXPECT_EQ(blob.content_type, "application/octet-stream");
-                const http_reply pd = post(*dec, "/v1/decode", blob.body, "application/octet-stream");
+                http_reply pd = post(*dec, "/v1/decode", blob.body, "application/octet-stream");
                 ASSERT_EQ(pd.status, 200) << pd.body;
+                if (sampled && stream) {
+                    // Direct transfer: the same state held on the prefill node and fetched by the decode node
+                    // answers the same (and is the same state: its size is the blob's).
+                    const http_reply held = prefill_held(*pre, chat ? "chat" : "completions", pbody.dump());
+                    ASSERT_EQ(held.status, 200) << held.body;
+                    EXPECT_EQ(held.j()["bytes"].get<uint64_t>(), blob.body.size());
+                    const http_reply direct = decode_held(*dec, pre->url(), held.j()["state"].get<std::string>());
+                    ASSERT_EQ(direct.status, 200) << direct.body;
+                    EXPECT_EQ(normalized_stream(direct.body), normalized_stream(pd.body));
+                }
 
                 if (!stream) {
                     const json a = normalized(single.j()), b = normalized(pd.j());
@@ -76,6 +86,81 @@ TEST_P(ServePdTest, PrefillThenDecodeMatchesSingleNode) {
                     EXPECT_TRUE(usage_chunk.contains("usage")) << usage_chunk.dump();
                 }
             }
+}
+
+// Direct transfer at the nodes: a held state is fetched with the node key, released once, refused after; a
+// decode naming a state that is gone, or naming it badly, is an explicit error and touches no slot.
+TEST(ServeHeldState, FetchReleaseAndRefusals) {
+    const std::string key = "node-key-0123456789";
+    auto pre = node_process::start(serve_args("llama", {"-np", "1", "--role", "prefill", "--api-key", key}));
+    auto dec = node_process::start(serve_args("llama", {"-np", "1", "--role", "decode", "--api-key", key}));
+    const json body = {{"prompt", "The held state of a long enough prompt"}, {"max_tokens", 8}, {"temperature", 0}};
+    const http_reply held = prefill_held(*pre, "completions", body.dump(), key);
+    ASSERT_EQ(held.status, 200) << held.body;
+    const std::string id = held.j()["state"];
+    const uint64_t bytes = held.j()["bytes"];
+    EXPECT_EQ(get(*pre, "/v1/states/" + id).status, 401);  // the node key guards it
+    const http_reply got = get(*pre, "/v1/states/" + id, key);
+    ASSERT_EQ(got.status, 200);
+    EXPECT_EQ(got.body.size(), bytes);
+    const http_reply first = decode_held(*dec, pre->url(), id, key);
+    ASSERT_EQ(first.status, 200) << first.body;
+    const http_reply again = decode_held(*dec, pre->url(), id, key);  // fetching does not end the lease
+    ASSERT_EQ(again.status, 200) << again.body;
+    EXPECT_EQ(normalized(again.j()), normalized(first.j()));
+    // Released once; then the state is gone: a decode naming it is a 424, never a guess.
+    auto c = pre->client(10);
+    auto del = c->Delete("/v1/states/" + id, auth_headers(key));
+    ASSERT_TRUE(del);
+    EXPECT_EQ(del->status, 200);
+    EXPECT_EQ(c->Delete("/v1/states/" + id, auth_headers(key))->status, 404);
+    const http_reply gone = decode_held(*dec, pre->url(), id, key);
+    EXPECT_EQ(gone.status, 424) << gone.body;
+    EXPECT_EQ(gone.j()["error"]["type"], "dependency_failed") << gone.body;
+    // Malformed: a bad id, a bad source, a state both named and carried.
+    EXPECT_EQ(decode_held(*dec, pre->url(), "../../metrics", key).status, 400);
+    EXPECT_EQ(decode_held(*dec, "ftp://x", id, key).status, 400);
+    EXPECT_EQ(decode_held(*dec, pre->url(), id, key, "blob bytes").status, 400);
+    EXPECT_EQ(get(*pre, "/v1/states/XYZ", key).status, 404);
+    const std::string dm = get(*dec, "/metrics", key).body;
+    EXPECT_EQ(metric_value(dm, "baton_restores_total"), 2) << dm;  // the two good decodes only
+    EXPECT_EQ(metric_value(dm, "baton_state_fetch_bytes_total"), double(2 * bytes)) << dm;
+    const std::string pm = get(*pre, "/metrics", key).body;
+    EXPECT_EQ(metric_value(pm, "baton_state_hold_released_total"), 1) << pm;
+    EXPECT_EQ(metric_value(pm, "baton_state_hold_states"), 0) << pm;
+}
+
+// A lease nobody releases ends at its TTL: the node holds nothing afterwards.
+TEST(ServeHeldState, AnUnreleasedLeaseEndsAtItsTtl) {
+    auto pre = node_process::start(serve_args("llama", {"-np", "1", "--role", "prefill", "--state-lease-ms", "300"}));
+    const json body = {{"prompt", "A state nobody fetches"}, {"max_tokens", 4}};
+    const http_reply held = prefill_held(*pre, "completions", body.dump());
+    ASSERT_EQ(held.status, 200) << held.body;
+    EXPECT_EQ(metric_value(get(*pre, "/metrics").body, "baton_state_hold_states"), 1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the TTL and a sweep of the sweeper
+    const std::string pm = get(*pre, "/metrics").body;
+    EXPECT_EQ(metric_value(pm, "baton_state_hold_states"), 0) << pm;
+    EXPECT_EQ(metric_value(pm, "baton_state_hold_bytes"), 0) << pm;
+    EXPECT_EQ(metric_value(pm, "baton_state_hold_expired_total"), 1) << pm;
+    EXPECT_EQ(get(*pre, "/v1/states/" + held.j()["state"].get<std::string>()).status, 404);
+}
+
+// The prefill node dies (kill -9) after it made the state and before the decode node fetched it: the decode
+// is an explicit 424 (the router then falls back), and the decode node's slots are untouched.
+TEST(ServeHeldState, ProducerKilledBeforeTheFetchIsA424) {
+    auto pre = node_process::start(serve_args("llama", {"-np", "1", "--role", "prefill"}));
+    auto dec = node_process::start(serve_args("llama", {"-np", "1", "--role", "decode"}));
+    const json body = {{"prompt", "A state whose node dies"}, {"max_tokens", 4}};
+    const http_reply held = prefill_held(*pre, "completions", body.dump());
+    ASSERT_EQ(held.status, 200) << held.body;
+    const std::string url = pre->url();
+    ::kill(pre->pid(), SIGKILL);
+    pre.reset();
+    const http_reply r = decode_held(*dec, url, held.j()["state"].get<std::string>());
+    EXPECT_EQ(r.status, 424) << r.body;
+    EXPECT_EQ(metric_value(get(*dec, "/metrics").body, "baton_restores_total"), 0);
+    // The node serves on.
+    EXPECT_EQ(post(*dec, "/v1/completions", body.dump()).status, 200);
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, ServePdTest, ::testing::ValuesIn(mkmodel_archs()),

@@ -21,6 +21,16 @@ namespace baton::test {
 
 using json = nlohmann::json;
 
+// seconds_since: wall time since t0.
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// completion_path: the OpenAI endpoint a request body belongs to (a chat when it has messages).
+inline std::string completion_path(const json & b) {
+    return b.contains("messages") ? "/v1/chat/completions" : "/v1/completions";
+}
+
 // serve_args: `serve -m MODEL -c 2048 -t 2` plus extra.
 inline std::vector<std::string> serve_args(const std::string & arch, std::vector<std::string> extra = {},
                                            unsigned seed = 1) {
@@ -69,6 +79,26 @@ inline http_reply post_prefill(const node_process & n, const std::string & endpo
     httplib::Headers h = auth_headers(key);
     h.emplace(std::string(pd_header_endpoint), endpoint);
     return to_reply(c->Post(std::string(pd_path_prefill), h, body, "application/json"));
+}
+
+// prefill_held: a held prefill (direct transfer): the node keeps the state and answers {"state", "bytes"}.
+inline http_reply prefill_held(const node_process & n, const std::string & endpoint, const std::string & body,
+                               const std::string & key = "") {
+    auto c = n.client(120);
+    httplib::Headers h = auth_headers(key);
+    h.emplace(std::string(pd_header_endpoint), endpoint);
+    h.emplace(std::string(pd_header_state_hold), "1");
+    return to_reply(c->Post(std::string(pd_path_prefill), h, body, "application/json"));
+}
+
+// decode_held: POST /v1/decode naming where the state is (the prefill node's origin and the state's id).
+inline http_reply decode_held(const node_process & n, const std::string & source, const std::string & id,
+                              const std::string & key = "", const std::string & body = "") {
+    auto c = n.client(120);
+    httplib::Headers h = auth_headers(key);
+    h.emplace(std::string(pd_header_state_source), source);
+    h.emplace(std::string(pd_header_state_id), id);
+    return to_reply(c->Post(std::string(pd_path_decode), h, body, "application/octet-stream"));
 }
 
 inline http_reply get(const node_process & n, const std::string & path, const std::string & key = "",

@@ -14,13 +14,13 @@
 namespace baton {
 namespace {
 
-struct arch_case {
+struct model_arch_case {
     const char * arch;
     bool recurrent;
     bool hybrid;
 };
 
-class ArchTest : public ::testing::TestWithParam<arch_case> {};
+class ArchTest : public ::testing::TestWithParam<model_arch_case> {};
 
 TEST_P(ArchTest, LoadsWithExpectedMemoryKind) {
     auto m = loaded_model::load(test::test_model_path(GetParam().arch));
@@ -79,12 +79,13 @@ TEST_P(ArchTest, GreedyLogitsAreFiniteAndVary) {
     EXPECT_GT(mx - mn, 0.1f) << "logits are flat: the model computes nothing";
 }
 
-INSTANTIATE_TEST_SUITE_P(AllArchs, ArchTest,
-                         ::testing::Values(arch_case{"llama", false, false}, arch_case{"mamba2", true, false},
-                                           arch_case{"granitehybrid", false, true}, arch_case{"lfm2", false, true},
-                                           arch_case{"gemma3", false, false}, arch_case{"qwen3moe", false, false},
-                                           arch_case{"qwen3next", false, true}),
-                         [](const auto & info) { return std::string(info.param.arch); });
+INSTANTIATE_TEST_SUITE_P(
+    AllArchs, ArchTest,
+    ::testing::Values(model_arch_case{"llama", false, false}, model_arch_case{"mamba2", true, false},
+                      model_arch_case{"granitehybrid", false, true}, model_arch_case{"lfm2", false, true},
+                      model_arch_case{"gemma3", false, false}, model_arch_case{"qwen3moe", false, false},
+                      model_arch_case{"qwen3next", false, true}),
+    [](const auto & info) { return std::string(info.param.arch); });
 
 TEST(Tokenize, RoundTripsUtf8AndInvalidBytes) {
     auto m = loaded_model::load(test::test_model_path("llama"));

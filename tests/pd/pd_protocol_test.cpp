@@ -23,6 +23,8 @@ TEST(PdProtocol, NodeAnswersClassifyAsTheRouterActsOnThem) {
         {pd_hop::decode, 503, false, pd_answer::busy},
         {pd_hop::decode, 422, false, pd_answer::blob_rejected},  // the blob itself was refused: run it locally
         {pd_hop::prefill, 422, false, pd_answer::node_error},    // a prefill node gets no blob
+        {pd_hop::decode, 424, false, pd_answer::state_lost},     // the held state could not be fetched
+        {pd_hop::prefill, 424, false, pd_answer::node_error},
         {pd_hop::prefill, 400, false, pd_answer::client_error},  // no other node would take the request
         {pd_hop::decode, 400, false, pd_answer::node_error},     // relayed to the client as it is
         {pd_hop::prefill, 500, false, pd_answer::node_error},

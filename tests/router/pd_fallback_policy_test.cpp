@@ -98,6 +98,11 @@ TEST(PdFallbackPolicy, TableOfEveryNodeAnswerOnEachHop) {
         {D, 503, false, none, true, false, a::next_node, false, "busy", status_code::unavailable},
         // A forwarded client request (the direct route, a fallback) carries no blob: its 422 is an answer.
         {D, 422, false, none, false, false, a::relay_whole, false, "http_422", status_code::ok},
+        // 424 to a held state's place (direct transfer): the state is gone, the hop ends as a failed prefill.
+        {D, 424, false, none, true, true, a::state_lost, false, "state_lost", status_code::ok},
+        {D, 424, false, none, true, false, a::state_lost, false, "state_lost", status_code::ok},
+        // ... and to a forwarded client request it is an answer like any other.
+        {D, 424, false, none, false, false, a::relay_whole, false, "http_424", status_code::ok},
         {D, 422, false, none, false, true, a::relay_whole, false, "http_422", status_code::ok},
         {D, 200, false, none, false, true, a::relay_stream, false, "ok", status_code::ok},
         {D, 200, false, none, false, false, a::relay_whole, false, "ok", status_code::ok},

@@ -121,7 +121,7 @@ inline std::string prefix_range_end(std::string prefix) {
     return std::string(1, '\0');  // every key
 }
 
-struct etcd_kv {
+struct etcd_test_kv {
     std::string key, value;
     int64_t lease = 0;  // 0: no lease
 };
@@ -190,16 +190,16 @@ class etcd_process {
 
     // range returns the keys in [key, range_end) (range_end empty: key alone), or nullopt when etcd did not
     // answer 200 within timeout_s.
-    std::optional<std::vector<etcd_kv>> range(const std::string & key, const std::string & range_end,
-                                              double timeout_s = 5) const {
+    std::optional<std::vector<etcd_test_kv>> range(const std::string & key, const std::string & range_end,
+                                                   double timeout_s = 5) const {
         nlohmann::json req = {{"key", base64_encode(key)}};
         if (!range_end.empty()) req["range_end"] = base64_encode(range_end);
         auto j = post_json("/v3/kv/range", req, timeout_s);
         if (!j) return std::nullopt;
-        std::vector<etcd_kv> out;
+        std::vector<etcd_test_kv> out;
         if (j->contains("kvs") && (*j)["kvs"].is_array())
             for (const auto & kv : (*j)["kvs"]) {
-                etcd_kv e;
+                etcd_test_kv e;
                 e.key = base64_decode(kv.value("key", ""));
                 e.value = base64_decode(kv.value("value", ""));
                 const auto & l = kv.contains("lease") ? kv["lease"] : nlohmann::json();
@@ -209,7 +209,7 @@ class etcd_process {
             }
         return out;
     }
-    std::optional<std::vector<etcd_kv>> range_prefix(const std::string & prefix, double timeout_s = 5) const {
+    std::optional<std::vector<etcd_test_kv>> range_prefix(const std::string & prefix, double timeout_s = 5) const {
         return range(prefix, prefix_range_end(prefix), timeout_s);
     }
     // keys lists the keys under prefix (empty when etcd does not answer: callers poll).

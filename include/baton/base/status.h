@@ -31,6 +31,7 @@ enum class status_code : uint8_t {
     unauthenticated,    // missing or wrong API key; a state without a valid MAC
     permission_denied,  // authenticated or not, this caller may not do this (a browser page on a node-internal route)
     upstream_error,     // a node the router forwarded to failed, timed out or answered garbage
+    dependency_failed,  // what this request names on another node (a held state: direct transfer) could not be had
     not_implemented,    // an endpoint or action this server does not offer as configured (llama-server's 501)
     internal,           // a bug in Baton: should never happen
 };
@@ -56,6 +57,9 @@ class [[nodiscard]] Status {
     status_code code_ = status_code::ok;
     std::string message_;
 };
+
+// invalid_input: the Status a parser returns for input it refuses (an HTTP 400 at the edge).
+inline Status invalid_input(std::string message) { return Status(status_code::invalid_argument, std::move(message)); }
 
 // Result<T> holds either a value or a non-ok Status.
 template <typename T>

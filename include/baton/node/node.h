@@ -49,6 +49,10 @@ struct node_config {
     std::string api_key;                          // empty: no authentication
     uint64_t max_blob_bytes = uint64_t(1) << 30;  // body cap of /v1/decode and PUT state (bytes)
     uint64_t max_json_bytes = uint64_t(8) << 20;  // body cap of JSON endpoints (bytes)
+    // Direct transfer (prefill role): the states held for decode nodes to fetch: --state-hold-mb,
+    // --state-lease-ms (docs/router.md).
+    uint64_t state_hold_bytes = uint64_t(2) << 30;
+    uint32_t state_lease_ms = 30000;
     double timeout_s = 600;                       // per request, from arrival to the last byte; 0: none
     http_limits limits;                           // the HTTP edge's limits and per-phase deadlines (http_server.h)
     http_cors cors;                               // CORS (--cors-origins ...)

@@ -14,6 +14,10 @@ namespace baton {
 inline constexpr std::string_view pd_path_prefill = "/v1/prefill";  // POST the client's request -> a state blob
 inline constexpr std::string_view pd_path_decode = "/v1/decode";    // POST a state blob -> the client's answer
 inline constexpr std::string_view pd_path_slot_state = "/v1/slots/{id}/state";  // GET/PUT/DELETE a slot's state
+// Direct transfer (docs/router.md): a state a prefill node holds under a lease. GET: a decode node fetches it;
+// DELETE: the router releases it. {id}: 32 lowercase hex digits.
+inline constexpr std::string_view pd_path_held_state = "/v1/states/{id}";
+inline constexpr std::string_view pd_path_held_state_prefix = "/v1/states/";
 
 // Headers.
 inline constexpr std::string_view pd_header_draining = "X-Baton-Draining";  // node -> router on a 503: leaving
@@ -22,6 +26,12 @@ inline constexpr std::string_view pd_header_cached_tokens = "X-Baton-Cached-Toke
 // router -> prefill node: the endpoint of the client's request ("completions" | "chat" | "completion",
 // openai_endpoint_name); the body is the client's, unchanged. Absent: completions.
 inline constexpr std::string_view pd_header_endpoint = "X-Baton-Endpoint";
+// Direct transfer. router -> prefill node: "1": hold the state (state_hold) and answer with its id (JSON
+// {"state": id, "bytes": n}) instead of the blob. router -> decode node: where the state is (the prefill node's
+// origin, "http://HOST:PORT") and its id; the body is then empty.
+inline constexpr std::string_view pd_header_state_hold = "X-Baton-State-Hold";
+inline constexpr std::string_view pd_header_state_source = "X-Baton-State-Source";
+inline constexpr std::string_view pd_header_state_id = "X-Baton-State-Id";
 inline constexpr std::string_view pd_header_route = "X-Baton-Route";  // router -> client: "pd", "local", ...
 inline constexpr std::string_view pd_header_decode_node = "X-Baton-Decode-Node";  // router -> client: which node
 
@@ -35,6 +45,7 @@ enum class pd_hop : uint8_t {
 enum class pd_answer : uint8_t {
     ok,             // 200: use it (a blob from prefill, the client's answer from decode)
     blob_rejected,  // decode, 422: the node refused the blob itself; the router re-runs the request locally
+    state_lost,     // decode, 424: the node could not fetch the held state it was sent to (direct transfer)
     draining,       // 503 with X-Baton-Draining: the node leaves the cluster; mark it and try another
     busy,           // 503 without it: no free slot there; try another node
     client_error,   // prefill, 400: the request is at fault; no other node would take it, answer the client

@@ -35,6 +35,12 @@
 namespace baton {
 
 enum class fallback_policy : uint8_t { local, fail };
+// How a state moves from the prefill node to the decode node (docs/router.md, "Direct transfer"):
+//   direct: the prefill node holds it under a lease and the decode node fetches it from there; the router
+//           moves no KV bytes (the default);
+//   relay:  the prefill node sends it to the router, which streams it on to the decode node (for nodes that
+//           cannot reach each other).
+enum class pd_transfer : uint8_t { direct, relay };
 
 struct router_config {
     std::vector<std::string> prefill_urls;
@@ -45,6 +51,7 @@ struct router_config {
     std::string node_key;         // sent to nodes when set
     uint32_t pd_min_tokens = 64;  // prompts shorter than this skip the prefill hop
     fallback_policy fallback = fallback_policy::local;
+    pd_transfer transfer = pd_transfer::direct;  // --pd-transfer
     double timeout_s = 300;            // whole-request deadline; every hop gets what is left
     double health_interval_s = 1.0;    // health checks of every node
     // A node that does not answer its health check within this many seconds is ejected, and the calls in
