@@ -193,6 +193,9 @@ struct slot_info {
     bool parked = false;         // idle state moved out of the KV cache (engine_config::park_idle)
     uint32_t n_checkpoints = 0;
     int32_t pos_min = -1, pos_max = -1;
+    // The tokens the slot holds (n_tokens of them), shared and immutable: a new vector only when they change,
+    // so a reader (the node's KV-event publisher) can tell an unchanged slot by the pointer.
+    std::shared_ptr<const std::vector<token_id>> tokens;
 };
 
 struct engine_metrics {

@@ -72,12 +72,21 @@ void cli_add_route(CLI::App & app, cli_run_fn & run) {
     sub->add_option("--port", cfg->port, "Port (0 picks a free one)")->capture_default_str();
     sub->add_option("--api-key", cfg->api_key, "Key clients must send as Authorization: Bearer KEY");
     sub->add_option("--node-key", cfg->node_key, "Key sent to the nodes");
-    sub->add_option("--pd-min-tokens", cfg->pd_min_tokens, "Prompts with fewer tokens skip the prefill hop")->capture_default_str();
+    sub->add_option("--pd-min-tokens", cfg->pd_min_tokens,
+                    "Prompts with fewer tokens than this that the chosen decode node does not already hold skip the "
+                    "prefill hop (with -m the router knows what each node holds from its KV events; without, the "
+                    "whole prompt counts)")
+        ->capture_default_str();
     sub->add_option("--fallback", *fallback, "When prefill fails or a blob is rejected: local (prefill on the decode node) or fail")->capture_default_str();
     sub->add_option("--pd-transfer", *transfer,
                     "How states move: direct (the decode node fetches it from the prefill node; no KV bytes through "
                     "the router) or relay (through the router, for nodes that cannot reach each other)")
         ->capture_default_str();
+    sub->add_option("--kv-index-blocks", cfg->kv_index_blocks,
+                    "Block hashes the prefix index (the nodes' KV events) keeps per model; beyond: the least recently "
+                    "used go")
+        ->capture_default_str()
+        ->check(CLI::Range(size_t(1), size_t(1) << 26));
     sub->add_option("--timeout", cfg->timeout_s, "Per-request deadline in seconds (every hop gets what is left)")->capture_default_str();
     sub->add_option("--health-interval", cfg->health_interval_s, "Seconds between node health checks")->capture_default_str();
     sub->add_option(

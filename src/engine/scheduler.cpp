@@ -539,6 +539,11 @@ void engine_impl::fail_task(slot & s, Status error) {
 }
 
 void engine_impl::publish() {
+    std::vector<std::shared_ptr<const std::vector<token_id>>> before;
+    {
+        lock_guard lk(pub_mu);
+        for (const auto & si : slot_snapshot) before.push_back(si.tokens);
+    }
     std::vector<slot_info> snap;
     uint32_t busy = 0;
     uint64_t parked_bytes = 0;
@@ -547,7 +552,11 @@ void engine_impl::publish() {
         slot_info si;
         si.id = s.id;
         si.busy = s.task != nullptr || s.owner != 0;
-        si.n_tokens = uint32_t(slot_held_tokens(s).size());
+        const std::vector<token_id> & held = slot_held_tokens(s);
+        si.n_tokens = uint32_t(held.size());
+        const size_t k = snap.size();
+        if (k < before.size() && before[k] && *before[k] == held) si.tokens = before[k];
+        else si.tokens = std::make_shared<const std::vector<token_id>>(held);
         si.parked = s.parked != nullptr;
         si.n_checkpoints = uint32_t(s.parked ? s.parked->view().checkpoints.size() : s.checkpoints.size());
         parked_bytes += s.parked ? s.parked->size() : 0;

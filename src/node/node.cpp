@@ -10,6 +10,8 @@
 #include <thread>
 
 #include "baton/base/buffer_pool.h"
+#include "baton/base/identity.h"
+#include "baton/pd/kv_blocks.h"
 #include "node_impl.h"
 #include "node_test_seam.h"
 
@@ -106,6 +108,8 @@ void node_impl::install_routes() {
     add("POST", pd_path_prefill.data(), closed(json_body), true, &node_impl::on_prefill);
     add("GET", pd_path_held_state.data(), closed(none), true, &node_impl::on_held_get);
     add("DELETE", pd_path_held_state.data(), closed(none), true, &node_impl::on_held_delete);
+    add("GET", pd_path_kv_events.data(), none, true, &node_impl::on_kv_events);
+    add("GET", pd_path_kv_snapshot.data(), none, true, &node_impl::on_kv_snapshot);
     add("POST", "/admin/drain", closed(none), false, &node_impl::on_admin_drain);
     // The OpenAI routes, and llama-server's unprefixed aliases of them.
     for (const char * path : {"/v1/completions", "/completions"}) {
@@ -167,6 +171,19 @@ Status node_impl::load() {
     else
         log_warn("serve: states are not authenticated (no --state-secret-file): whoever reaches /v1/decode or the slot "
                  "state endpoints can hand this node a state; expose them to the router network only (docs/deploy.md)");
+    {
+        // KV events: the chain key names the model and the KV layout, so only nodes whose caches could serve
+        // the same prefix share hashes.
+        const kv_layout & l = eng->layout();
+        const std::string layout = identity_kv_type_name(l.type_k) + "/" + identity_kv_type_name(l.type_v) +
+                                   (l.flash_attn ? "/fa" : "/nofa") + (l.kv_unified ? "/unified" : "/streams");
+        kv_publisher_config kc;
+        kc.node = cfg.alias.empty() ? model_file : cfg.alias;
+        kc.epoch = state_hold::random_id().substr(0, 16);
+        kc.block_tokens = pd_kv_block_tokens;
+        kc.seed = kv_block_seed(identity_fingerprint_hex(model->identity().fingerprint), layout, kc.block_tokens);
+        kv = std::make_unique<kv_publisher>(kc);
+    }
     ready.store(true, std::memory_order_release);
     if (cfg.cluster) {
         const node_cluster_config & c = *cfg.cluster;

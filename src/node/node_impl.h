@@ -25,6 +25,7 @@
 #include "baton/openai/openai.h"
 #include "baton/openai/openai_response.h"
 #include "event_wait.h"
+#include "kv_publisher.h"
 #include "node_metrics.h"
 #include "state_hold.h"
 
@@ -87,6 +88,7 @@ class node_impl {
     std::atomic<bool> drain_requested_{false};
     std::unique_ptr<node_registrar> registrar;  // when cfg.cluster is set, from load() on
     std::unique_ptr<state_hold> held;           // direct transfer: states made here for decode nodes to fetch
+    std::unique_ptr<kv_publisher> kv;           // KV events: what the slots hold, from load() on
 
     // ---- node.cpp ----
     void install_routes();
@@ -136,6 +138,9 @@ class node_impl {
     net::awaitable<Result<std::vector<uint8_t>>> fetch_held(http_exchange & ex, std::string_view source,
                                                             std::string_view id);
     net::awaitable<void> sweep_held();
+    // KV events (kv_publisher.h): the batches after a router's last, or the snapshot.
+    net::awaitable<void> on_kv_events(http_exchange & ex);
+    net::awaitable<void> on_kv_snapshot(http_exchange & ex);
 
     // ---- status_endpoints.cpp ----
     net::awaitable<void> on_health(http_exchange & ex);

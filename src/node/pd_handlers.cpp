@@ -7,10 +7,12 @@
 // its id; GET/DELETE /v1/states/{id} serve and release it; a decode told where a state is fetches it
 // (fetch_held) and goes on exactly as with a blob in its body.
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 
 #include "baton/base/buffer_pool.h"
 #include "baton/blob.h"
+#include "baton/pd/kv_events.h"
 #include "baton/pd/pd_protocol.h"
 #include "baton/pd/pd_request.h"
 #include "node_impl.h"
@@ -213,7 +215,40 @@ net::awaitable<void> node_impl::sweep_held() {
         co_await t.async_wait(net::redirect_error(net::use_awaitable, ec));
         if (ec) co_return;
         held->expire(steady_clock::now());
+        if (ready.load(std::memory_order_acquire)) {  // (kv and eng are set before ready) the KV events
+            std::vector<kv_publisher::tokens_ptr> slots;
+            for (const slot_info & s : eng->slots()) slots.push_back(s.tokens);
+            kv->observe(slots);
+        }
     }
+}
+
+net::awaitable<void> node_impl::on_kv_events(http_exchange & ex) {
+    // after: the last batch the reader applied (0: none); epoch: the stream it applied it from. A reader of
+    // another epoch (this node restarted) or one that fell behind the log is told to resync from the snapshot.
+    const std::string_view after_text = ex.request().query_value("after");
+    uint64_t after = 0;
+    if (!after_text.empty()) {
+        auto [p, ec] = std::from_chars(after_text.data(), after_text.data() + after_text.size(), after);
+        if (ec != std::errc() || p != after_text.data() + after_text.size())
+            co_return (void) co_await ex.respond_error(
+                Status(status_code::invalid_argument, "after: must be a batch number (0 or more)"));
+    }
+    const std::string_view epoch = ex.request().query_value("epoch");
+    const kv_publisher_config & kc = kv->config();
+    std::optional<std::vector<kv_event_batch>> batches;
+    if (epoch.empty() || epoch == kc.epoch) batches = kv->batches_after(after);
+    std::string body = "{\"node\":" + nlohmann::json(kc.node).dump() + ",\"epoch\":\"" + kc.epoch + "\",\"seed\":\"" +
+                       kv_hash_hex(kc.seed) + "\",\"seq\":" + std::to_string(kv->seq()) +
+                       ",\"resync\":" + (batches ? "false" : "true") + ",\"batches\":[";
+    if (batches)
+        for (size_t i = 0; i < batches->size(); ++i) body += (i ? "," : "") + kv_event_batch_encode((*batches)[i]);
+    body += "]}";
+    co_await ex.respond(http_response::json(std::move(body)));
+}
+
+net::awaitable<void> node_impl::on_kv_snapshot(http_exchange & ex) {
+    co_await ex.respond(http_response::json(kv_snapshot_encode(kv->snapshot())));
 }
 
 }  // namespace baton

@@ -18,7 +18,9 @@ state_hold::blob_ref share_pooled(std::vector<uint8_t> blob) {
     });
 }
 
-std::string random_id() {
+}  // namespace
+
+std::string state_hold::random_id() {
     static thread_local std::mt19937_64 rng{std::random_device{}()};
     static const char * digits = "0123456789abcdef";
     std::string s(32, '0');
@@ -28,8 +30,6 @@ std::string random_id() {
     }
     return s;
 }
-
-}  // namespace
 
 bool state_hold::state_id_valid(std::string_view s) {
     if (s.size() != 32) return false;

@@ -8,15 +8,18 @@
 
 namespace baton {
 
-uint32_t router_impl::count_tokens(const openai_request & r) const {
-    if (const auto * ids = std::get_if<openai_prompt_tokens>(&r.input)) return uint32_t(ids->tokens.size());
+uint32_t router_impl::count_tokens(const openai_request & r, std::vector<token_id> * tokens) const {
     if (vocab && chat) {
         auto rendered = chat->render_request(r, *vocab);
         if (rendered.ok()) {
             auto g = openai_to_gen(rendered.value(), *vocab);
-            if (g.ok()) return uint32_t(g->prompt.size());
+            if (g.ok()) {
+                if (tokens) *tokens = g->prompt;
+                return uint32_t(g->prompt.size());
+            }
         }
     }
+    if (const auto * ids = std::get_if<openai_prompt_tokens>(&r.input)) return uint32_t(ids->tokens.size());
     // Without a vocabulary: about 4 bytes per token (documented; pass -m for exact counts).
     size_t bytes = 0;
     if (const auto * text = std::get_if<openai_prompt_text>(&r.input)) bytes = text->text.size();
@@ -25,14 +28,27 @@ uint32_t router_impl::count_tokens(const openai_request & r) const {
     return uint32_t(bytes / 4);
 }
 
+std::vector<uint32_t> router_impl::kv_cached(node_pool & pool, const route_ctx & ctx) {
+    if (ctx.tokens.empty()) return {};
+    const auto candidates = pool.usable_urls(ctx.filter);
+    std::vector<std::string> urls;
+    for (const auto & c : candidates) urls.push_back(c.second);
+    const std::vector<uint32_t> held = kv.cached_tokens(ctx.tokens, urls);
+    std::vector<uint32_t> out(pool.size(), 0);
+    for (size_t k = 0; k < candidates.size(); ++k)
+        if (candidates[k].first < out.size()) out[candidates[k].first] = held[k];
+    return out;
+}
+
 net::awaitable<std::optional<node_hold>> router_impl::acquire_node(http_exchange & ex, node_pool & pool,
                                                                    capacity_gate & gate, route_ctx & ctx,
                                                                    const std::vector<size_t> & tried, bool affine,
                                                                    Status & why) {
     bool & router_full = ctx.router_full;
     auto pick = [&]() -> std::optional<node_hold> {
-        auto n = affine ? pool.acquire_affine(ctx.affinity, tried, ctx.filter)
-                        : pool.acquire_least_loaded(tried, ctx.filter);
+        const std::vector<uint32_t> & cached = &pool == &prefill ? ctx.cached_prefill : ctx.cached_decode;
+        auto n = affine ? pool.acquire_affine(ctx.affinity, tried, ctx.filter, cached)
+                        : pool.acquire_least_loaded(tried, ctx.filter, cached);
         if (!n) return std::nullopt;
         return node_hold(&pool, &gate, n->index);
     };

@@ -110,6 +110,18 @@ void router_impl::render_cluster_metrics(std::string & out) const {
     metric_head(out, "baton_router_nodes", "gauge", "Usable members of each pool");
     out += "baton_router_nodes{role=\"prefill\"} " + metric_num(double(prefill.n_healthy())) + "\n";
     out += "baton_router_nodes{role=\"decode\"} " + metric_num(double(decode.n_healthy())) + "\n";
+    const kv_view_stats k = kv.stats();
+    metric_scalar(out, "baton_router_kv_index_blocks", "gauge", "Block hashes in the prefix index (all models)",
+                  double(k.blocks));
+    metric_scalar(out, "baton_router_kv_index_nodes", "gauge", "Nodes whose KV events the index follows in sync",
+                  double(k.nodes));
+    metric_scalar(out, "baton_router_kv_index_evictions_total", "counter",
+                  "Blocks dropped to keep the index within --kv-index-blocks", double(k.evictions));
+    metric_scalar(out, "baton_router_kv_event_batches_total", "counter", "KV-event batches applied", double(k.batches));
+    metric_scalar(out, "baton_router_kv_resyncs_total", "counter",
+                  "Snapshots applied (a node new to the router, restarted, or a lost batch)", double(k.resyncs));
+    metric_scalar(out, "baton_router_kv_rejected_total", "counter", "KV-event answers or batches that did not parse",
+                  double(k.rejected));
     if (!watch) return;
     metric_scalar(out, "baton_router_etcd_connected", "gauge",
                   "1 while the router follows etcd, 0 while it cannot reach it", watch->connected() ? 1 : 0);

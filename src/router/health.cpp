@@ -9,6 +9,7 @@
 
 #include "baton/base/log.h"
 #include "baton/http/metrics_text.h"
+#include "baton/pd/pd_protocol.h"
 #include "router_impl.h"
 
 namespace baton {
@@ -80,6 +81,34 @@ net::awaitable<void> router_impl::health_check(node_pool & pool, call_registry &
     }
     pool.mark_healthy(i);
     if (!was) gate.wake_all();
+    co_await kv_poll(url, steady::now() + std::chrono::milliseconds(int64_t(cfg.health_timeout_s * 1000)));
+}
+
+net::awaitable<void> router_impl::kv_poll(const http_url & url, steady::time_point deadline) {
+    // A node without KV events (an older node, or one still loading) answers 404/503: nothing to apply.
+    auto get = [&](std::string target) -> net::awaitable<Result<std::string>> {
+        auto conn = co_await http_upstream::connect(url, deadline);
+        if (!conn.ok()) co_return conn.status();
+        Status st = co_await conn.value()->send("GET", target, node_headers(), "", "");
+        if (!st.ok()) co_return st;
+        auto head = co_await conn.value()->read_head();
+        if (!head.ok()) co_return head.status();
+        if (head->status != 200)
+            co_return Status(status_code::upstream_error, target + " answered " + std::to_string(head->status));
+        co_return co_await conn.value()->read_all(size_t(64) << 20);
+    };
+    auto events = co_await get(std::string(pd_path_kv_events) + "?" + kv.events_query(url.text));
+    if (!events.ok()) co_return;
+    auto resync = kv.apply_events(url.text, events.value());
+    if (!resync.ok()) {
+        log_debug("route: {}: {}", url.text, resync.status().message());
+        co_return;
+    }
+    if (!resync.value()) co_return;
+    auto snap = co_await get(std::string(pd_path_kv_snapshot));
+    if (!snap.ok()) co_return;
+    if (Status st = kv.apply_snapshot(url.text, snap.value()); !st.ok())
+        log_debug("route: {}{}: {}", url.text, pd_path_kv_snapshot, st.message());
 }
 
 net::awaitable<void> router_impl::health_check_one(node_pool & pool, call_registry & calls, size_t i,

@@ -75,20 +75,36 @@ size_t node_pool::retire_others(const std::set<std::string> & keep) {
     return n;
 }
 
+namespace {
+uint32_t cached_at(std::span<const uint32_t> cached, size_t i) { return i < cached.size() ? cached[i] : 0; }
+}  // namespace
+
 std::optional<size_t> node_pool::pick_least_loaded_locked(const std::vector<size_t> & exclude, const node_filter & f,
-                                                          bool within_capacity) const {
+                                                          bool within_capacity,
+                                                          std::span<const uint32_t> cached) const {
     std::optional<size_t> best;
+    uint32_t min_load = UINT32_MAX;
     for (size_t i = 0; i < nodes_.size(); ++i) {
         const entry & e = nodes_[i];
         if (!usable(e) || !matches(e, f) || excluded(exclude, i) || (within_capacity && e.outstanding >= e.capacity))
             continue;
+        min_load = std::min(min_load, e.outstanding);
         if (!best || e.outstanding < nodes_[*best].outstanding) best = i;
+    }
+    // A node holding part of the prompt wins if it is within the load cap of the least loaded.
+    for (size_t i = 0; best && i < nodes_.size(); ++i) {
+        const entry & e = nodes_[i];
+        if (!usable(e) || !matches(e, f) || excluded(exclude, i) || (within_capacity && e.outstanding >= e.capacity) ||
+            e.outstanding > min_load + load_cap_)
+            continue;
+        if (cached_at(cached, i) > cached_at(cached, *best)) best = i;
     }
     return best;
 }
 
 std::optional<size_t> node_pool::pick_affine_locked(uint64_t key, const std::vector<size_t> & exclude,
-                                                    const node_filter & f, bool within_capacity) const {
+                                                    const node_filter & f, bool within_capacity,
+                                                    std::span<const uint32_t> cached) const {
     auto ok = [&](size_t i) BATON_REQUIRES(mu_) {
         const entry & e = nodes_[i];
         return usable(e) && matches(e, f) && !excluded(exclude, i) && !(within_capacity && e.outstanding >= e.capacity);
@@ -106,7 +122,9 @@ std::optional<size_t> node_pool::pick_affine_locked(uint64_t key, const std::vec
         const std::string & u = nodes_[i].address.text;
         const uint64_t parts[2] = {key, XXH3_64bits(u.data(), u.size())};
         const uint64_t score = XXH3_64bits(parts, sizeof parts);
-        if (!best || score > best_score) {
+        // The most cached prefix first (KV events); the rendezvous score among equals.
+        const uint32_t c = cached_at(cached, i), cb = best ? cached_at(cached, *best) : 0;
+        if (!best || c > cb || (c == cb && score > best_score)) {
             best = i;
             best_score = score;
         }
@@ -129,21 +147,30 @@ std::optional<node_ref> node_pool::pick_affine(uint64_t key, const std::vector<s
     return node_ref{*i, nodes_[*i].address.text};
 }
 
-std::optional<node_ref> node_pool::acquire_least_loaded(const std::vector<size_t> & exclude, const node_filter & f) {
+std::optional<node_ref> node_pool::acquire_least_loaded(const std::vector<size_t> & exclude, const node_filter & f,
+                                                        std::span<const uint32_t> cached) {
     lock_guard lk(mu_);
-    auto i = pick_least_loaded_locked(exclude, f, true);
+    auto i = pick_least_loaded_locked(exclude, f, true, cached);
     if (!i) return std::nullopt;
     ++nodes_[*i].outstanding;
     return node_ref{*i, nodes_[*i].address.text};
 }
 
 std::optional<node_ref> node_pool::acquire_affine(uint64_t key, const std::vector<size_t> & exclude,
-                                                  const node_filter & f) {
+                                                  const node_filter & f, std::span<const uint32_t> cached) {
     lock_guard lk(mu_);
-    auto i = pick_affine_locked(key, exclude, f, true);
+    auto i = pick_affine_locked(key, exclude, f, true, cached);
     if (!i) return std::nullopt;
     ++nodes_[*i].outstanding;
     return node_ref{*i, nodes_[*i].address.text};
+}
+
+std::vector<std::pair<size_t, std::string>> node_pool::usable_urls(const node_filter & f) const {
+    lock_guard lk(mu_);
+    std::vector<std::pair<size_t, std::string>> out;
+    for (size_t i = 0; i < nodes_.size(); ++i)
+        if (usable(nodes_[i]) && matches(nodes_[i], f)) out.emplace_back(i, nodes_[i].address.text);
+    return out;
 }
 
 bool node_pool::has_candidates(const std::vector<size_t> & exclude, const node_filter & f) const {

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -70,10 +71,16 @@ class node_pool {
 
     // acquire_least_loaded / acquire_affine pick like the functions above among the nodes below their
     // capacity and count the request on the chosen node in the same step (so concurrent picks never
-    // overshoot a node's capacity); nullopt when every candidate is full or unusable.
-    std::optional<node_ref> acquire_least_loaded(const std::vector<size_t> & exclude = {}, const node_filter & f = {});
+    // overshoot a node's capacity); nullopt when every candidate is full or unusable. cached (by node index;
+    // empty or shorter: 0): the prompt tokens each node's cache already holds (kv_view). Among the nodes a
+    // pick may take (within the load cap, for affinity; the least loaded, else), the one holding the most
+    // wins; only when none holds any does the plain rule decide.
+    std::optional<node_ref> acquire_least_loaded(const std::vector<size_t> & exclude = {}, const node_filter & f = {},
+                                                 std::span<const uint32_t> cached = {});
     std::optional<node_ref> acquire_affine(uint64_t key, const std::vector<size_t> & exclude = {},
-                                           const node_filter & f = {});
+                                           const node_filter & f = {}, std::span<const uint32_t> cached = {});
+    // usable_urls: the usable members matching f, by index (the candidates a pick chooses among).
+    std::vector<std::pair<size_t, std::string>> usable_urls(const node_filter & f = {}) const;
     // has_candidates: some usable node outside `exclude` matching f exists (full or not): worth waiting for.
     bool has_candidates(const std::vector<size_t> & exclude = {}, const node_filter & f = {}) const;
     // serves: some member (usable or not) answers to this model name.
@@ -119,9 +126,11 @@ class node_pool {
     std::deque<entry> nodes_ BATON_GUARDED_BY(mu_);
 
     std::optional<size_t> pick_least_loaded_locked(const std::vector<size_t> & exclude, const node_filter & f,
-                                                   bool within_capacity) const BATON_REQUIRES(mu_);
+                                                   bool within_capacity, std::span<const uint32_t> cached = {}) const
+        BATON_REQUIRES(mu_);
     std::optional<size_t> pick_affine_locked(uint64_t key, const std::vector<size_t> & exclude, const node_filter & f,
-                                             bool within_capacity) const BATON_REQUIRES(mu_);
+                                             bool within_capacity, std::span<const uint32_t> cached = {}) const
+        BATON_REQUIRES(mu_);
 };
 
 // affinity_key hashes the first `n_bytes` of a conversation's text (a stable prefix), so requests that

@@ -3,6 +3,7 @@
 // client's body to a decode node). What follows each hop's end — done, an error answered as is, the
 // fallback to local prefill or its refusal under --fallback fail — is pd_fallback_decide's decision
 // (pd_fallback_policy.h); this file only executes it.
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -39,11 +40,21 @@ net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpo
     ctx.filter = filter.value();
 
     // Counting tokens may run the tokenizer and chat template: on the bridge pool, not the event loop.
+    // With -m the prompt's tokens are hashed against the nodes' KV events (kv_view): the decode node that
+    // holds the most of the prompt is preferred, and PD is taken only when the tokens that node is missing
+    // are at least --pd-min-tokens (a follow-up turn whose new tokens are few is prefilled where its
+    // conversation already is).
     uint32_t n_tokens = 0;
     const bool have_prefill = prefill.n_members() > 0;
-    if (have_prefill) n_tokens = co_await http->offload([&] { return count_tokens(ctx.req); });
-    const bool pd = have_prefill && n_tokens >= cfg.pd_min_tokens;
+    n_tokens = co_await http->offload([&] { return count_tokens(ctx.req, &ctx.tokens); });
+    ctx.cached_decode = kv_cached(decode, ctx);
+    uint32_t held = 0;
+    for (uint32_t c : ctx.cached_decode) held = std::max(held, c);
+    held = std::min(held, n_tokens);
+    const bool pd = have_prefill && n_tokens - held >= cfg.pd_min_tokens;
+    if (pd) ctx.cached_prefill = kv_cached(prefill, ctx);
     metrics.mode(pd ? "pd" : "direct");
+    metrics.kv_route(!ctx.tokens.empty(), held, have_prefill && !pd && n_tokens >= cfg.pd_min_tokens);
     if (pd) {
         ctx.route = "pd";
         pd_fallback_decision next;

@@ -43,6 +43,7 @@
 #include "call_registry.h"
 #include "capacity_gate.h"
 #include "failure_policy.h"
+#include "kv_view.h"
 #include "node_pool.h"
 #include "pd_fallback_policy.h"
 #include "router_metrics.h"
@@ -65,6 +66,8 @@ struct route_ctx {
     std::string route = "direct";  // for response headers: pd | direct | fallback:<reason>
     bool router_full = false;      // the router's queue was full: answered 503 at once, never a fallback
     node_filter filter;            // the model the request names; after a prefill hop also the blob's group
+    std::vector<token_id> tokens;  // the prompt's tokens (with -m): hashed against the nodes' KV events
+    std::vector<uint32_t> cached_prefill, cached_decode;  // by node index: prompt tokens each node holds
 };
 
 // How relay ended (relay_outcome: pd_fallback_policy.h, whose pd_fallback_decide takes it).
@@ -128,6 +131,7 @@ class router_impl {
     std::unique_ptr<loaded_model> vocab;
     std::optional<chat_formatter> chat;  // with -m: renders chats to count their tokens (the model's template)
     router_metrics metrics;
+    kv_view kv;  // the nodes' KV caches, from their events (polled with the health checks)
     std::unique_ptr<http_server> http;
     // After http: destroyed before the io_context its timers live on.
     std::unique_ptr<cluster_watch> watch;  // with --etcd: keeps the pools' registered members current
@@ -139,7 +143,7 @@ class router_impl {
 
     router_impl(const router_config & c, const std::vector<http_url> & pre, const std::vector<http_url> & dec)
         : cfg(c), prefill(pre, c.load_cap), decode(dec, c.load_cap), prefill_gate(c.queue_max),
-          decode_gate(c.queue_max) {}
+          decode_gate(c.queue_max), kv(c.kv_index_blocks) {}
 
     // ---- router.cpp ----
     void routes();
@@ -166,13 +170,18 @@ class router_impl {
                                           size_t & left, notify_ptr done);
     net::awaitable<void> health_check(node_pool & pool, call_registry & calls, const http_url & url, size_t i,
                                       capacity_gate & gate);
+    // kv_poll reads a node's KV events since the last poll (and its snapshot when it must resync) into kv.
+    net::awaitable<void> kv_poll(const http_url & url, steady::time_point deadline);
     // note_call_failure classifies a call's failure (raw: its operation's status; g: its registration),
     // ejects the node when the transport failed, and counts the outcome.
     call_fault note_call_failure(node_pool & pool, size_t i, const std::string & url, const Status & raw,
                                  const call_guard & g);
 
     // ---- admission.cpp ----
-    uint32_t count_tokens(const openai_request & r) const;
+    // count_tokens: the prompt's tokens (exact with -m, which also fills *tokens; else about 4 bytes each).
+    uint32_t count_tokens(const openai_request & r, std::vector<token_id> * tokens = nullptr) const;
+    // kv_cached: the prompt tokens each node of pool holds, by node index (empty without tokens or events).
+    std::vector<uint32_t> kv_cached(node_pool & pool, const route_ctx & ctx);
     // acquire_node waits (bounded queue, deadline, client watched) until a node of pool has room.
     net::awaitable<std::optional<node_hold>> acquire_node(http_exchange & ex, node_pool & pool, capacity_gate & gate,
                                                           route_ctx & ctx, const std::vector<size_t> & tried,

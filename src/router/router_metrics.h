@@ -22,6 +22,9 @@ class router_metrics {
     void blob(uint64_t bytes, double transfer_seconds);  // a blob relayed through the router (--pd-transfer relay)
     void direct_state(uint64_t bytes);                   // a state fetched node to node (--pd-transfer direct)
     void state_release(bool released);                   // the router's DELETE of a held state: released, or not
+    // kv_route: a routing decision with prompt tokens to hash (known) or not; held: the prompt tokens the best
+    // decode node already held; local_followup: PD skipped because that node held all but a few.
+    void kv_route(bool known, uint32_t held, bool local_followup);
     void ttft(double seconds);                                         // time to the first relayed byte
     // render appends the router's metrics; waiting: requests queued for node capacity now.
     void render(std::string & out, size_t waiting) const;
@@ -41,6 +44,9 @@ class router_metrics {
     uint64_t direct_states_ BATON_GUARDED_BY(mu_) = 0;
     uint64_t releases_ok_ BATON_GUARDED_BY(mu_) = 0;
     uint64_t releases_failed_ BATON_GUARDED_BY(mu_) = 0;
+    uint64_t kv_hits_ BATON_GUARDED_BY(mu_) = 0, kv_misses_ BATON_GUARDED_BY(mu_) = 0;
+    uint64_t kv_unknown_ BATON_GUARDED_BY(mu_) = 0, kv_held_tokens_ BATON_GUARDED_BY(mu_) = 0;
+    uint64_t local_followups_ BATON_GUARDED_BY(mu_) = 0;
     latency_histogram ttft_ BATON_GUARDED_BY(mu_);
 };
 

@@ -193,6 +193,78 @@ TEST(RouterE2E, DirectTransferMovesNoStateBytesThroughTheRouter) {
               4);
 }
 
+// KV events and the prefix index: a follow-up turn goes to the decode node whose cache holds its conversation
+// and, its new tokens being few, without a prefill hop ("PD where it pays"); the answer equals one node's. A
+// second router over the same nodes, once its index has caught up, routes the same request to the same node.
+TEST(RouterE2E, FollowUpTurnGoesLocallyToTheNodeHoldingItsConversation) {
+    auto pre = node_process::start(serve_args("llama", {"--role", "prefill", "-np", "2"}));
+    std::vector<std::unique_ptr<node_process>> dec;
+    for (int i = 0; i < 2; ++i)
+        dec.push_back(node_process::start(serve_args("llama", {"--role", "decode", "-np", "2"})));
+    auto both = node_process::start(serve_args("llama"));
+    auto router_args = [&] {
+        return std::vector<std::string>{"route",
+                                        "--prefill",
+                                        pre->url(),
+                                        "--decode",
+                                        dec[0]->url() + "," + dec[1]->url(),
+                                        "--pd-min-tokens",
+                                        "128",
+                                        "-m",
+                                        test_model_path("llama"),
+                                        "--health-interval",
+                                        "0.2"};
+    };
+    auto r1 = node_process::start(router_args());
+    std::string long_text = "Tell me about the state of the node.";
+    for (int k = 0; k < 18; ++k) long_text += " The model and the state " + std::to_string(k) + ".";
+    json turn1 = {
+        {"messages", json::array({{{"role", "user"}, {"content", long_text}}})}, {"max_tokens", 8}, {"temperature", 0}};
+    const http_reply a1 = post(*r1, "/v1/chat/completions", turn1.dump());
+    ASSERT_EQ(a1.status, 200) << a1.body;
+    EXPECT_EQ(a1.route, "pd");
+    const std::string holder = a1.decode_node;
+    ASSERT_FALSE(holder.empty());
+    // The decode node publishes what its slot now holds; the router reads it with its health checks.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+    while (std::chrono::steady_clock::now() < until &&
+           metric_value(get(*r1, "/metrics").body, "baton_router_kv_index_blocks") < 6)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // a publish and a poll after the restore
+    json turn2 = turn1;
+    turn2["messages"].push_back({{"role", "assistant"}, {"content", a1.j()["choices"][0]["message"]["content"]}});
+    turn2["messages"].push_back({{"role", "user"}, {"content", "And then?"}});
+    const http_reply want = post(*both, "/v1/chat/completions", turn2.dump());
+    ASSERT_EQ(want.status, 200) << want.body;
+    const http_reply a2 = post(*r1, "/v1/chat/completions", turn2.dump());
+    ASSERT_EQ(a2.status, 200) << a2.body;
+    EXPECT_EQ(a2.route, "direct") << "a follow-up of few new tokens is prefilled where its conversation is";
+    EXPECT_EQ(a2.decode_node, holder);
+    EXPECT_EQ(normalized(a2.j()), normalized(want.j()));
+    const std::string m = get(*r1, "/metrics").body;
+    EXPECT_EQ(metric_value(m, "baton_router_local_followups_total"), 1) << m;
+    EXPECT_GE(metric_value(m, "baton_router_kv_held_tokens_total"), 320) << m;
+    EXPECT_EQ(metric_value(m, "baton_router_kv_index_nodes"), 3) << m;
+    // A second router, started now, learns the same from the nodes (their snapshots) and agrees.
+    auto r2 = node_process::start(router_args());
+    const auto until2 = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+    while (std::chrono::steady_clock::now() < until2 &&
+           metric_value(get(*r2, "/metrics").body, "baton_router_kv_index_nodes") < 3)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    json turn3 = turn2;
+    turn3["messages"].push_back({{"role", "assistant"}, {"content", a2.j()["choices"][0]["message"]["content"]}});
+    turn3["messages"].push_back({{"role", "user"}, {"content", "Why?"}});
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // turn 2's slot published, both polled
+    const http_reply b1 = post(*r1, "/v1/chat/completions", turn3.dump());
+    const http_reply b2 = post(*r2, "/v1/chat/completions", turn3.dump());
+    ASSERT_EQ(b1.status, 200) << b1.body;
+    ASSERT_EQ(b2.status, 200) << b2.body;
+    EXPECT_EQ(b1.decode_node, holder);
+    EXPECT_EQ(b2.decode_node, holder) << "two routers with converged indexes pick the same node";
+    // (The nodes' logs still hold every batch: the second router read them from the first.)
+    EXPECT_GT(metric_value(get(*r2, "/metrics").body, "baton_router_kv_event_batches_total"), 0);
+}
+
 // --pd-transfer relay keeps the router relay (nodes that cannot reach each other): same answers, the blob
 // bytes counted at the router, nothing held on the prefill node.
 TEST(RouterE2E, RelayTransferStillEqualsSingleNode) {
@@ -668,8 +740,10 @@ class RouterStall : public ::testing::Test {
             c->prefill.push_back(node_process::start(serve_args("llama", {"--role", "prefill", "-np", "2"})));
             for (int i = 0; i < 2; ++i)
                 c->decode.push_back(node_process::start(serve_args("llama", {"--role", "decode", "-np", "4"})));
+            // --pd-min-tokens 0: every request takes PD, also one whose prompt a decode node already holds
+            // (the cases repeat a prompt: with the default rule a repeat is prefilled where it is held).
             c->router = node_process::start({"route", "--prefill", c->prefill[0]->url(), "--decode",
-                                             c->decode[0]->url() + "," + c->decode[1]->url(), "--pd-min-tokens", "16",
+                                             c->decode[0]->url() + "," + c->decode[1]->url(), "--pd-min-tokens", "0",
                                              "-m", test_model_path("llama"), "--timeout", "300"});
             c_ = c.release();
         } catch (const std::exception & e) {

@@ -45,6 +45,7 @@ struct http_reply {
     std::string content_type;
     std::string retry_after;
     std::string route;  // X-Baton-Route (router replies)
+    std::string decode_node;  // X-Baton-Decode-Node (router replies)
     json j() const { return json::parse(body, nullptr, false); }
 };
 
@@ -56,6 +57,7 @@ inline http_reply to_reply(const httplib::Result & r) {
     out.content_type = r->get_header_value("Content-Type");
     out.retry_after = r->get_header_value("Retry-After");
     out.route = r->get_header_value("X-Baton-Route");
+    out.decode_node = r->get_header_value("X-Baton-Decode-Node");
     return out;
 }
 

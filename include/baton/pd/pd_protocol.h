@@ -18,6 +18,12 @@ inline constexpr std::string_view pd_path_slot_state = "/v1/slots/{id}/state";  
 // DELETE: the router releases it. {id}: 32 lowercase hex digits.
 inline constexpr std::string_view pd_path_held_state = "/v1/states/{id}";
 inline constexpr std::string_view pd_path_held_state_prefix = "/v1/states/";
+// KV events (docs/kv-events.md): what a node's caches hold, for routers' prefix indexes. GET
+// /v1/kv/events?after=SEQ&epoch=EPOCH -> {"node", "epoch", "seed", "seq", "resync", "batches": [batch...]}; GET /v1/kv/snapshot
+// -> a snapshot. Block hashes cover pd_kv_block_tokens tokens each.
+inline constexpr std::string_view pd_path_kv_events = "/v1/kv/events";
+inline constexpr std::string_view pd_path_kv_snapshot = "/v1/kv/snapshot";
+inline constexpr uint32_t pd_kv_block_tokens = 64;
 
 // Headers.
 inline constexpr std::string_view pd_header_draining = "X-Baton-Draining";  // node -> router on a 503: leaving

@@ -49,9 +49,12 @@ struct router_config {
     int port = 8080;
     std::string api_key;          // clients must send it (Authorization: Bearer) when set
     std::string node_key;         // sent to nodes when set
-    uint32_t pd_min_tokens = 64;  // prompts shorter than this skip the prefill hop
+    // Prompts with fewer tokens than this that the chosen decode node does not already hold (KV events,
+    // with -m; else the whole prompt) skip the prefill hop.
+    uint32_t pd_min_tokens = 64;
     fallback_policy fallback = fallback_policy::local;
     pd_transfer transfer = pd_transfer::direct;  // --pd-transfer
+    size_t kv_index_blocks = size_t(1) << 18;    // --kv-index-blocks: the prefix index's bound per model
     double timeout_s = 300;            // whole-request deadline; every hop gets what is left
     double health_interval_s = 1.0;    // health checks of every node
     // A node that does not answer its health check within this many seconds is ejected, and the calls in

@@ -1,0 +1,68 @@
+// kv_view.h — the router's view of the nodes' KV caches: one prefix_index per chain key (a model and KV layout),
+// fed with what each node publishes (GET /v1/kv/events and /v1/kv/snapshot, docs/kv-events.md), and asked
+// how many leading blocks of a prompt each node holds. Nodes are keyed by the URL the router reaches them at
+// (a node's own name in its events is informational). The health checker polls the events (router_impl::
+// kv_poll); routing asks cached_tokens. Without a vocabulary (-m) the router has no tokens to hash and routing
+// falls back to affinity.
+// Thread-safety: every member is safe from any thread (one mutex; the indexes have their own).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "baton/base/status.h"
+#include "baton/base/thread_annotations.h"
+#include "baton/text.h"
+#include "prefix_index.h"
+
+namespace baton {
+
+struct kv_view_stats {
+    size_t blocks = 0, nodes = 0;
+    uint64_t evictions = 0, gaps = 0, resyncs = 0, batches = 0, rejected = 0;
+};
+
+class kv_view {
+  public:
+    explicit kv_view(size_t max_blocks_per_model) : max_blocks_(max_blocks_per_model) {}
+
+    // The query a poll of node url sends: "after=SEQ&epoch=EPOCH" (or "after=0" for a node not yet synced).
+    std::string events_query(const std::string & url) const;
+    // apply_events applies a node's GET /v1/kv/events answer; returns true when the node must be resynced
+    // from its snapshot (it restarted, the router fell behind its log, or a batch was lost); an answer
+    // that does not parse is an error (the node's entries stay as they were).
+    Result<bool> apply_events(const std::string & url, std::string_view body);
+    // apply_snapshot applies a node's GET /v1/kv/snapshot answer (replacing what was known about it).
+    Status apply_snapshot(const std::string & url, std::string_view body);
+    // forget: the node left.
+    void forget(const std::string & url);
+
+    // cached_tokens: for each of urls, how many leading tokens of `tokens` its cache holds (whole blocks).
+    std::vector<uint32_t> cached_tokens(std::span<const token_id> tokens, const std::vector<std::string> & urls);
+    kv_view_stats stats() const;
+
+  private:
+    struct cursor {
+        std::string epoch;
+        uint64_t seq = 0;
+        uint64_t seed = 0;
+        bool synced = false;
+    };
+    std::shared_ptr<prefix_index> index_for(uint64_t seed) BATON_REQUIRES(mu_);
+
+    const size_t max_blocks_;
+    mutable mutex mu_;
+    std::map<uint64_t, std::shared_ptr<prefix_index>> indexes_ BATON_GUARDED_BY(mu_);  // by seed
+    std::map<std::string, cursor> cursors_ BATON_GUARDED_BY(mu_);                      // by node url
+    uint64_t resyncs_ BATON_GUARDED_BY(mu_) = 0;
+    uint64_t batches_ BATON_GUARDED_BY(mu_) = 0;
+    uint64_t rejected_ BATON_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace baton

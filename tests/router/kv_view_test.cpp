@@ -1,0 +1,108 @@
+// kv_view_test.cpp — the router's view of the nodes' caches (src/router/kv_view.h): node answers in, cached
+// prompt tokens out; a node that restarted, or that the router fell behind, is resynced from its snapshot, and
+// until then it counts as holding nothing.
+#include "kv_view.h"
+
+#include <gtest/gtest.h>
+
+#include "baton/pd/kv_blocks.h"
+#include "baton/pd/pd_protocol.h"
+
+namespace baton {
+namespace {
+
+constexpr uint64_t k_seed = 77;
+const std::string k_url = "http://10.0.0.1:8080";
+
+std::vector<token_id> prompt(size_t n, token_id base = 0) {
+    std::vector<token_id> t(n);
+    for (size_t i = 0; i < n; ++i) t[i] = base + token_id(i);
+    return t;
+}
+
+kv_event_batch batch(const std::string & epoch, uint64_t seq, std::vector<uint64_t> blocks) {
+    kv_event_batch b;
+    b.node = "n";
+    b.epoch = epoch;
+    b.seed = k_seed;
+    b.seq = seq;
+    b.events.push_back(kv_event_stored{std::nullopt, std::move(blocks)});
+    return b;
+}
+
+// A node's GET /v1/kv/events answer (as src/node/pd_handlers.cpp writes it).
+std::string answer(const std::string & epoch, uint64_t seq, bool resync, const std::vector<kv_event_batch> & bs) {
+    std::string s = "{\"node\":\"n\",\"epoch\":\"" + epoch + "\",\"seed\":\"" + kv_hash_hex(k_seed) +
+                    "\",\"seq\":" + std::to_string(seq) + ",\"resync\":" + (resync ? "true" : "false") +
+                    ",\"batches\":[";
+    for (size_t i = 0; i < bs.size(); ++i) s += (i ? "," : "") + kv_event_batch_encode(bs[i]);
+    return s + "]}";
+}
+
+std::vector<uint64_t> blocks_of(const std::vector<token_id> & t) {
+    return kv_block_hashes(t, k_seed, pd_kv_block_tokens);
+}
+
+TEST(KvView, BatchesFromTheFirstOnAreAppliedAndMatchWholeBlocks) {
+    kv_view v(1 << 16);
+    const auto p = prompt(3 * pd_kv_block_tokens + 10);
+    const auto h = blocks_of(p);
+    EXPECT_EQ(v.events_query(k_url), "after=0");
+    auto r = v.apply_events(k_url, answer("e1", 1, false, {batch("e1", 1, {h[0], h[1]})}));
+    ASSERT_TRUE(r.ok());
+    EXPECT_FALSE(r.value());
+    EXPECT_EQ(v.events_query(k_url), "after=1&epoch=e1");
+    EXPECT_EQ(v.cached_tokens(p, {k_url, "http://other:1"}), (std::vector<uint32_t>{2 * pd_kv_block_tokens, 0}));
+}
+
+TEST(KvView, ANodeThatPublishedNothingIsInSyncAndHoldsNothing) {
+    kv_view v(1 << 16);
+    auto r = v.apply_events(k_url, answer("e1", 0, false, {}));
+    ASSERT_TRUE(r.ok());
+    EXPECT_FALSE(r.value());
+    EXPECT_EQ(v.stats().nodes, 1u);
+    EXPECT_EQ(v.cached_tokens(prompt(200), {k_url}), std::vector<uint32_t>{0});
+}
+
+TEST(KvView, ARestartedNodeOrALostBatchAsksForTheSnapshot) {
+    kv_view v(1 << 16);
+    const auto p = prompt(2 * pd_kv_block_tokens);
+    const auto h = blocks_of(p);
+    ASSERT_FALSE(v.apply_events(k_url, answer("e1", 1, false, {batch("e1", 1, {h[0]})})).value());
+    // The node says the router fell behind its log.
+    EXPECT_TRUE(v.apply_events(k_url, answer("e1", 9, true, {})).value());
+    // A batch past the next one (a lost batch).
+    kv_view w(1 << 16);
+    ASSERT_FALSE(w.apply_events(k_url, answer("e1", 1, false, {batch("e1", 1, {h[0]})})).value());
+    EXPECT_TRUE(w.apply_events(k_url, answer("e1", 3, false, {batch("e1", 3, {h[1]})})).value());
+    EXPECT_EQ(w.cached_tokens(p, {k_url}), std::vector<uint32_t>{0}) << "out of sync: counted as holding nothing";
+    // The snapshot brings it back.
+    kv_snapshot s;
+    s.node = "n";
+    s.epoch = "e1";
+    s.seed = k_seed;
+    s.seq = 3;
+    s.blocks = {h[0], h[1]};
+    ASSERT_TRUE(w.apply_snapshot(k_url, kv_snapshot_encode(s)).ok());
+    EXPECT_EQ(w.cached_tokens(p, {k_url}), std::vector<uint32_t>{2 * pd_kv_block_tokens});
+    EXPECT_EQ(w.events_query(k_url), "after=3&epoch=e1");
+    EXPECT_EQ(w.stats().resyncs, 1u);
+    // A new epoch (the node restarted): resync again.
+    EXPECT_TRUE(w.apply_events(k_url, answer("e2", 1, false, {batch("e2", 1, {h[0]})})).value());
+}
+
+TEST(KvView, AnswersThatDoNotParseChangeNothing) {
+    kv_view v(1 << 16);
+    const auto p = prompt(pd_kv_block_tokens);
+    ASSERT_FALSE(v.apply_events(k_url, answer("e1", 1, false, {batch("e1", 1, blocks_of(p))})).value());
+    EXPECT_FALSE(v.apply_events(k_url, "not json").ok());
+    EXPECT_FALSE(v.apply_events(k_url, "{\"epoch\":1}").ok());
+    EXPECT_FALSE(v.apply_snapshot(k_url, "{}").ok());
+    EXPECT_EQ(v.cached_tokens(p, {k_url}), std::vector<uint32_t>{pd_kv_block_tokens});
+    EXPECT_EQ(v.stats().rejected, 3u);
+    v.forget(k_url);
+    EXPECT_EQ(v.cached_tokens(p, {k_url}), std::vector<uint32_t>{0});
+}
+
+}  // namespace
+}  // namespace baton
