@@ -95,6 +95,15 @@ int make_seed(const std::string & arch, const std::string & out_dir, const std::
         .write(reinterpret_cast<const char *>(sink.bytes().data()), std::streamsize(sink.bytes().size()));
     std::printf("make_seeds: %s (%zu bytes, %zu tokens, %zu checkpoints)\n", out.c_str(), sink.bytes().size(),
                 prompt.size(), checkpoints.size());
+    // A delta (format 1.2: the base section) over the first half, with the checkpoints past it.
+    blob_parts delta = parts;
+    delta.base_tokens = uint32_t(half);
+    std::erase_if(delta.checkpoints, [&](const blob_checkpoint_view & c) { return c.n_tokens <= half; });
+    blob_buffer_sink delta_sink;
+    if (Status d = blob_write(delta, delta_sink); !d.ok())
+        return std::fprintf(stderr, "make_seeds: %s\n", d.to_string().c_str()), 1;
+    std::ofstream(out_dir + "/" + arch + "-delta.blob", std::ios::binary)
+        .write(reinterpret_cast<const char *>(delta_sink.bytes().data()), std::streamsize(delta_sink.bytes().size()));
     // A minimal variant without the optional parts reaches the absent-section paths directly.
     parts.checkpoints.clear();
     parts.logits = {};

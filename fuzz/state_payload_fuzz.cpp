@@ -7,6 +7,10 @@
 // message on failure; a state the check accepts follows the node's layout exactly — learning from it yields
 // the node's own structure for every part that holds cells — and has exactly one cell per position where
 // the rules say so (the full attention part covers 0..n-1).
+// Deltas (state_splice.h): bit 4 of byte 0 reads the bytes as a delta over a base of n/2 tokens and joins it
+// onto a built full state of that base; a join that succeeds is a full state of n tokens. An accepted full state
+// of n >= 2 tokens is cut at n/2 and joined back: the cut checks as a delta, the join as a full state, and
+// the join of a state whose cells are in position order is the state itself, byte for byte.
 // BATON_FUZZ_WRITE_SEEDS=DIR writes valid inputs of every layout to DIR and exits (scripts/fuzz's seeds).
 #include <cstdint>
 #include <cstdio>
@@ -15,6 +19,7 @@
 #include <string>
 
 #include "baton/state_payload.h"
+#include "baton/state_splice.h"
 #include "blob/state_payload_builder.h"
 
 namespace {
@@ -107,6 +112,36 @@ void write_seeds(const std::string & dir) {
                 std::ofstream(dir + "/seed-" + std::to_string(n_written++), std::ios::binary)
                     .write(reinterpret_cast<const char *>(in.data()), std::streamsize(in.size()));
             }
+    // Deltas: a full state of n tokens cut at n/2, read in delta mode.
+    for (int i = 0; i < 5; ++i)
+        for (uint32_t n : {2u, 12u, 40u}) {
+            auto cut = state_cut(full_state(i, n), layouts()[size_t(i)].shape, n, n / 2, 1024);
+            if (!cut.ok()) fail("a seed does not cut", cut.status());
+            std::vector<uint8_t> in = {uint8_t(i | 16), uint8_t((n - 1) & 0xFF), uint8_t((n - 1) >> 8)};
+            in.insert(in.end(), cut.value().begin(), cut.value().end());
+            std::ofstream(dir + "/seed-" + std::to_string(n_written++), std::ios::binary)
+                .write(reinterpret_cast<const char *>(in.data()), std::streamsize(in.size()));
+        }
+}
+
+void check_full(std::span<const uint8_t> bytes, const layout & l, uint32_t n, const char * what) {
+    state_expect e;
+    e.n_tokens = n;
+    e.n_cells_max = 1024;
+    if (Status st = state_payload_check(bytes, l.shape, e); !st.ok()) fail(what, st);
+}
+
+// fuzz_delta: the bytes as a delta of n tokens over n/2, joined onto a built base.
+void fuzz_delta(std::span<const uint8_t> bytes, const layout & l, int which, uint32_t n) {
+    if (n < 2) return;
+    const uint32_t n_base = n / 2;
+    const std::vector<uint8_t> base = full_state(which, n_base + (n & 1));  // the receiver may hold more
+    auto joined = state_join(base, n_base + (n & 1), bytes, l.shape, n, n_base, 1024);
+    if (!joined.ok()) {
+        if (joined.status().message().empty()) fail("a refused join without a message");
+        return;
+    }
+    check_full(joined.value(), l, n, "a join that succeeded is not a full state:");
 }
 
 }  // namespace
@@ -121,13 +156,18 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     if (size < 3) return 0;
-    const layout & l = layouts()[size_t(data[0] & 7) % 5];
+    const int which = int(data[0] & 7) % 5;
+    const layout & l = layouts()[size_t(which)];
     const bool partial = (data[0] & 8) != 0;
     state_expect e;
     e.n_tokens = 1 + ((uint32_t(data[1]) | uint32_t(data[2]) << 8) & 1023);
     e.n_cells_max = 1024;
     e.partial = partial;
     const std::span<const uint8_t> bytes(data + 3, size - 3);
+    if (data[0] & 16) {
+        fuzz_delta(bytes, l, which, e.n_tokens);
+        return 0;
+    }
     const Status st = state_payload_check(bytes, l.shape, e, 3);
     if (!st.ok()) {
         if (st.message().empty()) fail("a failure without a message");
@@ -147,5 +187,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
             got.n_layer_field != want[i].n_layer_field || got.reserved != want[i].reserved)
             fail("an accepted state has another structure than the node's");
     }
+    if (partial || e.n_tokens < 2) return 0;
+    // Cut at the middle and joined back.
+    const uint32_t n = e.n_tokens, n_base = n / 2;
+    auto cut = state_cut(bytes, l.shape, n, n_base, 1024);
+    if (!cut.ok()) fail("an accepted full state does not cut", cut.status());
+    state_expect d = e;
+    d.n_base = n_base;
+    if (Status c = state_payload_check(cut.value(), l.shape, d); !c.ok()) fail("a cut is not a delta:", c);
+    auto joined = state_join(bytes, n, cut.value(), l.shape, n, n_base, 1024);
+    if (!joined.ok()) fail("a cut does not join back", joined.status());
+    check_full(joined.value(), l, n, "a join is not a full state:");
+    auto again = state_join(joined.value(), n, cut.value(), l.shape, n, n_base, 1024);
+    if (!again.ok() || again.value() != joined.value())
+        fail("joining twice differs (the join is not in position order)");
     return 0;
 }

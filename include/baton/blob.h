@@ -44,7 +44,15 @@ struct blob_parts {
     std::vector<blob_checkpoint_view> checkpoints;    // ordered by n_tokens, each within the token range
     std::span<const float> logits;                    // empty, or exactly n_vocab f32 for the last token
     std::string_view request;                         // empty, or the JSON of the request to continue
+    // 0: a full state. Else a delta (format 1.2): the receiver holds tokens[0, base_tokens) already; state holds
+    // only the cells past them in its first attention part (every other part whole) and checkpoints are only
+    // those past base_tokens. 1 <= base_tokens < tokens.size(); blob_write computes the base hash.
+    uint32_t base_tokens = 0;
 };
+
+// The hash that names a delta's base: XXH3-128 (seed 0) of the token ids as i32 LE, canonical big-endian.
+using blob_base_hash = std::array<uint8_t, 16>;
+blob_base_hash blob_tokens_hash(std::span<const int32_t> tokens);
 
 // A parsed, fully validated blob. Spans point into the buffer given to blob_parse.
 struct blob_view {
@@ -58,6 +66,8 @@ struct blob_view {
     std::vector<blob_checkpoint_view> checkpoints;
     std::optional<std::vector<float>> logits;  // [n_vocab] f32 of the last position, when the blob has them
     std::optional<std::string> request;        // the embedded request (JSON, non-empty), when the blob has one
+    uint32_t base_tokens = 0;                  // a delta's base (blob_parts::base_tokens), 0 for a full state
+    blob_base_hash base_hash{};                // of tokens[0, base_tokens) (checked by blob_parse), when a delta
     size_t total_bytes = 0;
 };
 
@@ -144,9 +154,9 @@ class blob_size_sink : public blob_sink {
     uint64_t size_ = 0;
 };
 
-// blob_write validates parts (token ids < n_vocab, logits size, checkpoint order/range) and streams the
-// blob to sink in one pass. With a key, the blob ends with a mac section made with the key's signing secret
-// (format 1.1); without, it is format 1.0 as before. invalid_argument for bad parts, io_error from the sink.
+// blob_write validates parts (token ids < n_vocab, logits size, checkpoint order/range, a delta's base) and
+// streams the blob to sink in one pass. The version is the lowest that holds what the blob carries: 1.2 for a
+// delta, 1.1 with a mac section (made with the key's signing secret), 1.0 otherwise. invalid_argument for bad parts, io_error from the sink.
 Status blob_write(const blob_parts & parts, blob_sink & sink, const blob_key * key = nullptr);
 
 // blob_parse validates bytes completely (structure, lengths, checksums, counts, ranges). The result

@@ -27,7 +27,8 @@
 //                      n_rec x { i32 r_type; u64 r_row_bytes; cell_count * r_row_bytes bytes }   (conv state)
 //                      n_rec x { i32 s_type; u64 s_row_bytes; cell_count * s_row_bytes bytes }   (SSM state)
 // What a valid state for a sequence of n_tokens tokens must hold (Baton's slot invariant):
-//   - the first attention part of a full state: exactly one cell per position 0..n_tokens-1;
+//   - the first attention part of a full state: exactly one cell per position 0..n_tokens-1 (a delta's:
+//     n_base..n_tokens-1, state_expect::n_base);
 //   - any other attention part (sliding window, or a checkpoint's): distinct positions forming one run that
 //     ends at n_tokens-1 (or no cells);
 //   - a recurrent part: exactly one cell, at position n_tokens-1;
@@ -93,6 +94,9 @@ struct state_expect {
     uint32_t n_tokens = 0;     // the sequence covers positions 0..n_tokens-1 (>= 1)
     uint32_t n_cells_max = 0;  // cells one sequence may hold on this node
     bool partial = false;      // a checkpoint (PARTIAL_ONLY) state
+    // A delta's state (blob format 1.2): the first attention part of a full state holds exactly one cell per
+    // position n_base..n_tokens-1 (the receiver holds the rest); every other part is whole. 0: a whole state.
+    uint32_t n_base = 0;
 };
 
 // state_payload_check validates untrusted state bytes against this node's shape and the expected token

@@ -9,7 +9,8 @@
 // |   0 |     8 | magic          | "BATNBLOB"                                          | 1.0   | reject non-blobs before reading any length |
 // |   8 |     2 | version_major  | u16 LE, 1: incompatible layout changes bump it      | 1.0   | older readers refuse what they can't read  |
 // |  10 |     2 | version_minor  | u16 LE, 0: compatible additions (optional sections) | 1.0   | newer minor still parses                   |
-// |  12 |     4 | flags          | u32 LE, bit0 has_logits, bit1 has_request           | 1.0   | presence of optional content, restated     |
+// |  12 |     4 | flags          | u32 LE, bit0 has_logits, bit1 has_request,          | 1.0   | presence of optional content, restated     |
+// |     |       |                | bit2 delta (since 1.2: the base section is present) |       |                                            |
 // |  16 |     4 | n_sections     | u32 LE, number of section frames that follow        | 1.0   | detects lost/extra frames                  |
 // |  20 |     4 | reserved       | u32 LE, 0                                           | 1.0   | keeps total_bytes 8-aligned                |
 // |  24 |     8 | total_bytes    | u64 LE, the whole blob including this header        | 1.0   | truncation/trailing bytes caught up front  |
@@ -40,6 +41,13 @@
 //                    (48 bytes). mac = HMAC-SHA256(secret, blob bytes [0, offset of this frame)): the header
 //                    and every frame before it, checksums included. key_id = the first 8 bytes of
 //                    SHA-256("baton state key id" || secret): names the secret without revealing it.
+//   base        (9, since 1.2, required: a reader that does not know it refuses the blob; present iff flags bit2):
+//                    +0 u32 n_base, +4 u32 reserved 0, +8 base_hash[16] (24 bytes). The blob is a delta: the
+//                    receiver already holds the first n_base tokens (1 <= n_base < n_tokens) and the state
+//                    section's first attention part holds only the cells at positions n_base..n_tokens-1 (every
+//                    other part, sliding-window and recurrent, whole); checkpoints are only those past n_base.
+//                    base_hash = XXH3-128 (seed 0) of tokens[0, n_base) as i32 LE, canonical big-endian: it must
+//                    match the token section (the token section lists every token, base included).
 #pragma once
 
 #include <cstddef>
@@ -49,7 +57,7 @@ namespace baton::blob_format {
 
 inline constexpr uint8_t k_magic[8] = {'B', 'A', 'T', 'N', 'B', 'L', 'O', 'B'};
 inline constexpr uint16_t k_version_major = 1;
-inline constexpr uint16_t k_version_minor = 1;  // 1.1: the optional mac section
+inline constexpr uint16_t k_version_minor = 2;  // 1.1: the optional mac section; 1.2: the base section (deltas)
 
 // Header field offsets and size.
 inline constexpr size_t k_off_magic = 0;
@@ -65,7 +73,8 @@ inline constexpr size_t k_header_bytes = 40;
 // Header flag bits.
 inline constexpr uint32_t k_flag_has_logits = 1u << 0;
 inline constexpr uint32_t k_flag_has_request = 1u << 1;
-inline constexpr uint32_t k_flags_known = k_flag_has_logits | k_flag_has_request;
+inline constexpr uint32_t k_flag_delta = 1u << 2;
+inline constexpr uint32_t k_flags_known = k_flag_has_logits | k_flag_has_request | k_flag_delta;
 
 // Section frame layout.
 inline constexpr size_t k_frame_head_bytes = 16;  // type, flags, length
@@ -83,8 +92,9 @@ enum section_type : uint32_t {
     section_type_logits = 6,
     section_type_request = 7,
     section_type_mac = 8,
+    section_type_base = 9,
 };
-inline constexpr uint32_t k_section_type_max_known = section_type_mac;
+inline constexpr uint32_t k_section_type_max_known = section_type_base;
 
 // Fixed payload sizes and bounds.
 inline constexpr size_t k_identity_fixed_bytes = 16 + 4 + 4 + 4 + 2 + 2;  // without the two strings
@@ -99,6 +109,8 @@ inline constexpr uint32_t k_mac_algorithm_hmac_sha256 = 1;
 inline constexpr size_t k_mac_key_id_bytes = 8;
 inline constexpr size_t k_mac_bytes = 32;
 inline constexpr size_t k_mac_payload_bytes = 4 + 4 + k_mac_key_id_bytes + k_mac_bytes;  // 48
+inline constexpr size_t k_base_hash_bytes = 16;
+inline constexpr size_t k_base_payload_bytes = 4 + 4 + k_base_hash_bytes;  // 24
 
 // section_type_name: "identity", ..., or nullptr for an unknown type.
 inline const char * section_type_name(uint32_t type) {
@@ -111,6 +123,7 @@ inline const char * section_type_name(uint32_t type) {
         case section_type_logits: return "logits";
         case section_type_request: return "request";
         case section_type_mac: return "mac";
+        case section_type_base: return "base";
         default: return nullptr;
     }
 }

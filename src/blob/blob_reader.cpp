@@ -7,6 +7,7 @@
 // ("+N") and the values. The state and checkpoint payloads are views into the input: never copied.
 #include <xxhash.h>
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cinttypes>
@@ -277,6 +278,34 @@ Status parse_state(const found_section & s, uint32_t n_tokens, std::span<const u
     return r.bytes("data", r.remaining(), state);
 }
 
+// parse_base reads a delta's base (format 1.2) and checks it against the token section and the checkpoints.
+Status parse_base(const found_section & s, uint16_t minor, std::span<const int32_t> tokens,
+                  const std::vector<blob_checkpoint_view> & checkpoints, blob_view & v) {
+    if (minor < 2)
+        return corrupt("base: a delta in a format 1." + num(minor) + " blob (deltas are 1.2)" + at(s.frame_offset));
+    payload_reader r("base", s.payload, s.payload_offset);
+    uint64_t off = r.offset();
+    uint32_t n_base = 0, reserved = 0;
+    BATON_RETURN_IF_ERROR(r.u32("n_base", n_base));
+    if (auto m = blob_rules::base_tokens(n_base, uint32_t(tokens.size())); !m.empty()) return r.fail(m, off);
+    off = r.offset();
+    BATON_RETURN_IF_ERROR(r.u32("reserved", reserved));
+    BATON_RETURN_IF_ERROR(r.zero("reserved", reserved, off));
+    off = r.offset();
+    std::span<const uint8_t> hash;
+    BATON_RETURN_IF_ERROR(r.bytes("base_hash", bf::k_base_hash_bytes, hash));
+    BATON_RETURN_IF_ERROR(r.done());
+    const blob_base_hash want = blob_tokens_hash(tokens.first(n_base));
+    if (!std::equal(want.begin(), want.end(), hash.begin()))
+        return r.fail("base_hash does not match the first " + num(n_base) + " tokens of the tokens section", off);
+    for (size_t i = 0; i < checkpoints.size(); ++i)
+        if (auto m = blob_rules::delta_checkpoint(checkpoints[i].n_tokens, n_base); !m.empty())
+            return corrupt("checkpoints[" + num(i) + "]: " + m);
+    v.base_tokens = n_base;
+    std::copy(hash.begin(), hash.end(), v.base_hash.begin());
+    return {};
+}
+
 Status parse_checkpoints(const found_section & s, const blob_limits & limits, uint32_t n_tokens,
                          std::vector<blob_checkpoint_view> & out) {
     payload_reader r("checkpoints", s.payload, s.payload_offset);
@@ -415,6 +444,11 @@ Result<blob_view> blob_parse(std::span<const uint8_t> bytes, const blob_limits &
     if (has_request != request.present)
         return corrupt(std::string("flags: has_request is ") + (has_request ? "set" : "clear") +
                        " but the request section is " + (request.present ? "present" : "absent") + at(bf::k_off_flags));
+    const found_section & base = found[bf::section_type_base];
+    const bool delta = (v.flags & bf::k_flag_delta) != 0;
+    if (delta != base.present)
+        return corrupt(std::string("flags: delta is ") + (delta ? "set" : "clear") + " but the base section is " +
+                       (base.present ? "present" : "absent") + at(bf::k_off_flags));
 
     BATON_RETURN_IF_ERROR(parse_identity(found[bf::section_type_identity], v.identity));
     BATON_RETURN_IF_ERROR(parse_context(found[bf::section_type_context], v.context));
@@ -422,6 +456,7 @@ Result<blob_view> blob_parse(std::span<const uint8_t> bytes, const blob_limits &
     const uint32_t n_tokens = uint32_t(v.tokens.size());
     BATON_RETURN_IF_ERROR(parse_state(found[bf::section_type_state], n_tokens, v.state));
     BATON_RETURN_IF_ERROR(parse_checkpoints(found[bf::section_type_checkpoints], limits, n_tokens, v.checkpoints));
+    if (base.present) BATON_RETURN_IF_ERROR(parse_base(base, v.version_minor, v.tokens, v.checkpoints, v));
     if (logits.present) BATON_RETURN_IF_ERROR(parse_logits(logits, v.identity.n_vocab, v.logits.emplace()));
     if (request.present) {
         if (request.payload.empty()) return corrupt("request: empty section" + at(request.frame_offset + 8));

@@ -54,4 +54,15 @@ std::string checkpoint_positions(int32_t pos_min, int32_t pos_max, uint32_t cp_n
     return {};
 }
 
+std::string base_tokens(uint32_t n_base, uint32_t n_tokens) {
+    if (n_base < 1 || n_base >= n_tokens)
+        return "n_base " + num(n_base) + " is not in 1..n_tokens-1 (" + num(n_tokens) + " tokens)";
+    return {};
+}
+
+std::string delta_checkpoint(uint32_t cp, uint32_t n_base) {
+    if (cp <= n_base) return "n_tokens " + num(cp) + " is not past the delta's base of " + num(n_base) + " tokens";
+    return {};
+}
+
 }  // namespace baton::blob_rules

@@ -28,5 +28,9 @@ std::string token(uint32_t i, int32_t token, uint32_t n_vocab);
 std::string checkpoint_n_tokens(uint32_t cp_n_tokens, uint32_t prev, uint32_t n_tokens);
 // A checkpoint's positions: 0 <= pos_min <= pos_max < the checkpoint's n_tokens.
 std::string checkpoint_positions(int32_t pos_min, int32_t pos_max, uint32_t cp_n_tokens);
+// A delta's base: 1 <= n_base < n_tokens (at least one token past the base, at least one in it).
+std::string base_tokens(uint32_t n_base, uint32_t n_tokens);
+// A delta's checkpoint: past its base (the receiver keeps its own up to the base).
+std::string delta_checkpoint(uint32_t cp_n_tokens, uint32_t n_base);
 
 }  // namespace baton::blob_rules

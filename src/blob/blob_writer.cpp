@@ -54,6 +54,12 @@ Status check_parts(const blob_parts & p) {
         BATON_RETURN_IF_ERROR(rule(at, blob_rules::checkpoint_positions(c.pos_min, c.pos_max, c.n_tokens)));
         if (c.data.empty()) return invalid_input(at + ": data is empty");
     }
+    if (p.base_tokens != 0) {
+        BATON_RETURN_IF_ERROR(rule("base", blob_rules::base_tokens(p.base_tokens, n_tokens)));
+        for (size_t i = 0; i < p.checkpoints.size(); ++i)
+            BATON_RETURN_IF_ERROR(rule("checkpoints[" + std::to_string(i) + "]",
+                                       blob_rules::delta_checkpoint(p.checkpoints[i].n_tokens, p.base_tokens)));
+    }
     if (!p.logits.empty() && p.logits.size() != n_vocab)
         return invalid_input("logits: " + std::to_string(p.logits.size()) + " values, expected n_vocab " +
                              std::to_string(n_vocab));
@@ -144,6 +150,22 @@ std::array<uint8_t, bf::k_context_bytes> context_payload(const kv_layout & c) {
 
 }  // namespace
 
+blob_base_hash blob_tokens_hash(std::span<const int32_t> tokens) {
+    XXH128_hash_t h;
+    if constexpr (std::endian::native == std::endian::little) {
+        h = XXH3_128bits(tokens.data(), tokens.size_bytes());
+    } else {
+        std::vector<uint8_t> le(tokens.size_bytes());
+        for (size_t i = 0; i < tokens.size(); ++i) le_store_u32(le.data() + 4 * i, uint32_t(tokens[i]));
+        h = XXH3_128bits(le.data(), le.size());
+    }
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, h);
+    blob_base_hash out;
+    std::memcpy(out.data(), c.digest, out.size());
+    return out;
+}
+
 Status blob_write(const blob_parts & p, blob_sink & final_sink, const blob_key * key) {
     BATON_RETURN_IF_ERROR(check_parts(p));
     // With a key every byte before the mac section also passes through the MAC on its way to final_sink.
@@ -175,15 +197,19 @@ Status blob_write(const blob_parts & p, blob_sink & final_sink, const blob_key *
                      state_len + checkpoints_len;
     if (has_logits) ++n_sections, total += bf::k_frame_bytes + logits_len;
     if (has_request) ++n_sections, total += bf::k_frame_bytes + p.request.size();
+    const bool delta = p.base_tokens != 0;
+    if (delta) ++n_sections, total += bf::k_frame_bytes + bf::k_base_payload_bytes;
     if (mac) ++n_sections, total += bf::k_frame_bytes + bf::k_mac_payload_bytes;
 
     uint8_t header[bf::k_header_bytes] = {};
     std::memcpy(header + bf::k_off_magic, bf::k_magic, sizeof bf::k_magic);
     le_store_u16(header + bf::k_off_version_major, bf::k_version_major);
-    // 1.0 unless the blob has a mac section (1.1): unauthenticated blobs stay readable byte for byte as before.
-    le_store_u16(header + bf::k_off_version_minor, mac ? bf::k_version_minor : 0);
-    le_store_u32(header + bf::k_off_flags,
-                 (has_logits ? bf::k_flag_has_logits : 0) | (has_request ? bf::k_flag_has_request : 0));
+    // The lowest version that holds what the blob carries: a full unauthenticated blob stays 1.0 byte for byte,
+    // so readers of an older minor go on reading every blob that does not need the newer one.
+    le_store_u16(header + bf::k_off_version_minor, uint16_t(delta ? 2 : mac ? 1 : 0));
+    le_store_u32(header + bf::k_off_flags, (has_logits ? bf::k_flag_has_logits : 0) |
+                                               (has_request ? bf::k_flag_has_request : 0) |
+                                               (delta ? bf::k_flag_delta : 0));
     le_store_u32(header + bf::k_off_n_sections, n_sections);
     le_store_u64(header + bf::k_off_total_bytes, total);
     le_store_u64(header + bf::k_off_header_xxh3, XXH3_64bits(header, bf::k_off_header_xxh3));
@@ -197,6 +223,16 @@ Status blob_write(const blob_parts & p, blob_sink & final_sink, const blob_key *
     BATON_RETURN_IF_ERROR(out.begin(bf::section_type_context, context.size()));
     BATON_RETURN_IF_ERROR(out.put(context.data(), context.size()));
     BATON_RETURN_IF_ERROR(out.end());
+
+    if (delta) {
+        uint8_t base[bf::k_base_payload_bytes] = {};
+        le_store_u32(base, p.base_tokens);
+        const blob_base_hash h = blob_tokens_hash(p.tokens.first(p.base_tokens));
+        std::memcpy(base + 8, h.data(), h.size());
+        BATON_RETURN_IF_ERROR(out.begin(bf::section_type_base, sizeof base));
+        BATON_RETURN_IF_ERROR(out.put(base, sizeof base));
+        BATON_RETURN_IF_ERROR(out.end());
+    }
 
     BATON_RETURN_IF_ERROR(out.begin(bf::section_type_tokens, tokens_len));
     BATON_RETURN_IF_ERROR(out.put_u32(n_tokens));
@@ -258,6 +294,7 @@ blob_parts blob_view_parts(const blob_view & v) {
     p.checkpoints = v.checkpoints;
     if (v.logits) p.logits = *v.logits;
     if (v.request) p.request = *v.request;
+    p.base_tokens = v.base_tokens;
     return p;
 }
 

@@ -168,9 +168,11 @@ class part_parser {
                                 cell_off + 8);
             }
             if (learn_) continue;
-            if (pos < 0 || uint32_t(pos) >= n_tokens)
-                return fail("cell " + num(i) + ": position " + std::to_string(pos) + " outside 0.." +
-                                num(n_tokens - 1) + " (the blob's " + num(n_tokens) + " tokens)",
+            const uint32_t first = rule_ == cells_rule::every_position ? expect_->n_base : 0;
+            if (pos < int64_t(first) || uint32_t(pos) >= n_tokens)
+                return fail("cell " + num(i) + ": position " + std::to_string(pos) + " outside " + num(first) + ".." +
+                                num(n_tokens - 1) + " (the blob's " + num(n_tokens) + " tokens" +
+                                (first ? ", past a base of " + num(first) : std::string()) + ")",
                             cell_off);
             if (seen[size_t(pos)])
                 return fail("cell " + num(i) + ": position " + num(uint32_t(pos)) + " twice", cell_off);
@@ -182,8 +184,8 @@ class part_parser {
         const uint64_t end = c_.offset();
         switch (rule_) {
             case cells_rule::every_position:
-                if (cell_count != n_tokens)
-                    return fail(num(cell_count) + " cells for " + num(n_tokens) +
+                if (cell_count != n_tokens - expect_->n_base)
+                    return fail(num(cell_count) + " cells for " + num(n_tokens - expect_->n_base) +
                                     " tokens (the attention cache holds one cell per position)",
                                 end);
                 break;
@@ -335,6 +337,10 @@ Status state_payload_check(std::span<const uint8_t> bytes, const state_shape & s
         return Status(status_code::unsupported,
                       "this node could not learn its own state layout at start (see its log)");
     if (expect.n_tokens == 0) return Status(status_code::corrupt, "a state must cover at least one token");
+    if (expect.n_base >= expect.n_tokens || (expect.n_base != 0 && expect.partial))
+        return Status(status_code::corrupt, "a delta's base of " + num(expect.n_base) +
+                                                " tokens must leave tokens of " + num(expect.n_tokens) +
+                                                " past it (and checkpoints are never deltas)");
     byte_cursor c(bytes, base);
     uint32_t magic = 0, seq = 0;
     if (!c.read_u32(magic) || !c.read_u32(seq))

@@ -157,7 +157,7 @@ TEST(BlobParse, NewerMajorVersionNamesBothVersions) {
     auto bytes = write_blob(synthetic().parts);
     le_store_u16(bytes.data() + bf::k_off_version_major, 2);
     le_store_u16(bytes.data() + bf::k_off_version_minor, 3);
-    expect_error(bytes, status_code::unsupported, {"version_major", "format 2.3", "reads format 1.1"});
+    expect_error(bytes, status_code::unsupported, {"version_major", "format 2.3", "reads format 1.2"});
     le_store_u16(bytes.data() + bf::k_off_version_major, 0);
     expect_error(bytes, status_code::unsupported, {"version_major", "format 0.3"});
 }
@@ -302,8 +302,8 @@ TEST(BlobParse, UnknownOptionalSectionIsSkipped) {
 TEST(BlobParse, UnknownMandatorySectionIsRejected) {
     auto secs = split(write_blob(synthetic().parts));
     secs.push_back(raw_section{99, 0, {1, 2, 3}});
-    expect_error(assemble(3, secs, 1, 2), status_code::unsupported,
-                 {"type 99", "not flagged optional", "blob format 1.2", "reads 1.1"});
+    expect_error(assemble(3, secs, 1, 3), status_code::unsupported,
+                 {"type 99", "not flagged optional", "blob format 1.3", "reads 1.2"});
 }
 
 TEST(BlobParse, UnknownSectionFlagBitsAreRejected) {
@@ -337,7 +337,104 @@ TEST(BlobParse, PresenceFlagsDisagreeWithSections) {
     auto no_logits = secs;
     std::erase_if(no_logits, [](const raw_section & s) { return s.type == bf::section_type_logits; });
     expect_error(assemble(3, no_logits), status_code::corrupt, {"flags: has_logits is set but the logits section is absent"});
-    expect_error(assemble(7, secs), status_code::corrupt, {"flags: unknown bits"});
+    expect_error(assemble(3 | 8, secs), status_code::corrupt, {"flags: unknown bits"});
+    expect_error(assemble(3 | 4, secs, 1, 2), status_code::corrupt,
+                 {"flags: delta is set but the base section is absent"});
+}
+
+// ---- deltas (format 1.2): the base section ----
+
+synthetic delta_parts(uint32_t base) {
+    synthetic s;
+    s.parts.base_tokens = base;
+    s.parts.checkpoints.erase(s.parts.checkpoints.begin());  // the one at 4 tokens is not past a base of 4+
+    return s;
+}
+
+TEST(BlobParseDelta, RoundTripCarriesTheBaseAndItsHash) {
+    synthetic s = delta_parts(6);
+    const auto bytes = write_blob(s.parts);
+    ASSERT_FALSE(bytes.empty());
+    auto v = blob_parse(bytes);
+    ASSERT_TRUE(v.ok()) << v.status().to_string();
+    EXPECT_EQ(v->version_minor, 2);
+    EXPECT_EQ(v->flags & bf::k_flag_delta, bf::k_flag_delta);
+    EXPECT_EQ(v->base_tokens, 6u);
+    EXPECT_EQ(v->base_hash, blob_tokens_hash(std::span<const int32_t>(s.tokens).first(6)));
+    EXPECT_NE(v->base_hash, blob_tokens_hash(std::span<const int32_t>(s.tokens).first(5)));
+    EXPECT_EQ(v->tokens, s.tokens);  // the token section lists every token, the base's too
+    // Rewritten from the view: identical bytes (the base survives blob_view_parts).
+    blob_buffer_sink again;
+    ASSERT_TRUE(blob_write(blob_view_parts(v.value()), again).ok());
+    EXPECT_EQ(again.bytes(), bytes);
+}
+
+TEST(BlobParseDelta, BaseHashThatDoesNotMatchTheTokensIsRefused) {
+    auto secs = split(write_blob(delta_parts(6).parts));
+    find(secs, bf::section_type_base)->payload[8] ^= 1;
+    expect_error(assemble(7, secs, 1, 2), status_code::corrupt,
+                 {"base: base_hash does not match the first 6 tokens", "at +"});
+    // A token of the base changed, hash kept: the same refusal.
+    auto secs2 = split(write_blob(delta_parts(6).parts));
+    le_store_u32(find(secs2, bf::section_type_tokens)->payload.data() + 4 + 4 * 2, 55);
+    expect_error(assemble(7, secs2, 1, 2), status_code::corrupt, {"base_hash does not match"});
+}
+
+TEST(BlobParseDelta, BaseOutsideTheTokensIsRefused) {
+    for (uint32_t n : {0u, 10u, 11u, 0xFFFFFFFFu}) {
+        auto secs = split(write_blob(delta_parts(6).parts));
+        le_store_u32(find(secs, bf::section_type_base)->payload.data(), n);
+        expect_error(assemble(7, secs, 1, 2), status_code::corrupt,
+                     {"base: n_base " + std::to_string(n), "1..n_tokens-1"});
+    }
+}
+
+TEST(BlobParseDelta, MalformedBaseSectionIsRefused) {
+    auto secs = split(write_blob(delta_parts(6).parts));
+    le_store_u32(find(secs, bf::section_type_base)->payload.data() + 4, 1);
+    expect_error(assemble(7, secs, 1, 2), status_code::corrupt, {"base: reserved"});
+    auto shorter = split(write_blob(delta_parts(6).parts));
+    find(shorter, bf::section_type_base)->payload.resize(20);
+    expect_error(assemble(7, shorter, 1, 2), status_code::corrupt, {"base: base_hash length 16 exceeds"});
+    auto longer = split(write_blob(delta_parts(6).parts));
+    find(longer, bf::section_type_base)->payload.push_back(0);
+    expect_error(assemble(7, longer, 1, 2), status_code::corrupt, {"base: 1 trailing bytes"});
+}
+
+TEST(BlobParseDelta, BaseSectionWithoutItsFlagOrInAnOlderMinorIsRefused) {
+    const auto secs = split(write_blob(delta_parts(6).parts));
+    expect_error(assemble(3, secs, 1, 2), status_code::corrupt,
+                 {"flags: delta is clear but the base section is present"});
+    expect_error(assemble(7, secs, 1, 1), status_code::corrupt, {"base: a delta in a format 1.1 blob"});
+}
+
+TEST(BlobParseDelta, CheckpointAtOrBelowTheBaseIsRefused) {
+    synthetic s;  // checkpoints at 4 and 8 tokens
+    auto secs = split(write_blob(s.parts));
+    // Insert a base of 4 tokens behind the writer's back: the checkpoint at 4 is not past it.
+    raw_section base{bf::section_type_base, 0, std::vector<uint8_t>(bf::k_base_payload_bytes)};
+    le_store_u32(base.payload.data(), 4);
+    const auto h = blob_tokens_hash(std::span<const int32_t>(s.tokens).first(4));
+    std::memcpy(base.payload.data() + 8, h.data(), h.size());
+    secs.push_back(base);
+    expect_error(assemble(7, secs, 1, 2), status_code::corrupt,
+                 {"checkpoints[0]: n_tokens 4 is not past the delta's base of 4 tokens"});
+}
+
+TEST(BlobWriteDelta, WriterRefusesWhatTheParserWouldRefuse) {
+    for (uint32_t n : {10u, 11u}) {
+        synthetic s = delta_parts(n);
+        blob_buffer_sink sink;
+        Status st = blob_write(s.parts, sink);
+        EXPECT_EQ(st.code(), status_code::invalid_argument);
+        EXPECT_CONTAINS(st.message(), "base: n_base " + std::to_string(n));
+    }
+    synthetic s;  // a checkpoint at 4 tokens, base 4
+    s.parts.base_tokens = 4;
+    blob_buffer_sink sink;
+    Status st = blob_write(s.parts, sink);
+    EXPECT_EQ(st.code(), status_code::invalid_argument);
+    EXPECT_CONTAINS(st.message(), "checkpoints[0]: n_tokens 4 is not past");
 }
 
 TEST(BlobParse, TokensOverContextSize) {
