@@ -69,6 +69,9 @@ struct gen_request {
     // sampler: logit_bias, grammar, penalties, temperature, top-k/p), as llama-server reports them.
     int32_t n_probs = -1;
     std::string request_json;  // prefill only: embedded in the blob, opaque to the engine
+    // prefill only: the receiver holds the prompt's first delta_base tokens, so the blob is a delta over them
+    // (blob format 1.2: only the cells past them). Clamped to prompt.size() - 1; 0: the whole state.
+    uint32_t delta_base = 0;
 };
 inline constexpr int32_t gen_top_probs_max = 20;
 
@@ -179,7 +182,11 @@ using blob_ptr = std::shared_ptr<const validated_blob>;
 // Typed tasks.
 struct task_generate { gen_request req; };                       // prompt -> tokens
 struct task_prefill { gen_request req; };                        // prompt -> blob (no generation)
-struct task_decode { blob_ptr blob; gen_request req; };          // restore + generate (req.prompt ignored)
+struct task_decode {
+    blob_ptr blob;
+    gen_request req;
+};                                                               // restore + generate (req.prompt ignored);
+                                                                 // a delta goes to the slot holding its base
 struct task_slot_save { int32_t slot; };                         // idle slot -> blob
 struct task_slot_restore { int32_t slot; blob_ptr blob; };       // blob -> idle slot
 struct task_slot_erase { int32_t slot; };
@@ -207,6 +214,8 @@ struct engine_metrics {
     uint64_t restores_ok = 0;
     std::map<std::string, uint64_t> restore_failures;  // by reason (status code name)
     uint64_t blob_bytes_out = 0, blob_bytes_in = 0;
+    uint64_t deltas_out = 0, deltas_in = 0;  // delta blobs written (prefill) and restored (decode, slot restore)
+    uint64_t delta_base_tokens_in = 0;       // tokens restored deltas did not carry (their bases, held here)
     double restore_seconds = 0, serialize_seconds = 0;
     uint32_t slots_busy = 0, slots_total = 0;
     uint64_t decode_calls = 0;

@@ -77,6 +77,10 @@ void cli_add_route(CLI::App & app, cli_run_fn & run) {
                     "prefill hop (with -m the router knows what each node holds from its KV events; without, the "
                     "whole prompt counts)")
         ->capture_default_str();
+    sub->add_option("--pd-delta", cfg->pd_delta,
+                    "When the decode node holds a prefix of the prompt (KV events, with -m), the prefill node ships "
+                    "only the cells past it (true) or always the whole state (false)")
+        ->capture_default_str();
     sub->add_option("--fallback", *fallback, "When prefill fails or a blob is rejected: local (prefill on the decode node) or fail")->capture_default_str();
     sub->add_option("--pd-transfer", *transfer,
                     "How states move: direct (the decode node fetches it from the prefill node; no KV bytes through "

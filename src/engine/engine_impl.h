@@ -123,6 +123,7 @@ class engine_impl {
     void fail_task(slot & s, Status error);
     void repair(slot & s, const Status & why);
     void count_restore(const Status & st, double seconds, size_t bytes);
+    void count_delta(const Status & st, const blob_view & b);  // a restored delta and the base it did not carry
     template <typename F> void bump(F f) {
         lock_guard lk(pub_mu);
         f(metrics);

@@ -160,7 +160,29 @@ bool engine_impl::admit_one(engine_task & task, const request_ptr & h) {
     else if (auto * d = std::get_if<task_decode>(&task)) req = &d->req, kind = task_kind::decode;
     if (!req) return true;
     const std::vector<token_id> no_prompt;
-    const int32_t id = pick_slot(kind == task_kind::decode ? no_prompt : req->prompt);
+    int32_t id = -1;
+    if (kind == task_kind::decode && std::get<task_decode>(task).blob->view().base_tokens > 0) {
+        // A delta goes to the slot that holds its base: it waits while that slot is busy, and is refused when
+        // no slot holds it (the sender's idea of this node's cache is out of date).
+        const blob_view & d = std::get<task_decode>(task).blob->view();
+        bool held_busy = false;
+        for (const auto & s : slots) {
+            if (!slot_holds_base(s, d)) continue;
+            if (s.task || s.owner != 0) held_busy = true;
+            else if (id < 0) id = s.id;
+        }
+        if (id < 0 && held_busy) return false;
+        if (id < 0) {
+            Status st(status_code::incompatible, "base: no slot holds the delta's base of " +
+                                                     std::to_string(d.base_tokens) +
+                                                     " tokens (evicted, or never here)");
+            count_restore(st, 0, std::get<task_decode>(task).blob->size());
+            deliver(h, event_error{st});
+            return true;
+        }
+    } else {
+        id = pick_slot(kind == task_kind::decode ? no_prompt : req->prompt);
+    }
     if (id < 0) return false;
     auto t = std::make_unique<active_task>();
     t->h = h;
@@ -208,8 +230,9 @@ void engine_impl::bind_task(slot & s, std::unique_ptr<active_task> t, engine_tas
         }
         s.owner = t->h->id();
         const auto t0 = steady::now();
-        Status st = slot_restore(env, s, blob, s.owner);
+        Status st = slot_restore_delta(env, s, blob, s.owner, state_scratch);
         count_restore(st, seconds_since(t0), blob.size());
+        count_delta(st, blob.view());
         if (!st.ok()) {
             s.owner = 0;
             deliver(t->h, event_error{st});
@@ -292,8 +315,9 @@ void engine_impl::run_slot_op(engine_task & task, const request_ptr & h) {
         bump([&](engine_metrics & m) { m.blob_bytes_out += done.blob.size(); });
     } else if (auto * r = std::get_if<task_slot_restore>(&task)) {
         const auto t0 = steady::now();
-        Status st = slot_restore(env, s, *r->blob, 0);
+        Status st = slot_restore_delta(env, s, *r->blob, 0, state_scratch);
         count_restore(st, seconds_since(t0), r->blob->size());
+        count_delta(st, r->blob->view());
         if (!st.ok()) return deliver(h, event_error{st});
         done.usage.cached_tokens = uint32_t(s.tokens.size());
     } else {
@@ -318,6 +342,14 @@ void engine_impl::count_restore(const Status & st, double seconds, size_t bytes)
         m.restore_seconds += seconds;
         if (st.ok()) ++m.restores_ok;
         else ++m.restore_failures[status_code_name(st.code())];
+    });
+}
+
+void engine_impl::count_delta(const Status & st, const blob_view & b) {
+    if (!st.ok() || b.base_tokens == 0) return;
+    bump([&](engine_metrics & m) {
+        ++m.deltas_in;
+        m.delta_base_tokens_in += b.base_tokens;
     });
 }
 
@@ -480,10 +512,14 @@ void engine_impl::sample_one(slot & s) {
     if (t.kind == task_kind::prefill) {
         const auto t0 = steady::now();
         blob_buffer_sink sink;
-        Status st = slot_export(ctx.get(), s, env.identity, env.context, true, t.req.request_json, sink, state_scratch,
-                                cfg.limits.key.get());
+        const uint32_t base = std::min<uint32_t>(t.req.delta_base, uint32_t(s.tokens.size()) - 1);
+        Status st = base > 0
+                        ? slot_export_delta(env, s, base, t.req.request_json, sink, state_scratch, cfg.limits.key.get())
+                        : slot_export(ctx.get(), s, env.identity, env.context, true, t.req.request_json, sink,
+                                      state_scratch, cfg.limits.key.get());
         if (!st.ok()) return fail_task(s, st);
         bump([&](engine_metrics & m) {
+            m.deltas_out += base > 0 ? 1 : 0;
             m.blob_bytes_out += sink.bytes().size();
             m.serialize_seconds += seconds_since(t0);
         });

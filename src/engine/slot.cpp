@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "baton/state_splice.h"
+
 namespace baton {
 
 namespace {
@@ -118,6 +120,83 @@ Status slot_restore(const restore_env & env, slot & s, const validated_blob & bl
     return st;
 }
 
+bool slot_holds_base(const slot & s, const blob_view & delta) {
+    const std::vector<token_id> & held = slot_held_tokens(s);
+    const size_t n = delta.base_tokens;
+    return n > 0 && held.size() >= n && delta.tokens.size() >= n &&
+           std::equal(delta.tokens.begin(), delta.tokens.begin() + ptrdiff_t(n), held.begin());
+}
+
+namespace {
+
+// export_state: the slot's full state bytes (its memory), into scratch.
+Result<std::span<const uint8_t>> export_state(llama_context * ctx, const slot & s, std::vector<uint8_t> & scratch) {
+    const size_t size = llama_state_seq_get_size(ctx, s.id);
+    if (scratch.size() < size) scratch.resize(size);
+    if (size == 0 || llama_state_seq_get_data(ctx, scratch.data(), size, s.id) != size)
+        return Status(status_code::engine_error, "state: libllama could not serialize slot " + std::to_string(s.id));
+    return std::span<const uint8_t>(scratch.data(), size);
+}
+
+}  // namespace
+
+Status slot_restore_delta(const restore_env & env, slot & s, const validated_blob & delta, uint64_t owner,
+                          std::vector<uint8_t> & state_scratch) {
+    const blob_view & d = delta.view();
+    if (d.base_tokens == 0) return slot_restore(env, s, delta, owner);
+    // 1. The delta is for this node and this slot's base, or nothing happens.
+    BATON_RETURN_IF_ERROR(blob_check_compatible(d, env.identity, env.context));
+    if (!env.shape_error.ok())
+        return {status_code::unsupported,
+                "state: this node cannot validate states, so it restores none: " + env.shape_error.message()};
+    if (s.owner != 0 && s.owner != owner) return {status_code::busy, "slot " + std::to_string(s.id) + " is busy"};
+    if (!slot_holds_base(s, d))
+        return {status_code::incompatible,
+                "base: slot " + std::to_string(s.id) + " does not hold the delta's base of " +
+                    std::to_string(d.base_tokens) + " tokens (it holds " + std::to_string(slot_held_tokens(s).size()) +
+                    " tokens, " + std::to_string(common_prefix(slot_held_tokens(s), d.tokens)) + " of them shared)"};
+    if (d.tokens.size() > env.n_ctx_slot)
+        return {status_code::incompatible, "tokens: " + std::to_string(d.tokens.size()) +
+                                               " tokens do not fit a slot of " + std::to_string(env.n_ctx_slot) +
+                                               " (start the node with a larger -c)"};
+    // 2. Join what the slot holds below the base with the delta's cells.
+    std::span<const uint8_t> held;
+    const std::vector<slot_checkpoint> * own_checkpoints = &s.checkpoints;
+    std::vector<slot_checkpoint> parked_checkpoints;
+    if (s.parked) {
+        held = s.parked->view().state;
+        for (const auto & c : s.parked->view().checkpoints)
+            parked_checkpoints.push_back(
+                {c.pos_min, c.pos_max, c.n_tokens, std::vector<uint8_t>(c.data.begin(), c.data.end())});
+        own_checkpoints = &parked_checkpoints;
+    } else {
+        auto e = export_state(env.ctx, s, state_scratch);
+        if (!e.ok()) return e.status();
+        held = e.value();
+    }
+    const uint32_t n_held = uint32_t(slot_held_tokens(s).size());
+    auto joined =
+        state_join(held, n_held, d.state, env.shape, uint32_t(d.tokens.size()), d.base_tokens, env.n_ctx_slot);
+    if (!joined.ok()) return joined.status();
+    blob_parts parts = blob_view_parts(d);
+    parts.base_tokens = 0;
+    parts.state = joined.value();
+    parts.checkpoints.clear();
+    for (const auto & c : *own_checkpoints)
+        if (c.n_tokens <= d.base_tokens) parts.checkpoints.push_back({c.pos_min, c.pos_max, c.n_tokens, c.data});
+    for (const auto & c : d.checkpoints) parts.checkpoints.push_back(c);
+    blob_buffer_sink sink;
+    BATON_RETURN_IF_ERROR(blob_write(parts, sink));
+    blob_limits limits;
+    limits.max_tokens = std::max<uint32_t>(limits.max_tokens, env.n_ctx_slot);
+    limits.max_checkpoints = std::max<uint32_t>(limits.max_checkpoints, uint32_t(parts.checkpoints.size()));
+    auto full = validated_blob::parse(std::move(sink.bytes()), limits);
+    if (!full.ok())
+        return Status(status_code::internal, "delta: the joined blob does not parse: " + full.status().message());
+    // 3. The one restore routine.
+    return slot_restore(env, s, *full.value(), owner);
+}
+
 Result<size_t> slot_park(const restore_env & env, slot & s, std::vector<uint8_t> & state_scratch) {
     blob_buffer_sink sink;
     Status st = slot_export(env.ctx, s, env.identity, env.context, true, "", sink, state_scratch);
@@ -226,6 +305,31 @@ Status slot_export(llama_context * ctx, const slot & s, const model_identity & i
     for (const auto & c : s.checkpoints) parts.checkpoints.push_back({c.pos_min, c.pos_max, c.n_tokens, c.data});
     if (with_logits && !s.logits.empty()) parts.logits = s.logits;
     parts.request = request_json;
+    return blob_write(parts, sink, key);
+}
+
+Status slot_export_delta(const restore_env & env, const slot & s, uint32_t n_base, const std::string & request_json,
+                         blob_sink & sink, std::vector<uint8_t> & state_scratch, const blob_key * key) {
+    if (n_base == 0 || n_base >= s.tokens.size())
+        return {status_code::invalid_argument, "delta: a base of " + std::to_string(n_base) + " tokens for a slot of " +
+                                                   std::to_string(s.tokens.size())};
+    BATON_RETURN_IF_ERROR(slot_check_memory(env.ctx, s));
+    if (!env.shape_error.ok()) return {status_code::unsupported, "delta: " + env.shape_error.message()};
+    auto full = export_state(env.ctx, s, state_scratch);
+    if (!full.ok()) return full.status();
+    auto cut = state_cut(full.value(), env.shape, uint32_t(s.tokens.size()), n_base, env.n_ctx_slot);
+    if (!cut.ok())
+        return Status(status_code::internal, "delta: this slot's own state does not cut: " + cut.status().message());
+    blob_parts parts;
+    parts.identity = env.identity;
+    parts.context = env.context;
+    parts.tokens = std::span<const int32_t>(s.tokens.data(), s.tokens.size());
+    parts.state = cut.value();
+    for (const auto & c : s.checkpoints)
+        if (c.n_tokens > n_base) parts.checkpoints.push_back({c.pos_min, c.pos_max, c.n_tokens, c.data});
+    if (!s.logits.empty()) parts.logits = s.logits;
+    parts.request = request_json;
+    parts.base_tokens = n_base;
     return blob_write(parts, sink, key);
 }
 

@@ -90,6 +90,20 @@ Status slot_check_memory(llama_context * ctx, const slot & s);
 //      step 1 holds only positions >= 0, which llama_memory_seq_rm always removes.)
 Status slot_restore(const restore_env & env, slot & s, const validated_blob & blob, uint64_t owner);
 
+// slot_holds_base: the slot holds (in memory or parked) the delta's base, tokens[0, base_tokens) of the blob.
+bool slot_holds_base(const slot & s, const blob_view & delta);
+
+// slot_restore_delta puts a delta (blob format 1.2) into the slot that holds its base, through slot_restore:
+//   1. check the delta's identity and context against the node and that the slot holds exactly its base
+//      (the first base_tokens tokens, compared token for token) — incompatible otherwise, slot untouched;
+//   2. join the slot's cells below the base (from its memory or its parked blob) with the delta's cells
+//      (state_splice.h: every input checked against this node's state layout), its checkpoints up to the
+//      base with the delta's past it — corrupt for a delta that does not check, slot untouched;
+//   3. slot_restore the joined full state (so a failure from here on leaves the slot empty and consistent).
+// state_scratch holds the slot's exported state on the way.
+Status slot_restore_delta(const restore_env & env, slot & s, const validated_blob & delta, uint64_t owner,
+                          std::vector<uint8_t> & state_scratch);
+
 // slot_park moves an idle slot's state into host memory as a validated blob (tokens, state, checkpoints,
 // logits) and empties its memory. On failure the slot is cleared (its cache is lost, nothing else).
 // Returns the parked blob's size in bytes.
@@ -120,6 +134,11 @@ prepare_outcome slot_prepare_prompt(llama_context * ctx, slot & s, const std::ve
 Status slot_export(llama_context * ctx, const slot & s, const model_identity & id, const kv_layout & bc,
                    bool with_logits, const std::string & request_json, blob_sink & sink,
                    std::vector<uint8_t> & state_scratch, const blob_key * key = nullptr);
+
+// slot_export_delta writes the slot's state as a delta over its first n_base tokens (1 <= n_base <
+// tokens.size()): the cells past them (state_cut), the checkpoints past them, logits and request_json.
+Status slot_export_delta(const restore_env & env, const slot & s, uint32_t n_base, const std::string & request_json,
+                         blob_sink & sink, std::vector<uint8_t> & state_scratch, const blob_key * key = nullptr);
 
 // common_prefix returns the length of the longest common prefix of a and b.
 size_t common_prefix(const std::vector<token_id> & a, const std::vector<token_id> & b);

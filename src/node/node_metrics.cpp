@@ -41,6 +41,16 @@ void node_metrics::count_state_fetched(uint64_t bytes, double seconds) {
     state_fetch_seconds_ += seconds;
 }
 
+void node_metrics::fetch_begun() {
+    lock_guard lk(mu_);
+    ++fetches_in_flight_;
+}
+
+void node_metrics::fetch_ended() {
+    lock_guard lk(mu_);
+    --fetches_in_flight_;
+}
+
 std::string node_metrics::render(const std::optional<engine_metrics> & engine, uint32_t requests_in_flight,
                                  const state_hold_stats & held) const {
     std::string out;
@@ -73,6 +83,8 @@ std::string node_metrics::render(const std::optional<engine_metrics> & engine, u
            double(states_fetched_));
     scalar(out, "baton_state_fetch_bytes_total", "counter", "Bytes of held states this node fetched",
            double(state_fetch_bytes_));
+    scalar(out, "baton_state_fetches_in_flight", "gauge", "Fetches of held states from prefill nodes in progress",
+           double(fetches_in_flight_));
     scalar(out, "baton_state_fetch_seconds_total", "counter", "Time fetching held states (connect to last byte)",
            state_fetch_seconds_);
 
@@ -98,6 +110,12 @@ std::string node_metrics::render(const std::optional<engine_metrics> & engine, u
         scalar(out, "baton_restore_seconds_total", "counter", "Seconds spent in the restore routine",
                e.restore_seconds);
         scalar(out, "baton_restores_total", "counter", "Blobs restored into a slot", double(e.restores_ok));
+        scalar(out, "baton_deltas_out_total", "counter",
+               "Delta blobs written (only the cells past a base the receiver holds)", double(e.deltas_out));
+        scalar(out, "baton_deltas_in_total", "counter", "Delta blobs restored onto a base a slot held",
+               double(e.deltas_in));
+        scalar(out, "baton_delta_base_tokens_total", "counter",
+               "Tokens restored deltas did not carry (their bases, already held here)", double(e.delta_base_tokens_in));
         scalar(out, "baton_invariant_repairs_total", "counter",
                "Slots whose memory disagreed with their tokens and were repaired", double(e.invariant_repairs));
         scalar(out, "baton_decode_calls_total", "counter", "llama_decode calls", double(e.decode_calls));

@@ -29,6 +29,9 @@ class node_metrics {
     void count_admission_reject();
     // count_state_fetched: a decode fetched a held state of this many bytes from a prefill node.
     void count_state_fetched(uint64_t bytes, double seconds);
+    // fetch_begun / fetch_ended: a fetch of a held state in progress (however it ends).
+    void fetch_begun();
+    void fetch_ended();
 
     // render returns the Prometheus exposition text; engine is empty while the model loads.
     // held: the states this node holds for decode nodes (state_hold.h).
@@ -42,6 +45,7 @@ class node_metrics {
     std::map<std::string, uint64_t> blob_rejects_ BATON_GUARDED_BY(mu_);  // by status_code_name
     uint64_t admission_rejects_ BATON_GUARDED_BY(mu_) = 0;
     uint64_t states_fetched_ BATON_GUARDED_BY(mu_) = 0;
+    uint64_t fetches_in_flight_ BATON_GUARDED_BY(mu_) = 0;
     uint64_t state_fetch_bytes_ BATON_GUARDED_BY(mu_) = 0;
     double state_fetch_seconds_ BATON_GUARDED_BY(mu_) = 0;
 };

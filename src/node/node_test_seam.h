@@ -20,6 +20,9 @@ struct node_test_seam {
     // returns how many of its bytes to send before dropping the connection (blob.size(): all of them; the
     // Content-Length always announces the whole blob). Called on the HTTP edge's threads.
     std::function<size_t(std::vector<uint8_t> & blob)> on_blob_out;
+    // held_state_pause_ms: GET /v1/states/{id} sends half of the state, waits this long, then the rest (a
+    // decode node is then mid-fetch for that long). 0: no pause.
+    uint32_t held_state_pause_ms = 0;
 };
 
 struct node_test_access {

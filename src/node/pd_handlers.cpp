@@ -72,6 +72,15 @@ net::awaitable<void> node_impl::on_prefill(http_exchange & ex) {
     auto gen = co_await http->offload([&] { return openai_to_gen(oreq.value(), *model, n_ctx); });
     if (!gen.ok()) co_return (void) co_await ex.respond_error(gen.status());
     gen->request_json = std::move(embedded.value());
+    if (const std::string_view base = ex.request().header(pd_header_delta_base); !base.empty()) {
+        uint32_t n = 0;
+        auto [p, ec] = std::from_chars(base.data(), base.data() + base.size(), n);
+        if (ec != std::errc() || p != base.data() + base.size())
+            co_return (void) co_await ex.respond_error(
+                Status(status_code::invalid_argument,
+                       std::string(pd_header_delta_base) + ": must be a token count (0 or more)"));
+        gen->delta_base = n;
+    }
     auto ticket = admit();
     if (!ticket.ok()) co_return (void) co_await ex.respond_error(ticket.status());
     auto done = co_await run_to_done(ex, task_prefill{std::move(gen.value())});
@@ -147,9 +156,19 @@ net::awaitable<void> node_impl::on_held_get(http_exchange & ex) {
         co_return co_await send_blob(ex, std::move(copy));
     }
     const std::vector<uint8_t> & blob = *b.value();  // held by b while it is sent, even if the lease ends
-    if (co_await ex.begin(200, "application/octet-stream", {}, uint64_t(blob.size())) &&
-        co_await ex.write(blob.data(), blob.size()))
-        co_await ex.end();
+    // (No co_await inside &&, || or ?: — GCC miscompiles it.)
+    if (!co_await ex.begin(200, "application/octet-stream", {}, uint64_t(blob.size()))) co_return;
+    size_t sent = 0;
+    if (seam && seam->held_state_pause_ms > 0) {  // tests: a fetch that is mid-body for a while
+        sent = blob.size() / 2;
+        if (!co_await ex.write(blob.data(), sent)) co_return;
+        net::steady_timer t(co_await net::this_coro::executor);
+        t.expires_after(std::chrono::milliseconds(seam->held_state_pause_ms));
+        error_code ec;
+        co_await t.async_wait(net::redirect_error(net::use_awaitable, ec));
+    }
+    if (!co_await ex.write(blob.data() + sent, blob.size() - sent)) co_return;
+    co_await ex.end();
 }
 
 net::awaitable<void> node_impl::on_held_delete(http_exchange & ex) {
@@ -171,6 +190,11 @@ net::awaitable<Result<std::vector<uint8_t>>> node_impl::fetch_held(http_exchange
         co_return Status(status_code::invalid_argument,
                          std::string(pd_header_state_source) + ": " + url.status().message());
     const std::string where = "state " + std::string(id) + " at " + url->text;
+    metrics.fetch_begun();
+    struct fetch_guard {
+        node_metrics & m;
+        ~fetch_guard() { m.fetch_ended(); }
+    } in_flight{metrics};
     auto lost = [&](const std::string & why) { return Status(status_code::dependency_failed, where + ": " + why); };
     const auto t0 = steady_clock::now();
     auto conn = co_await http_upstream::connect(url.value(), deadline_from_now());

@@ -139,10 +139,10 @@ std::optional<node_ref> node_pool::pick_least_loaded(const std::vector<size_t> &
     return node_ref{*i, nodes_[*i].address.text};
 }
 
-std::optional<node_ref> node_pool::pick_affine(uint64_t key, const std::vector<size_t> & exclude,
-                                               const node_filter & f) const {
+std::optional<node_ref> node_pool::pick_affine(uint64_t key, const std::vector<size_t> & exclude, const node_filter & f,
+                                               std::span<const uint32_t> cached) const {
     lock_guard lk(mu_);
-    auto i = pick_affine_locked(key, exclude, f, false);
+    auto i = pick_affine_locked(key, exclude, f, false, cached);
     if (!i) return std::nullopt;
     return node_ref{*i, nodes_[*i].address.text};
 }

@@ -64,10 +64,10 @@ class node_pool {
     // pick_least_loaded returns the usable node with the fewest outstanding requests, skipping `exclude`.
     std::optional<node_ref> pick_least_loaded(const std::vector<size_t> & exclude = {},
                                               const node_filter & f = {}) const;
-    // pick_affine returns the usable node preferred for key (rendezvous hashing), unless it is over the
-    // load cap, skipping `exclude`.
+    // pick_affine returns the usable node preferred for key (rendezvous hashing; the most cached first, as
+    // acquire_affine), unless it is over the load cap, skipping `exclude`.
     std::optional<node_ref> pick_affine(uint64_t key, const std::vector<size_t> & exclude = {},
-                                        const node_filter & f = {}) const;
+                                        const node_filter & f = {}, std::span<const uint32_t> cached = {}) const;
 
     // acquire_least_loaded / acquire_affine pick like the functions above among the nodes below their
     // capacity and count the request on the chosen node in the same step (so concurrent picks never

@@ -51,12 +51,28 @@ net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpo
     uint32_t held = 0;
     for (uint32_t c : ctx.cached_decode) held = std::max(held, c);
     held = std::min(held, n_tokens);
-    const bool pd = have_prefill && n_tokens - held >= cfg.pd_min_tokens;
+    // The index counts whole blocks: a node holding a conversation (its last turn's prompt and answer) holds
+    // up to a block more than it can show, so it is credited with pd_kv_block_tokens - 1 more tokens.
+    const uint32_t unseen = held > 0 ? pd_kv_block_tokens - 1 : 0;
+    const bool pd = have_prefill && n_tokens - held >= cfg.pd_min_tokens + unseen;
     if (pd) ctx.cached_prefill = kv_cached(prefill, ctx);
     metrics.mode(pd ? "pd" : "direct");
     metrics.kv_route(!ctx.tokens.empty(), held, have_prefill && !pd && n_tokens >= cfg.pd_min_tokens);
+    if (pd && cfg.pd_delta && held > 0) {
+        // A delta: the decode node the decode hop will choose (the most cached within the load cap) holds the
+        // prompt's first `base` tokens, so the prefill node ships only the cells past them. The decode hop then
+        // prefers that node alone; another node (the load changed meanwhile) refuses the delta (422) and the
+        // request falls back to a local prefill there (--fallback).
+        if (auto target = decode.pick_affine(ctx.affinity, {}, ctx.filter, ctx.cached_decode)) {
+            const size_t t = target->index;
+            ctx.delta_base = t < ctx.cached_decode.size() ? ctx.cached_decode[t] : 0;
+            for (size_t i = 0; i < ctx.cached_decode.size(); ++i)
+                if (i != t) ctx.cached_decode[i] = 0;
+        }
+    }
     if (pd) {
         ctx.route = "pd";
+        if (ctx.delta_base > 0) metrics.delta(ctx.delta_base);
         pd_fallback_decision next;
         auto blob = co_await prefill_hop(ex, ctx);
         if (blob.ok()) {

@@ -41,6 +41,7 @@ net::awaitable<Result<prefill_stream>> router_impl::prefill_hop(http_exchange & 
     headers.emplace_back(std::string(pd_header_endpoint), openai_endpoint_name(ctx.req.endpoint));
     const bool direct = cfg.transfer == pd_transfer::direct;
     if (direct) headers.emplace_back(std::string(pd_header_state_hold), "1");
+    if (ctx.delta_base > 0) headers.emplace_back(std::string(pd_header_delta_base), std::to_string(ctx.delta_base));
     std::vector<size_t> tried;
     Status last(status_code::upstream_error, "no healthy prefill node");
     for (;;) {

@@ -68,6 +68,7 @@ struct route_ctx {
     node_filter filter;            // the model the request names; after a prefill hop also the blob's group
     std::vector<token_id> tokens;  // the prompt's tokens (with -m): hashed against the nodes' KV events
     std::vector<uint32_t> cached_prefill, cached_decode;  // by node index: prompt tokens each node holds
+    uint32_t delta_base = 0;  // PD: the prefill node ships only the cells past this many tokens (0: the whole state)
 };
 
 // How relay ended (relay_outcome: pd_fallback_policy.h, whose pd_fallback_decide takes it).

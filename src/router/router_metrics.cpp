@@ -38,6 +38,11 @@ void router_metrics::kv_route(bool known, uint32_t held, bool local_followup) {
     kv_held_tokens_ += held;
     if (local_followup) ++local_followups_;
 }
+void router_metrics::delta(uint32_t base_tokens) {
+    lock_guard lk(mu_);
+    ++deltas_;
+    delta_base_tokens_ += base_tokens;
+}
 void router_metrics::ttft(double seconds) {
     lock_guard lk(mu_);
     ttft_.observe(seconds);
@@ -92,6 +97,11 @@ void router_metrics::render(std::string & o, size_t waiting) const {
                   "Requests of --pd-min-tokens or more sent without a prefill hop because the decode node held all but "
                   "a few of their tokens",
                   double(local_followups_));
+    metric_scalar(o, "baton_router_deltas_total", "counter",
+                  "PD requests whose state was asked for as a delta over what the decode node held", double(deltas_));
+    metric_scalar(o, "baton_router_delta_base_tokens_total", "counter",
+                  "Prompt tokens whose cells deltas did not move (the decode node held them)",
+                  double(delta_base_tokens_));
     metric_scalar(o, "baton_router_queue_waiting", "gauge", "Requests waiting at the router for node capacity", double(waiting));
     render_histogram(o, "baton_router_ttft_seconds", "Time from request arrival to the first byte relayed to the client", ttft_);
 }

@@ -25,6 +25,7 @@ class router_metrics {
     // kv_route: a routing decision with prompt tokens to hash (known) or not; held: the prompt tokens the best
     // decode node already held; local_followup: PD skipped because that node held all but a few.
     void kv_route(bool known, uint32_t held, bool local_followup);
+    void delta(uint32_t base_tokens);  // a PD request whose state was asked for as a delta over base_tokens
     void ttft(double seconds);                                         // time to the first relayed byte
     // render appends the router's metrics; waiting: requests queued for node capacity now.
     void render(std::string & out, size_t waiting) const;
@@ -47,6 +48,7 @@ class router_metrics {
     uint64_t kv_hits_ BATON_GUARDED_BY(mu_) = 0, kv_misses_ BATON_GUARDED_BY(mu_) = 0;
     uint64_t kv_unknown_ BATON_GUARDED_BY(mu_) = 0, kv_held_tokens_ BATON_GUARDED_BY(mu_) = 0;
     uint64_t local_followups_ BATON_GUARDED_BY(mu_) = 0;
+    uint64_t deltas_ BATON_GUARDED_BY(mu_) = 0, delta_base_tokens_ BATON_GUARDED_BY(mu_) = 0;
     latency_histogram ttft_ BATON_GUARDED_BY(mu_);
 };
 

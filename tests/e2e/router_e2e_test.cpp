@@ -261,8 +261,86 @@ TEST(RouterE2E, FollowUpTurnGoesLocallyToTheNodeHoldingItsConversation) {
     ASSERT_EQ(b2.status, 200) << b2.body;
     EXPECT_EQ(b1.decode_node, holder);
     EXPECT_EQ(b2.decode_node, holder) << "two routers with converged indexes pick the same node";
+    EXPECT_EQ(b1.route, "direct");
+    EXPECT_EQ(b2.route, "direct");
     // (The nodes' logs still hold every batch: the second router read them from the first.)
     EXPECT_GT(metric_value(get(*r2, "/metrics").body, "baton_router_kv_event_batches_total"), 0);
+
+    // A follow-up that adds many tokens goes PD, and the prefill node ships only the cells past what the
+    // holder has (a delta): the answer is still one node's, and fewer bytes moved than the whole state.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // turn 3's slot published, r1 polled
+    json turn4 = turn3;
+    turn4["messages"].push_back({{"role", "assistant"}, {"content", b1.j()["choices"][0]["message"]["content"]}});
+    std::string more = "Now consider this.";
+    for (int k = 0; k < 14; ++k) more += " The decode node holds " + std::to_string(k) + " blocks.";
+    turn4["messages"].push_back({{"role", "user"}, {"content", more}});
+    const double pre_bytes_before = metric_value(get(*pre, "/metrics").body, "baton_blob_bytes_out_total");
+    const http_reply want4 = post(*both, "/v1/chat/completions", turn4.dump());
+    ASSERT_EQ(want4.status, 200) << want4.body;
+    const http_reply a4 = post(*r1, "/v1/chat/completions", turn4.dump());
+    ASSERT_EQ(a4.status, 200) << a4.body;
+    EXPECT_EQ(a4.route, "pd") << "many new tokens: a prefill hop";
+    EXPECT_EQ(a4.decode_node, holder);
+    EXPECT_EQ(normalized(a4.j()), normalized(want4.j()));
+    const std::string rm = get(*r1, "/metrics").body;
+    EXPECT_EQ(metric_value(rm, "baton_router_deltas_total"), 1) << rm;
+    EXPECT_GE(metric_value(rm, "baton_router_delta_base_tokens_total"), 320) << rm;
+    const std::string pm = get(*pre, "/metrics").body;
+    EXPECT_EQ(metric_value(pm, "baton_deltas_out_total"), 1) << pm;
+    // The whole state of turn 4 would be about turn 1's bytes per token times its tokens; the delta leaves out
+    // the cells of the base (at least 320 tokens, the first turn).
+    const double delta_bytes = metric_value(pm, "baton_blob_bytes_out_total") - pre_bytes_before;
+    const double tokens1 = a1.j()["usage"]["prompt_tokens"].get<double>();
+    const double tokens4 = a4.j()["usage"]["prompt_tokens"].get<double>();
+    const double base = metric_value(rm, "baton_router_delta_base_tokens_total");
+    const double whole = pre_bytes_before / tokens1 * tokens4;
+    EXPECT_LT(delta_bytes, whole * (tokens4 - base + 16) / tokens4)
+        << "turn 1: " << pre_bytes_before << " bytes, " << tokens1 << " tokens; turn 4: " << tokens4 << " tokens, base "
+        << base;
+    std::string holder_metrics;
+    for (const auto & d : dec)
+        if (d->url() == holder) holder_metrics = get(*d, "/metrics").body;
+    EXPECT_EQ(metric_value(holder_metrics, "baton_deltas_in_total"), 1) << holder_metrics;
+    EXPECT_EQ(metric_value(rm, "baton_router_fallbacks_total{reason=\"blob_rejected\"}"), 0) << rm;
+}
+
+// Direct transfer: a decode node killed (kill -9) in the middle of fetching the state. The router sends the
+// same state's place to the other decode node, which fetches it again: the request ends in one node's answer
+// with one prefill only, the lease ends when the router releases it, and the prefill node holds nothing after.
+TEST(RouterE2E, DecodeNodeKilledMidFetchIsRetriedOnAnotherWithoutAPrefill) {
+    cluster c = cluster::make(1, 2, {}, {"--test-pause-held-state", "3000"});
+    auto both = node_process::start(serve_args("llama"));
+    json b = with_usage(workload_body(11));
+    b["stream"] = false;
+    const outcome want = outcome_of(post(*both, completion_path(b), b.dump()), false);
+    http_reply r;
+    std::thread client([&] { r = post(*c.router, completion_path(b), b.dump(), "application/json", "", 60); });
+    int victim = -1;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (victim < 0 && std::chrono::steady_clock::now() < deadline) {
+        for (int i = 0; i < 2 && victim < 0; ++i)
+            if (metric_value(get(*c.decode[size_t(i)], "/metrics").body, "baton_state_fetches_in_flight") >= 1)
+                victim = i;
+        if (victim < 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (victim >= 0) ::kill(c.decode[size_t(victim)]->pid(), SIGKILL);
+    client.join();
+    ASSERT_GE(victim, 0) << "no decode node was ever seen fetching the state";
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.route, "pd");
+    EXPECT_EQ(r.decode_node, c.decode[size_t(1 - victim)]->url());
+    const outcome o = outcome_of(r, false);
+    EXPECT_EQ(o.text, want.text);
+    EXPECT_EQ(o.completion_tokens, want.completion_tokens);
+    const std::string pm = get(*c.prefill[0], "/metrics").body;
+    EXPECT_EQ(metric_value(pm, "baton_state_hold_leases_total"), 1) << "one prefill, one state: " << pm;
+    EXPECT_EQ(metric_value(pm, "baton_state_hold_served_total"), 2)
+        << "fetched by the victim, then the survivor: " << pm;
+    EXPECT_EQ(metric_settles(*c.prefill[0], "baton_state_hold_states", 0), 0);
+    EXPECT_EQ(metric_settles(*c.prefill[0], "baton_state_hold_bytes", 0), 0);
+    const std::string sm = get(*c.decode[size_t(1 - victim)], "/metrics").body;
+    EXPECT_EQ(metric_value(sm, "baton_state_fetches_in_flight"), 0) << sm;
+    EXPECT_EQ(metric_value(sm, "baton_state_fetches_total"), 1) << sm;
 }
 
 // --pd-transfer relay keeps the router relay (nodes that cannot reach each other): same answers, the blob

@@ -7,8 +7,11 @@
 //                          (after it was written, so the section checksum no longer matches)
 //   --test-truncate-blob   send the first half of every blob (with the full Content-Length), then drop the
 //                          connection: a prefill node dying mid-transfer
+//   --test-pause-held-state MS   serve a held state (GET /v1/states/{id}) in two halves, MS ms apart: a decode
+//                          node fetching it is mid-fetch for that long
 //
 // Every other argument goes to the CLI unchanged.
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -33,18 +36,23 @@ void corrupt_state(std::vector<uint8_t> & blob) {
 
 int main(int argc, char ** argv) {
     bool corrupt = false, truncate = false;
+    uint32_t pause_ms = 0;
     std::vector<char *> args;
     for (int i = 0; i < argc; ++i) {
         if (i > 0 && std::strcmp(argv[i], "--test-corrupt-state") == 0) corrupt = true;
         else if (i > 0 && std::strcmp(argv[i], "--test-truncate-blob") == 0) truncate = true;
+        else if (i > 0 && i + 1 < argc && std::strcmp(argv[i], "--test-pause-held-state") == 0)
+            pause_ms = uint32_t(std::strtoul(argv[++i], nullptr, 10));
         else args.push_back(argv[i]);
     }
-    if (corrupt || truncate) {
+    if (corrupt || truncate || pause_ms > 0) {
         auto seam = std::make_shared<baton::node_test_seam>();
-        seam->on_blob_out = [corrupt, truncate](std::vector<uint8_t> & blob) -> size_t {
-            if (corrupt) corrupt_state(blob);
-            return truncate ? blob.size() / 2 : blob.size();
-        };
+        if (corrupt || truncate)
+            seam->on_blob_out = [corrupt, truncate](std::vector<uint8_t> & blob) -> size_t {
+                if (corrupt) corrupt_state(blob);
+                return truncate ? blob.size() / 2 : blob.size();
+            };
+        seam->held_state_pause_ms = pause_ms;
         baton::cli_test_on_node = [seam](baton::node & s) { baton::node_test_access::install(s, seam); };
     }
     args.push_back(nullptr);

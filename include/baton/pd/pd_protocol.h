@@ -38,6 +38,10 @@ inline constexpr std::string_view pd_header_endpoint = "X-Baton-Endpoint";
 inline constexpr std::string_view pd_header_state_hold = "X-Baton-State-Hold";
 inline constexpr std::string_view pd_header_state_source = "X-Baton-State-Source";
 inline constexpr std::string_view pd_header_state_id = "X-Baton-State-Id";
+// Deltas. router -> prefill node: the decode node holds the prompt's first N tokens (decimal), so the state is a
+// delta over them (blob format 1.2, only the cells past them); the decode node restores it onto the slot that
+// holds them, or refuses it (422) when none does.
+inline constexpr std::string_view pd_header_delta_base = "X-Baton-Delta-Base";
 inline constexpr std::string_view pd_header_route = "X-Baton-Route";  // router -> client: "pd", "local", ...
 inline constexpr std::string_view pd_header_decode_node = "X-Baton-Decode-Node";  // router -> client: which node
 

@@ -52,6 +52,9 @@ struct router_config {
     // Prompts with fewer tokens than this that the chosen decode node does not already hold (KV events,
     // with -m; else the whole prompt) skip the prefill hop.
     uint32_t pd_min_tokens = 64;
+    // --pd-delta: when the decode node the request goes to holds a prefix of its prompt (KV events, with -m), the
+    // prefill node ships only the cells past that prefix (a delta, docs/state-blob.md); off: always the whole state.
+    bool pd_delta = true;
     fallback_policy fallback = fallback_policy::local;
     pd_transfer transfer = pd_transfer::direct;  // --pd-transfer
     size_t kv_index_blocks = size_t(1) << 18;    // --kv-index-blocks: the prefix index's bound per model
