@@ -146,7 +146,7 @@ net::awaitable<void> node_impl::on_decode(http_exchange & ex) {
 net::awaitable<void> node_impl::on_held_get(http_exchange & ex) {
     const auto it = ex.request().params.find("id");
     const std::string id = it == ex.request().params.end() ? "" : it->second;
-    if (!state_hold::state_id_valid(id))
+    if (!pd_state_id_valid(id))
         co_return (void) co_await ex.respond_error(
             Status(status_code::not_found, "state " + id + ": not a state id (32 lowercase hex digits)"));
     auto b = held->get(id, steady_clock::now());
@@ -174,7 +174,7 @@ net::awaitable<void> node_impl::on_held_get(http_exchange & ex) {
 net::awaitable<void> node_impl::on_held_delete(http_exchange & ex) {
     const auto it = ex.request().params.find("id");
     const std::string id = it == ex.request().params.end() ? "" : it->second;
-    if (!state_hold::state_id_valid(id) || !held->release(id))
+    if (!pd_state_id_valid(id) || !held->release(id))
         co_return (void) co_await ex.respond_error(
             Status(status_code::not_found, "state " + id + ": not held here (released, expired, or never made)"));
     co_await ex.respond(json_response({{"state", id}, {"released", true}}));
@@ -182,7 +182,7 @@ net::awaitable<void> node_impl::on_held_delete(http_exchange & ex) {
 
 net::awaitable<Result<std::vector<uint8_t>>> node_impl::fetch_held(http_exchange & ex, std::string_view source,
                                                                    std::string_view id) {
-    if (!state_hold::state_id_valid(id))
+    if (!pd_state_id_valid(id))
         co_return Status(status_code::invalid_argument,
                          std::string(pd_header_state_id) + ": must be 32 lowercase hex digits");
     auto url = http_url_parse(source);

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "baton/base/buffer_pool.h"
+#include "baton/pd/pd_protocol.h"
 
 namespace baton {
 
@@ -23,19 +24,12 @@ state_hold::blob_ref share_pooled(std::vector<uint8_t> blob) {
 std::string state_hold::random_id() {
     static thread_local std::mt19937_64 rng{std::random_device{}()};
     static const char * digits = "0123456789abcdef";
-    std::string s(32, '0');
+    std::string s(pd_state_id_chars, '0');
     for (int half = 0; half < 2; ++half) {
         uint64_t v = rng();
         for (int i = 0; i < 16; ++i) s[size_t(half * 16 + i)] = digits[(v >> (4 * i)) & 15];
     }
     return s;
-}
-
-bool state_hold::state_id_valid(std::string_view s) {
-    if (s.size() != 32) return false;
-    for (char c : s)
-        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-    return true;
 }
 
 size_t state_hold::expire_locked(clock::time_point now) {

@@ -58,8 +58,6 @@ class state_hold {
     state_hold_stats stats() const;
     const state_hold_limits & limits() const { return limits_; }
 
-    // state_id_valid: whether s has the form of an id put returns (checked before any lookup or URL).
-    static bool state_id_valid(std::string_view s);
     // random_id: 32 random lowercase hex digits (a state's id; the node's KV-event epoch takes 16 of them).
     static std::string random_id();
 

@@ -12,6 +12,10 @@ pd_answer pd_classify_node_answer(pd_hop hop, int status, bool draining) {
     return pd_answer::node_error;
 }
 
+bool pd_state_id_valid(std::string_view id) {
+    return id.size() == pd_state_id_chars && id.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
 const char * pd_answer_name(pd_answer a) {
     switch (a) {
         case pd_answer::ok: return "ok";

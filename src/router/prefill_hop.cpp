@@ -132,7 +132,7 @@ net::awaitable<Result<held_state>> router_impl::take_held(http_upstream & call, 
         s.id = j["state"].get<std::string>();
         s.bytes = j["bytes"].get<uint64_t>();
     }
-    if (s.id.size() != 32 || s.id.find_first_not_of("0123456789abcdef") != std::string::npos)
+    if (!pd_state_id_valid(s.id))
         co_return Status(status_code::upstream_error,
                          url.text + std::string(pd_path_prefill) +
                              " answered a held prefill without a state id: " + body.value().substr(0, 200));

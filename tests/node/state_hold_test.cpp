@@ -6,6 +6,8 @@
 
 #include <set>
 
+#include "baton/pd/pd_protocol.h"
+
 namespace baton {
 namespace {
 
@@ -29,7 +31,7 @@ TEST(StateHold, PutGivesAValidUniqueIdAndGetReturnsTheBytes) {
     for (int i = 0; i < 50; ++i) {
         auto id = h.put(bytes(10, uint8_t(i)), t);
         ASSERT_TRUE(id.ok()) << id.status().message();
-        EXPECT_TRUE(state_hold::state_id_valid(id.value())) << id.value();
+        EXPECT_TRUE(pd_state_id_valid(id.value())) << id.value();
         ids.insert(id.value());
         auto b = h.get(id.value(), t);
         ASSERT_TRUE(b.ok());
@@ -43,12 +45,12 @@ TEST(StateHold, PutGivesAValidUniqueIdAndGetReturnsTheBytes) {
 }
 
 TEST(StateHold, IdValidityIsTheFormPutReturns) {
-    EXPECT_TRUE(state_hold::state_id_valid(std::string(32, 'a')));
-    EXPECT_FALSE(state_hold::state_id_valid(std::string(31, 'a')));
-    EXPECT_FALSE(state_hold::state_id_valid(std::string(33, 'a')));
-    EXPECT_FALSE(state_hold::state_id_valid(std::string(32, 'A')));
-    EXPECT_FALSE(state_hold::state_id_valid(std::string(31, 'a') + "/"));
-    EXPECT_FALSE(state_hold::state_id_valid(""));
+    EXPECT_TRUE(pd_state_id_valid(std::string(32, 'a')));
+    EXPECT_FALSE(pd_state_id_valid(std::string(31, 'a')));
+    EXPECT_FALSE(pd_state_id_valid(std::string(33, 'a')));
+    EXPECT_FALSE(pd_state_id_valid(std::string(32, 'A')));
+    EXPECT_FALSE(pd_state_id_valid(std::string(31, 'a') + "/"));
+    EXPECT_FALSE(pd_state_id_valid(""));
 }
 
 TEST(StateHold, FetchingDoesNotEndTheLease) {

@@ -5,6 +5,7 @@
 // Thread-safety: constants and pure functions.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -18,6 +19,10 @@ inline constexpr std::string_view pd_path_slot_state = "/v1/slots/{id}/state";  
 // DELETE: the router releases it. {id}: 32 lowercase hex digits.
 inline constexpr std::string_view pd_path_held_state = "/v1/states/{id}";
 inline constexpr std::string_view pd_path_held_state_prefix = "/v1/states/";
+inline constexpr size_t pd_state_id_chars = 32;
+// pd_state_id_valid: whether id has the form of a held state's id (pd_state_id_chars lowercase hex digits):
+// checked by the node before any lookup and by the router before it names the id to a decode node.
+bool pd_state_id_valid(std::string_view id);
 // KV events (docs/kv-events.md): what a node's caches hold, for routers' prefix indexes. GET
 // /v1/kv/events?after=SEQ&epoch=EPOCH -> {"node", "epoch", "seed", "seq", "resync", "batches": [batch...]}; GET /v1/kv/snapshot
 // -> a snapshot. Block hashes cover pd_kv_block_tokens tokens each.
