@@ -177,6 +177,25 @@ const std::vector<figure_doc> & figures() {
          "vs one on the CPU, median of 3 after a warm-up run; the prefill time on each for scale (llvmpipe is a "
          "software device: its prefill is slower than the CPU backend's, and its device memory is host memory).",
          "bytes/token", "prompt tokens", "blob bytes per token", false, "", false, false},
+        {14, "Multi-turn chats: today's routing vs KV-aware routing with deltas",
+         "bench/multiturn_bench.cpp. 1 prefill node (-t 2) + 2 decode nodes (-t 1), 8 slots each, 256x4 llama; 16 "
+         "conversations of 8 turns run turn by turn (all 16 concurrently, then the next turn 1.5 s later): a 1024-token "
+         "first message, then follow-ups of F new tokens (plus 16 standing for the answer), 16 generated per turn, "
+         "token-array prompts. today = `baton route` without -m and with --pd-delta false (PD on the whole prompt's "
+         "length, decode affinity by request hash, whole states); new = `baton route -m` (KV-event routing, PD only "
+         "when the chosen node misses >= --pd-min-tokens, deltas). Fresh nodes per configuration. Per turn: KV bytes "
+         "moved node to node per conversation (the router's direct-state bytes), median TTFT, prefill tokens computed "
+         "(all nodes' prompt - cached tokens). F = 32 (follow-ups handled locally) and F = 256 (PD with deltas).",
+         "", "", "", false, "", false, false},
+        {15, "Multi-tenant shared prefixes: precise prefix routing vs affinity vs round-robin",
+         "bench/prefix_routing_bench.cpp. 8 tenants x 2048-token system prompts sharing a 150-token preamble, a fresh "
+         "32-token question per request, 8 generated; 64 requests, Poisson arrivals at 1/s (seeded, the same trace for "
+         "every policy); 4 `both` nodes (-t 1, 2 slots: the cluster can hold each tenant's prefix once), 256x4 llama, "
+         "fresh nodes per policy. precise = `baton route -m` (KV events); affinity = `baton route` without -m "
+         "(rendezvous hash of the request's leading text: token prompts have none, as chat prompts sharing their first "
+         "256 bytes have one key); round-robin = the client rotates over the nodes. TTFT client-side (streaming); "
+         "tokens computed = all nodes' prompt - cached tokens. Target: P90 TTFT of round-robin / precise >= 5.",
+         "", "", "", false, "", false, false},
     };
     return f;
 }
@@ -365,6 +384,8 @@ int main(int argc, char ** argv) {
                 else if (name.rfind("structured", 0) == 0) fig = 11;
                 else if (name.rfind("quant_serve", 0) == 0) fig = 12;
                 else if (name.rfind("device_", 0) == 0 || name.rfind("blob_bytes", 0) == 0) fig = 13;
+                else if (name.rfind("multiturn", 0) == 0) fig = 14;
+                else if (name.rfind("prefix_routing", 0) == 0) fig = 15;
             }
             if (fig != fd.fig) continue;
             md << "| " << md_escape(name) << " | " << fmt(r["value"]) << " | " << fmt(r.value("min", 0.0)) << " | " << fmt(r.value("max", 0.0))
@@ -377,8 +398,8 @@ int main(int argc, char ** argv) {
     for (const auto & r : results) {
         const std::string name = r.value("name", "");
         if (name.rfind("cluster", 0) == 0 || name.rfind("quant_serve", 0) == 0 || name.rfind("device_", 0) == 0 ||
-            name.rfind("blob_bytes", 0) == 0)
-            continue;  // figures 10, 12 and 13
+            name.rfind("blob_bytes", 0) == 0 || name.rfind("multiturn", 0) == 0 || name.rfind("prefix_routing", 0) == 0)
+            continue;  // figures 10, 12, 13, 14 and 15
         if (r.contains("fig") || name.rfind("router_load", 0) == 0 || name.rfind("router_overhead", 0) == 0 || name.rfind("edge", 0) == 0 || name.rfind("interference", 0) == 0 || name.rfind("blob_", 0) == 0 ||
             name.rfind("pd_ttft", 0) == 0 || name.rfind("restore", 0) == 0 || name.rfind("prefill_ms", 0) == 0)
             continue;
