@@ -196,6 +196,20 @@ const std::vector<figure_doc> & figures() {
          "256 bytes have one key); round-robin = the client rotates over the nodes. TTFT client-side (streaming); "
          "tokens computed = all nodes' prompt - cached tokens. Target: P90 TTFT of round-robin / precise >= 5.",
          "", "", "", false, "", false, false},
+        {16, "Scaling past the router's link: direct transfer vs relay over shaped links",
+         "bench/shaped_link_bench.cpp. The router and each of 2 prefill and 2 decode nodes run in a network namespace of "
+         "their own (made by the benchmark), joined to a bridge by a veth pair whose two ends are both shaped with tc tbf "
+         "to the same rate (1000 Mbit/s each way unless noted in shaped_link/link_rate): one full-duplex link per process. "
+         "2 pinned pairs: per transfer mode two routers (router i: prefill node i, decode node i), all four router "
+         "processes in the router's one namespace, so every relayed byte of both pairs crosses the one router link in "
+         "and out; with direct transfer a pair uses only its own nodes' links. A 512x8 llama with an f32 K/V cache, a "
+         "fixed 2048-token prompt per pair sent again and again with max_tokens 1 (the prefill node's one slot holds "
+         "it: 1 token recomputed, the whole ~34 MB state exported), 3 closed-loop streaming clients per pair, both pairs "
+         "at once; a round's aggregate = state bytes the mode's routers report (baton_router_direct_state_bytes_total, "
+         "resp. baton_router_blob_bytes_total) / the round's wall time (8 s of sending, then what is in flight). Rounds "
+         "alternate the modes (direct, relay, relay, direct, ...), 4 of each, medians; link use = direct / 2 links, "
+         "relay / the router's link. Ideal ratio 2.0x; target: direct >= 1.8x the relay's aggregate.",
+         "MB/s", "", "aggregate KV MB/s", true, "(\"direct\" 0, \"relay\" 1)", false, false},
     };
     return f;
 }
@@ -386,6 +400,7 @@ int main(int argc, char ** argv) {
                 else if (name.rfind("device_", 0) == 0 || name.rfind("blob_bytes", 0) == 0) fig = 13;
                 else if (name.rfind("multiturn", 0) == 0) fig = 14;
                 else if (name.rfind("prefix_routing", 0) == 0) fig = 15;
+                else if (name.rfind("shaped_link", 0) == 0) fig = 16;
             }
             if (fig != fd.fig) continue;
             md << "| " << md_escape(name) << " | " << fmt(r["value"]) << " | " << fmt(r.value("min", 0.0)) << " | " << fmt(r.value("max", 0.0))
@@ -398,8 +413,9 @@ int main(int argc, char ** argv) {
     for (const auto & r : results) {
         const std::string name = r.value("name", "");
         if (name.rfind("cluster", 0) == 0 || name.rfind("quant_serve", 0) == 0 || name.rfind("device_", 0) == 0 ||
-            name.rfind("blob_bytes", 0) == 0 || name.rfind("multiturn", 0) == 0 || name.rfind("prefix_routing", 0) == 0)
-            continue;  // figures 10, 12, 13, 14 and 15
+            name.rfind("blob_bytes", 0) == 0 || name.rfind("multiturn", 0) == 0 || name.rfind("prefix_routing", 0) == 0 ||
+            name.rfind("shaped_link", 0) == 0)
+            continue;  // figures 10, 12, 13, 14, 15 and 16
         if (r.contains("fig") || name.rfind("router_load", 0) == 0 || name.rfind("router_overhead", 0) == 0 || name.rfind("edge", 0) == 0 || name.rfind("interference", 0) == 0 || name.rfind("blob_", 0) == 0 ||
             name.rfind("pd_ttft", 0) == 0 || name.rfind("restore", 0) == 0 || name.rfind("prefill_ms", 0) == 0)
             continue;
