@@ -189,6 +189,7 @@ class lab {
         if (g_n_ns.load() >= k_max_ns) throw std::runtime_error("too many namespaces");
         std::string err;
         if (run_cmd({ip_, "netns", "add", ns}, &err) != 0) {
+            while (!err.empty() && (err.back() == '\n' || err.back() == ' ')) err.pop_back();
             *why = "ip netns add " + ns + ": " + err;
             return false;
         }
