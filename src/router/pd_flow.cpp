@@ -53,7 +53,8 @@ net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpo
     held = std::min(held, n_tokens);
     // The index counts whole blocks: a node holding a conversation (its last turn's prompt and answer) holds
     // up to a block more than it can show, so it is credited with pd_kv_block_tokens - 1 more tokens.
-    const uint32_t unseen = held > 0 ? pd_kv_block_tokens - 1 : 0;
+    // (--pd-min-tokens 0 takes PD always.)
+    const uint32_t unseen = held > 0 && cfg.pd_min_tokens > 0 ? pd_kv_block_tokens - 1 : 0;
     const bool pd = have_prefill && n_tokens - held >= cfg.pd_min_tokens + unseen;
     if (pd) ctx.cached_prefill = kv_cached(prefill, ctx);
     metrics.mode(pd ? "pd" : "direct");
