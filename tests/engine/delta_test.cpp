@@ -150,10 +150,14 @@ TEST_P(Delta, DeltaOntoABaseTheSlotDoesNotHoldIsRefusedWithTheSlotUntouched) {
     EXPECT_EQ(next.done->usage.cached_tokens, held.size() - 1) << what();
 }
 
+// Under ASan/TSan (whose engine tests already cover every family's restore routine) a dense and a hybrid family
+// check the delta path's memory and races; the release suite runs every family.
 std::vector<delta_case> delta_cases() {
     std::vector<delta_case> out;
-    for (const auto & a : mkmodel_archs())
+    for (const auto & a : mkmodel_archs()) {
+        if (test::k_sanitized_build && a != "llama" && a != "granitehybrid") continue;
         for (bool unified : {true, false}) out.push_back({a, unified});
+    }
     return out;
 }
 

@@ -133,6 +133,27 @@ TEST(RouterAffinity, TokenPromptsGetTheirOwnKeysRegression) {
     EXPECT_EQ(request_affinity_key(chat2), affinity_key("user:hi\nassistant:hello\n"));
 }
 
+// KV-aware routing: the node holding the most of the prompt wins within the load cap; among nodes holding the same
+// (a preamble every node holds, or nothing) the least loaded wins, not the one the shared leading bytes hash to;
+// without the index the rendezvous rule is unchanged.
+TEST(NodePool, CachedPrefixWinsAndTiesGoToTheLeastLoaded) {
+    node_pool p(urls({"a", "b", "c"}), 4);
+    const uint64_t key = affinity_key("the shared preamble of every tenant");
+    const size_t home = p.pick_affine(key)->index;
+    // Load the home node by one: with the index consulted and every node tied, another node takes the request.
+    auto held = p.acquire_affine(key);
+    ASSERT_EQ(held->index, home);
+    const std::vector<uint32_t> tied = {128, 128, 128};
+    const size_t spread = p.acquire_affine(key, {}, {}, tied)->index;
+    EXPECT_NE(spread, home) << "a tie must go to a less loaded node";
+    // Without the index, affinity keeps the key on its home node (within the load cap).
+    EXPECT_EQ(p.pick_affine(key)->index, home);
+    // The node holding the most wins even when loaded (within the cap).
+    std::vector<uint32_t> one(3, 64);
+    one[home] = 2048;
+    EXPECT_EQ(p.acquire_affine(key, {}, {}, one)->index, home);
+}
+
 TEST(NodePool, AffinityKeyUsesOnlyThePrefix) {
     const std::string base(300, 'x');
     EXPECT_EQ(affinity_key(base + "turn 2"), affinity_key(base + "turn 3"));
