@@ -192,8 +192,8 @@ const std::vector<figure_doc> & figures() {
          "32-token question per request, 8 generated; 64 requests, Poisson arrivals at 1/s (seeded, the same trace for "
          "every policy); 4 `both` nodes (-t 1, 2 slots: the cluster can hold each tenant's prefix once), 256x4 llama, "
          "fresh nodes per policy. precise = `baton route -m` (KV events); affinity = `baton route` without -m "
-         "(rendezvous hash of the request's leading text: token prompts have none, as chat prompts sharing their first "
-         "256 bytes have one key); round-robin = the client rotates over the nodes. TTFT client-side (streaming); "
+         "(rendezvous hash of the request's first 256 bytes: 64 token ids, inside the shared preamble, so every tenant "
+         "has one key, as chat prompts sharing their first 256 bytes do); round-robin = the client rotates over the nodes. TTFT client-side (streaming); "
          "tokens computed = all nodes' prompt - cached tokens. Target: P90 TTFT of round-robin / precise >= 5.",
          "", "", "", false, "", false, false},
         {16, "Scaling past the router's link: direct transfer vs relay over shaped links",

@@ -8,7 +8,7 @@
 // fresh nodes for each (no cache carried over):
 //   today: `baton route` without -m and with --pd-delta false — the PD decision on the whole prompt's length
 //          (every turn of >= --pd-min-tokens goes PD and ships the whole conversation's state), decode affinity
-//          by hashing the request (token-array prompts carry no text to hash: every request has the same key);
+//          by hashing the request's first 256 bytes (a conversation keeps its node);
 //   new:   `baton route -m` — decode node by what the nodes' caches hold (KV events), PD only when the chosen
 //          node misses --pd-min-tokens or more, and then a delta over what it holds.
 // Follow-ups of F = 32 tokens (below --pd-min-tokens 64: handled locally where the conversation is) and of
@@ -16,7 +16,15 @@
 // baton_router_direct_state_bytes_total), median TTFT, and prefill tokens computed (every node's
 // baton_prompt_tokens_total - baton_cached_tokens_total). Headlines: bytes moved per follow-up turn, new /
 // today (target <= 0.25 with F = 256: the delta ships only the new cells), and prefill tokens computed over
-// all turns, new / today (target < 1). --quick: a 128x2 model, 4 conversations, 3 turns, first message 128.
+// all turns, new / today (target < 1). --quick: a 128x2 model, 4 conversations, 2 turns, first message 128, and
+// one crossover point.
+//
+// Then the measurement behind --pd-min-tokens' default (the crossover): one conversation at a time, its 1024-token
+// first turn answered through PD (so a decode node holds it), then a follow-up adding m new tokens, m = 16 ... 512,
+// sent through a router that prefills it locally on that decode node (--pd-min-tokens 100000) and, for a second
+// conversation, through one that takes PD with a delta (--pd-min-tokens 0); 3 conversations per m and path, median
+// TTFT. A local prefill of m tokens occupies the decode node for about its TTFT (every stream it serves waits that
+// long for its next token); PD costs the request the hop's overhead instead. Idle cluster, one request at a time.
 #include <atomic>
 #include <mutex>
 
@@ -58,6 +66,7 @@ struct config_stats {
     std::vector<turn_stats> turns;
     double restore_ms = 0;  // decode nodes: mean time in the restore routine per restore (a delta's join included)
     double restores = 0, deltas = 0;
+    double rejected = 0;  // fallbacks: a blob (a delta whose base was gone) refused, prefilled locally instead
 };
 
 // run_config: fresh nodes and a router with extra flags, the conversations turn by turn.
@@ -65,9 +74,11 @@ config_stats run_config(const params & p, bool kv_aware) {
     auto pre = bench_process::start(node_args(p.model, "prefill", 2, p.slots, p.n_ctx), "prefill");
     auto d0 = bench_process::start(node_args(p.model, "decode", 1, p.slots, p.n_ctx), "decode 0");
     auto d1 = bench_process::start(node_args(p.model, "decode", 1, p.slots, p.n_ctx), "decode 1");
-    std::vector<std::string> ra = {
-        baton_exe(),  "route", "--prefill",         pre->url(), "--decode", d0->url() + "," + d1->url(),
-        "--fallback", "fail",  "--health-interval", "0.2"};
+    // --fallback local (the default): a delta whose base the decode node no longer holds (another request took
+    // the slot meanwhile) is refused and the request prefilled there; counted below.
+    std::vector<std::string> ra = {baton_exe(),         "route",    "--prefill",
+                                   pre->url(),          "--decode", d0->url() + "," + d1->url(),
+                                   "--health-interval", "0.2"};
     if (kv_aware) ra.insert(ra.end(), {"-m", p.model});
     else ra.insert(ra.end(), {"--pd-delta", "false"});
     auto route = bench_process::start(ra, kv_aware ? "router (new)" : "router (today)");
@@ -120,7 +131,52 @@ config_stats run_config(const params & p, bool kv_aware) {
         cs.deltas += metric(*d, "baton_deltas_in_total");
     }
     cs.restore_ms = cs.restores > 0 ? 1000 * seconds / cs.restores : 0;
+    cs.rejected = metric(*route, "baton_router_fallbacks_total{reason=\"blob_rejected\"}");
     return cs;
+}
+
+// crossover: TTFT of a follow-up of m new tokens handled locally vs PD with a delta (see the header).
+void crossover(const params & p, bool quick) {
+    auto pre = bench_process::start(node_args(p.model, "prefill", 2, 4, p.n_ctx), "prefill");
+    auto dec = bench_process::start(node_args(p.model, "decode", 2, 4, p.n_ctx), "decode");
+    auto router = [&](const char * min_tokens) {
+        return bench_process::start({baton_exe(), "route", "--prefill", pre->url(), "--decode", dec->url(),
+                                     "--fallback", "fail", "--health-interval", "0.2", "-m", p.model, "--pd-min-tokens",
+                                     min_tokens},
+                                    std::string("router --pd-min-tokens ") + min_tokens);
+    };
+    auto local = router("100000");
+    auto pd = router("0");
+    const std::vector<int> ms = quick ? std::vector<int>{128} : std::vector<int>{16, 32, 64, 128, 256, 512};
+    const int reps = quick ? 1 : 3;
+    std::printf("\ncrossover: a follow-up of m new tokens after a %d-token turn the decode node holds\n", p.first);
+    std::printf("%-6s %14s %14s %10s\n", "m", "TTFT local ms", "TTFT PD ms", "PD/local");
+    uint32_t seed = 700000;
+    for (int m : ms) {
+        std::vector<double> t_local, t_pd;
+        for (int r = 0; r < reps; ++r)
+            for (int path = 0; path < 2; ++path) {
+                std::vector<int> prompt = random_prompt(size_t(p.first), ++seed, p.n_vocab);
+                auto first = stream_completion(pd->host(), pd->port(), prompt, 4);
+                if (!first.ok) throw std::runtime_error("crossover first turn: " + first.error);
+                std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // published and polled by both routers
+                const auto more = random_prompt(size_t(m) + 1, ++seed, p.n_vocab);
+                prompt.insert(prompt.end(), more.begin() + 1, more.end());
+                const bench_process & via = path == 0 ? *local : *pd;
+                auto t = stream_completion(via.host(), via.port(), prompt, 4);
+                if (!t.ok) throw std::runtime_error("crossover follow-up: " + t.error);
+                (path == 0 ? t_local : t_pd).push_back(t.ttft_ms);
+            }
+        const double a = percentile(t_local, 50), b = percentile(t_pd, 50);
+        std::printf("%-6d %14.1f %14.1f %10.2f\n", m, a, b, a > 0 ? b / a : 0);
+        const std::string tag = "multiturn/crossover/m" + std::to_string(m);
+        result_value(tag + "/ttft_local", a, "ms", "info", true, percentile(t_local, 0), percentile(t_local, 100),
+                     t_local.size());
+        result_value(tag + "/ttft_pd_delta", b, "ms", "info", true, percentile(t_pd, 0), percentile(t_pd, 100),
+                     t_pd.size());
+    }
+    const double deltas = metric(*dec, "baton_deltas_in_total");
+    std::printf("decode node: %.0f deltas restored\n", deltas);
 }
 
 }  // namespace
@@ -132,7 +188,7 @@ int main(int argc, char ** argv) try {
     base.n_vocab = model_n_vocab(base.model);
     if (quick) {
         base.conversations = 4;
-        base.turns = 3;
+        base.turns = 2;
         base.first = 128;
         base.gen = 4;
         base.slots = 4;
@@ -197,6 +253,7 @@ int main(int argc, char ** argv) try {
         result_value(f + "/followup_ttft_new_vs_today", percentile(ttft_ratio, 50), "x", "info", true,
                      percentile(ttft_ratio, 0), percentile(ttft_ratio, 100), ttft_ratio.size());
     }
+    crossover(base, quick);
     return 0;
 } catch (const std::exception & e) {
     std::fprintf(stderr, "multiturn_bench: %s\n", e.what());

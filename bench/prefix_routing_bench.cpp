@@ -8,9 +8,10 @@
 // each with fresh nodes (nothing cached from the previous one):
 //   precise: `baton route -m` over the 4 nodes — the node whose cache holds the longest prefix of the prompt
 //            (KV events), within --load-cap of the least loaded; no PD (no prefill pool);
-//   affinity: `baton route` without -m — today's rendezvous hashing of the request's leading text; token-array
-//            prompts carry no text, so every request has the same key, as chat requests whose system prompts
-//            share their first 256 bytes do (the measurement); the load cap spreads the overflow;
+//   affinity: `baton route` without -m — today's rendezvous hashing of the request's first 256 bytes (64
+//            token ids here): they lie in the shared preamble, so every tenant has the same key, as chat requests
+//            whose system prompts share their first 256 bytes do (the measurement); the load cap spreads
+//            the overflow;
 //   round-robin: the client sends request i to node i mod 4 (a plain L4 balancer), no router.
 // Per policy: P50/P90 TTFT (client side, streaming) and prompt tokens computed by all nodes (every node's
 // baton_prompt_tokens_total - baton_cached_tokens_total). Target: P90 TTFT of precise >= 5x better than
