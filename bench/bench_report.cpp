@@ -189,8 +189,8 @@ const std::vector<figure_doc> & figures() {
          "", "", "", false, "", false, false},
         {15, "Multi-tenant shared prefixes: precise prefix routing vs affinity vs round-robin",
          "bench/prefix_routing_bench.cpp. 8 tenants x 2048-token system prompts sharing a 150-token preamble, a fresh "
-         "32-token question per request, 8 generated; 64 requests, Poisson arrivals at 1/s (seeded, the same trace for "
-         "every policy); 4 `both` nodes (-t 1, 2 slots: the cluster can hold each tenant's prefix once), 256x4 llama, "
+         "32-token question per request, 8 generated; 128 requests, Poisson arrivals at 1/s (seeded, the same trace for "
+         "every policy); 4 `both` nodes (-t 1, 4 slots: no node can hold all 8 prefixes, the cluster can), 256x4 llama, "
          "fresh nodes per policy. precise = `baton route -m` (KV events); affinity = `baton route` without -m "
          "(rendezvous hash of the request's first 256 bytes: 64 token ids, inside the shared preamble, so every tenant "
          "has one key, as chat prompts sharing their first 256 bytes do); round-robin = the client rotates over the nodes. TTFT client-side (streaming); "

@@ -4,7 +4,8 @@
 // 8 tenants, each with a system prompt of 2,048 tokens: a 150-token preamble every tenant shares, then the
 // tenant's own text. Requests are a tenant's system prompt plus a fresh 32-token question, 8 tokens generated,
 // arriving as a Poisson process (seeded; the same arrival times and requests for every policy). 4 `both` nodes
-// (2 slots each: together the cluster can hold every tenant's prefix once), one thread each. Three policies,
+// (4 slots each: together the cluster holds 16 prefixes, room for every tenant's even when the placement is
+// uneven, while no single node can hold all 8), one thread each. Three policies,
 // each with fresh nodes (nothing cached from the previous one):
 //   precise: `baton route -m` over the 4 nodes — the node whose cache holds the longest prefix of the prompt
 //            (KV events), within --load-cap of the least loaded; no PD (no prefill pool);
@@ -54,12 +55,12 @@ const char * policy_name(policy p) {
     return p == policy::precise ? "precise" : p == policy::affinity ? "affinity" : "round-robin";
 }
 
-outcome run_policy(policy pol, const std::string & model, int n_nodes, int n_ctx,
+outcome run_policy(policy pol, const std::string & model, int n_nodes, int slots, int n_ctx,
                    const std::vector<trace_request> & trace, int gen) {
     std::vector<std::unique_ptr<bench_process>> nodes;
     std::string urls;
     for (int i = 0; i < n_nodes; ++i) {
-        nodes.push_back(bench_process::start(node_args(model, "both", 1, 2, n_ctx), "node " + std::to_string(i)));
+        nodes.push_back(bench_process::start(node_args(model, "both", 1, slots, n_ctx), "node " + std::to_string(i)));
         urls += (i ? "," : "") + nodes.back()->url();
     }
     std::unique_ptr<bench_process> route;
@@ -97,11 +98,11 @@ outcome run_policy(policy pol, const std::string & model, int n_nodes, int n_ctx
 int main(int argc, char ** argv) try {
     const bool quick = quick_mode(argc, argv);
     const int tenants = quick ? 2 : 8, system_tokens = quick ? 256 : 2048, preamble = quick ? 32 : 150;
-    const int n_nodes = quick ? 2 : 4, n_requests = quick ? 6 : 64, gen = 8, question = 32;
+    const int n_nodes = quick ? 2 : 4, n_requests = quick ? 6 : 128, gen = 8, question = 32;
     const double rate_per_s = quick ? 4 : 1.0;
     const std::string model = bench_model("llama", quick ? 128 : 256, quick ? 2 : 4);
     const int n_vocab = model_n_vocab(model);
-    const int n_ctx = 2 * (system_tokens + 256);
+    const int slots = 4, n_ctx = slots * (system_tokens + 256);
     // The tenants' system prompts: a shared preamble, then each tenant's own tokens.
     const std::vector<int> shared = random_prompt(size_t(preamble), 7, n_vocab);
     std::vector<std::vector<int>> systems;
@@ -128,12 +129,12 @@ int main(int argc, char ** argv) try {
     }
     std::printf(
         "multi-tenant trace: %d tenants x %d-token system prompts (%d-token shared preamble), %d requests at %.1f/s "
-        "(Poisson), %d nodes x 2 slots, %d generated\n",
-        tenants, system_tokens, preamble, n_requests, rate_per_s, n_nodes, gen);
+        "(Poisson), %d nodes x %d slots, %d generated\n",
+        tenants, system_tokens, preamble, n_requests, rate_per_s, n_nodes, slots, gen);
     std::printf("%-12s %10s %10s %16s\n", "policy", "P50 ms", "P90 ms", "tokens computed");
     std::map<policy, outcome> res;
     for (policy p : {policy::precise, policy::affinity, policy::round_robin}) {
-        res[p] = run_policy(p, model, n_nodes, n_ctx, trace, gen);
+        res[p] = run_policy(p, model, n_nodes, slots, n_ctx, trace, gen);
         const outcome & o = res[p];
         std::printf("%-12s %10.0f %10.0f %16.0f\n", policy_name(p), percentile(o.ttft, 50), percentile(o.ttft, 90),
                     o.computed);

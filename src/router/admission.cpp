@@ -46,7 +46,8 @@ net::awaitable<std::optional<node_hold>> router_impl::acquire_node(http_exchange
                                                                    Status & why) {
     bool & router_full = ctx.router_full;
     auto pick = [&]() -> std::optional<node_hold> {
-        const std::vector<uint32_t> & cached = &pool == &prefill ? ctx.cached_prefill : ctx.cached_decode;
+        const std::vector<uint32_t> cached =
+            kv_route_scores(&pool == &prefill ? ctx.cached_prefill : ctx.cached_decode, ctx.tokens.size());
         auto n = affine ? pool.acquire_affine(ctx.affinity, tried, ctx.filter, cached)
                         : pool.acquire_least_loaded(tried, ctx.filter, cached);
         if (!n) return std::nullopt;

@@ -1,6 +1,7 @@
 // kv_view.cpp — the router's view of the nodes' KV caches (kv_view.h).
 #include "kv_view.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include <nlohmann/json.hpp>
@@ -153,6 +154,16 @@ kv_view_stats kv_view::stats() const {
     s.batches = batches_;
     s.rejected = rejected_;
     return s;
+}
+
+std::vector<uint32_t> kv_route_scores(const std::vector<uint32_t> & cached, size_t n_tokens) {
+    uint32_t most = 0;
+    for (uint32_t c : cached) most = std::max(most, c);
+    const uint32_t margin = std::max<uint32_t>(pd_kv_block_tokens, uint32_t(n_tokens / 8));
+    std::vector<uint32_t> out = cached;
+    for (uint32_t & c : out)
+        if (most - c < margin) c = most;
+    return out;
 }
 
 }  // namespace baton

@@ -65,4 +65,10 @@ class kv_view {
     uint64_t rejected_ BATON_GUARDED_BY(mu_) = 0;
 };
 
+// kv_route_scores: what routing compares of the nodes' cached prompt tokens (cached_tokens, by node): amounts
+// within an eighth of the prompt (at least a block, pd_kv_block_tokens) of the largest count as the largest, so
+// so little saved compute never outweighs load — a system prompt's shared preamble, which every busy node holds,
+// must not draw every new tenant to those nodes. Ties then go to the least loaded (node_pool.h). Pure.
+std::vector<uint32_t> kv_route_scores(const std::vector<uint32_t> & cached, size_t n_tokens);
+
 }  // namespace baton

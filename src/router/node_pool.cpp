@@ -122,16 +122,11 @@ std::optional<size_t> node_pool::pick_affine_locked(uint64_t key, const std::vec
         const std::string & u = nodes_[i].address.text;
         const uint64_t parts[2] = {key, XXH3_64bits(u.data(), u.size())};
         const uint64_t score = XXH3_64bits(parts, sizeof parts);
-        // The most cached prefix first (KV events). Among equals: with the index consulted (cached given), the
-        // least loaded — a prefix every node holds (a system prompt's shared preamble) or none holds must not pile
-        // its requests onto the one node a hash of their common leading bytes names —, then the rendezvous score.
+        // The most cached prefix first (KV events: the router's scores, kv_route_scores); the rendezvous score
+        // among equals (with the index, the router keys on the prompt past what the nodes hold:
+        // frontier_affinity_key).
         const uint32_t c = cached_at(cached, i), cb = best ? cached_at(cached, *best) : 0;
-        bool better = !best;
-        if (!better && c != cb) better = c > cb;
-        else if (!better && !cached.empty() && nodes_[i].outstanding != nodes_[*best].outstanding)
-            better = nodes_[i].outstanding < nodes_[*best].outstanding;
-        else if (!better) better = score > best_score;
-        if (better) {
+        if (!best || c > cb || (c == cb && score > best_score)) {
             best = i;
             best_score = score;
         }

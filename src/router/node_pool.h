@@ -74,8 +74,7 @@ class node_pool {
     // overshoot a node's capacity); nullopt when every candidate is full or unusable. cached (by node index;
     // empty or shorter: 0): the prompt tokens each node's cache already holds (kv_view). Among the nodes a
     // pick may take (within the load cap, for affinity; the least loaded, else), the one holding the most
-    // wins. Ties: acquire_affine with cached given (the index was consulted) takes the least loaded of them,
-    // then the rendezvous score; with cached empty (no index) the plain rule decides.
+    // wins; among equals the plain rule decides.
     std::optional<node_ref> acquire_least_loaded(const std::vector<size_t> & exclude = {}, const node_filter & f = {},
                                                  std::span<const uint32_t> cached = {});
     std::optional<node_ref> acquire_affine(uint64_t key, const std::vector<size_t> & exclude = {},

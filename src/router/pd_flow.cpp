@@ -51,6 +51,10 @@ net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpo
     uint32_t held = 0;
     for (uint32_t c : ctx.cached_decode) held = std::max(held, c);
     held = std::min(held, n_tokens);
+    // With the tokens known, decode affinity keys on the prompt up to the first block no node holds: among nodes
+    // that hold the same of it (ties go to the least loaded, then this key), tenants sharing only a preamble
+    // spread, and one conversation's requests meet before the index knows where it is.
+    if (!ctx.tokens.empty()) ctx.affinity = frontier_affinity_key(ctx.tokens, held, pd_kv_block_tokens);
     // The index counts whole blocks: a node holding a conversation (its last turn's prompt and answer) holds
     // up to a block more than it can show, so it is credited with pd_kv_block_tokens - 1 more tokens.
     // (--pd-min-tokens 0 takes PD always.)
@@ -64,7 +68,8 @@ net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpo
         // prompt's first `base` tokens, so the prefill node ships only the cells past them. The decode hop then
         // prefers that node alone; another node (the load changed meanwhile) refuses the delta (422) and the
         // request falls back to a local prefill there (--fallback).
-        if (auto target = decode.pick_affine(ctx.affinity, {}, ctx.filter, ctx.cached_decode)) {
+        if (auto target = decode.pick_affine(ctx.affinity, {}, ctx.filter,
+                                             kv_route_scores(ctx.cached_decode, ctx.tokens.size()))) {
             const size_t t = target->index;
             ctx.delta_base = t < ctx.cached_decode.size() ? ctx.cached_decode[t] : 0;
             for (size_t i = 0; i < ctx.cached_decode.size(); ++i)

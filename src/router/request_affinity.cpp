@@ -1,6 +1,10 @@
 // request_affinity.cpp — see request_affinity.h.
 #include "request_affinity.h"
 
+#include <xxhash.h>
+
+#include <algorithm>
+
 #include "node_pool.h"
 
 namespace baton {
@@ -13,6 +17,11 @@ uint64_t request_affinity_key(const openai_request & r) {
     if (const auto * ids = std::get_if<openai_prompt_tokens>(&r.input))  // the ids' bytes: 4 per token
         prefix.assign(reinterpret_cast<const char *>(ids->tokens.data()), ids->tokens.size() * sizeof(token_id));
     return affinity_key(prefix);
+}
+
+uint64_t frontier_affinity_key(std::span<const token_id> tokens, uint32_t held, uint32_t block_tokens) {
+    const size_t end = std::min(tokens.size(), size_t(held) + size_t(frontier_blocks) * block_tokens);
+    return XXH3_64bits(tokens.data(), end * sizeof(token_id));
 }
 
 }  // namespace baton

@@ -104,5 +104,16 @@ TEST(KvView, AnswersThatDoNotParseChangeNothing) {
     EXPECT_EQ(v.cached_tokens(p, {k_url}), std::vector<uint32_t>{0});
 }
 
+TEST(KvRouteScores, WhatSavesLittleCountsAsATie) {
+    // A 2080-token prompt: a 128-token preamble held by two nodes is within an eighth of the prompt of nothing.
+    EXPECT_EQ(kv_route_scores({128, 128, 0, 0}, 2080), (std::vector<uint32_t>{128, 128, 128, 128}));
+    // The tenant's whole system prompt on one node is far more than an eighth: it stays ahead.
+    EXPECT_EQ(kv_route_scores({2048, 128, 0}, 2080), (std::vector<uint32_t>{2048, 128, 0}));
+    // Short prompts: the margin is at least a block.
+    EXPECT_EQ(kv_route_scores({64, 0}, 100), (std::vector<uint32_t>{64, 0}));
+    EXPECT_EQ(kv_route_scores({64, 10}, 100), (std::vector<uint32_t>{64, 64}));
+    EXPECT_TRUE(kv_route_scores({}, 100).empty());
+}
+
 }  // namespace
 }  // namespace baton

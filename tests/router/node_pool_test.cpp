@@ -133,25 +133,37 @@ TEST(RouterAffinity, TokenPromptsGetTheirOwnKeysRegression) {
     EXPECT_EQ(request_affinity_key(chat2), affinity_key("user:hi\nassistant:hello\n"));
 }
 
-// KV-aware routing: the node holding the most of the prompt wins within the load cap; among nodes holding the same
-// (a preamble every node holds, or nothing) the least loaded wins, not the one the shared leading bytes hash to;
-// without the index the rendezvous rule is unchanged.
-TEST(NodePool, CachedPrefixWinsAndTiesGoToTheLeastLoaded) {
+// KV-aware routing: the node holding the most of the prompt wins within the load cap, even when it is busier;
+// among nodes holding the same the rendezvous rule decides, as without the index.
+TEST(NodePool, MostCachedWinsWithinTheLoadCapTiesByAffinity) {
     node_pool p(urls({"a", "b", "c"}), 4);
     const uint64_t key = affinity_key("the shared preamble of every tenant");
     const size_t home = p.pick_affine(key)->index;
-    // Load the home node by one: with the index consulted and every node tied, another node takes the request.
-    auto held = p.acquire_affine(key);
-    ASSERT_EQ(held->index, home);
-    const std::vector<uint32_t> tied = {128, 128, 128};
-    const size_t spread = p.acquire_affine(key, {}, {}, tied)->index;
-    EXPECT_NE(spread, home) << "a tie must go to a less loaded node";
-    // Without the index, affinity keeps the key on its home node (within the load cap).
-    EXPECT_EQ(p.pick_affine(key)->index, home);
-    // The node holding the most wins even when loaded (within the cap).
+    EXPECT_EQ(p.pick_affine(key, {}, {}, std::vector<uint32_t>{128, 128, 128})->index, home);
     std::vector<uint32_t> one(3, 64);
-    one[home] = 2048;
-    EXPECT_EQ(p.acquire_affine(key, {}, {}, one)->index, home);
+    const size_t other = (home + 1) % 3;
+    one[other] = 2048;
+    p.acquire(other);
+    p.acquire(other);
+    EXPECT_EQ(p.acquire_affine(key, {}, {}, one)->index, other);
+    for (int i = 0; i < 3; ++i) p.acquire(other);  // now 6 above the others: over the cap
+    EXPECT_NE(p.acquire_affine(key, {}, {}, one)->index, other);
+}
+
+TEST(RouterAffinity, FrontierKeySeparatesWhatSharesOnlyTheHeldPrefix) {
+    std::vector<token_id> a(600, 7), b(600, 7);
+    b[300] = 9;  // the same first 300 tokens (a shared preamble), then different
+    // Nothing held: the key covers the first 4 blocks (256 tokens), where both agree.
+    EXPECT_EQ(frontier_affinity_key(a, 0, 64), frontier_affinity_key(b, 0, 64));
+    // 128 held: the key covers through token 383, where they differ.
+    EXPECT_NE(frontier_affinity_key(a, 128, 64), frontier_affinity_key(b, 128, 64));
+    // The same prompt, longer later (its next request): the same key while the held prefix is the same.
+    std::vector<token_id> a2 = a;
+    a2.insert(a2.end(), 50, 3);
+    EXPECT_EQ(frontier_affinity_key(a, 128, 64), frontier_affinity_key(a2, 128, 64));
+    // A prompt shorter than the frontier: all of it.
+    EXPECT_EQ(frontier_affinity_key(std::vector<token_id>(10, 1), 64, 64),
+              frontier_affinity_key(std::vector<token_id>(10, 1), 0, 64));
 }
 
 TEST(NodePool, AffinityKeyUsesOnlyThePrefix) {
