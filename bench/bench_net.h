@@ -26,6 +26,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -248,6 +249,50 @@ inline int model_n_vocab(const std::string & path) {
     const int n = llama_vocab_n_tokens(llama_model_get_vocab(m));
     llama_model_free(m);
     return n;
+}
+
+// metric_sum: the sum of the samples of Prometheus metric `name` in text whose labels contain `label` (every
+// sample when label is empty); -1 when none matched.
+inline double metric_sum(const std::string & text, const std::string & name, const std::string & label = "") {
+    double sum = 0;
+    bool any = false;
+    size_t at = 0;
+    while (at < text.size()) {
+        size_t end = text.find('\n', at);
+        if (end == std::string::npos) end = text.size();
+        const std::string_view line(text.data() + at, end - at);
+        at = end + 1;
+        if (line.substr(0, name.size()) != name || line.size() <= name.size() ||
+            (line[name.size()] != '{' && line[name.size()] != ' '))
+            continue;
+        const size_t sp = line.rfind(' ');
+        if (line.substr(0, sp).find(label) == std::string_view::npos) continue;
+        sum += std::atof(std::string(line.substr(sp + 1)).c_str());
+        any = true;
+    }
+    return any ? sum : -1;
+}
+
+// process_metric: GET /metrics of p and metric_sum of one metric (labels containing `label`); 0 when absent.
+// Throws when /metrics does not answer.
+inline double process_metric(const std::string & host, int port, const std::string & name,
+                             const std::string & label = "") {
+    httplib::Client c(host, port);
+    c.set_connection_timeout(std::chrono::seconds(5));
+    c.set_read_timeout(std::chrono::seconds(10));
+    auto r = c.Get("/metrics");
+    if (!r || r->status != 200)
+        throw std::runtime_error("GET /metrics of " + host + ":" + std::to_string(port) + " failed");
+    return std::max(0.0, metric_sum(r->body, name, label));
+}
+
+// process_metric: one sample of p's /metrics, named as Prometheus prints it ("name" or "name{labels}"; labels
+// matched as a substring); 0 when absent.
+inline double process_metric(const bench_process & p, const std::string & sample) {
+    const size_t brace = sample.find('{');
+    if (brace == std::string::npos) return process_metric(p.host(), p.port(), sample);
+    return process_metric(p.host(), p.port(), sample.substr(0, brace),
+                          sample.substr(brace + 1, sample.size() - brace - 2));
 }
 
 }  // namespace baton::bench

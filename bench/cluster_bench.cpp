@@ -35,24 +35,6 @@ namespace {
 
 constexpr int k_ttl = 2;
 
-// metric_sum: the sum of a Prometheus metric's samples whose labels contain label; -1 when none matched.
-double metric_sum(const std::string & text, const std::string & name, const std::string & label) {
-    double sum = 0;
-    bool any = false;
-    std::istringstream in(text);
-    std::string line;
-    while (std::getline(in, line)) {
-        if (line.rfind(name, 0) != 0 || line.size() <= name.size() ||
-            (line[name.size()] != '{' && line[name.size()] != ' '))
-            continue;
-        const size_t sp = line.rfind(' ');
-        if (line.substr(0, sp).find(label) == std::string::npos) continue;
-        sum += std::atof(line.c_str() + sp + 1);
-        any = true;
-    }
-    return any ? sum : -1;
-}
-
 double router_decode_nodes(const member_process & r) {
     auto res = r.client(5)->Get("/metrics");
     return res && res->status == 200 ? metric_sum(res->body, "baton_router_nodes", "role=\"decode\"") : -1;

@@ -35,20 +35,6 @@ using namespace baton::bench;
 
 namespace {
 
-double metric(const bench_process & p, const std::string & sample) {
-    httplib::Client c(p.host(), p.port());
-    c.set_read_timeout(std::chrono::seconds(10));
-    auto r = c.Get("/metrics");
-    if (!r || r->status != 200) throw std::runtime_error("metrics of " + p.url() + " unavailable");
-    const std::string & t = r->body;
-    size_t pos = 0;
-    while ((pos = t.find(sample + " ", pos)) != std::string::npos) {
-        if (pos == 0 || t[pos - 1] == '\n') return std::atof(t.c_str() + pos + sample.size() + 1);
-        pos += sample.size();
-    }
-    return 0;
-}
-
 struct params {
     std::string model;
     int n_vocab = 0;
@@ -85,7 +71,8 @@ config_stats run_config(const params & p, bool kv_aware) {
     const std::vector<bench_process *> nodes = {pre.get(), d0.get(), d1.get()};
     auto computed = [&] {
         double s = 0;
-        for (auto * n : nodes) s += metric(*n, "baton_prompt_tokens_total") - metric(*n, "baton_cached_tokens_total");
+        for (auto * n : nodes)
+            s += process_metric(*n, "baton_prompt_tokens_total") - process_metric(*n, "baton_cached_tokens_total");
         return s;
     };
     std::vector<std::vector<int>> prompts;
@@ -104,8 +91,8 @@ config_stats run_config(const params & p, bool kv_aware) {
             std::this_thread::sleep_for(std::chrono::milliseconds(1500));
         }
         turn_stats ts;
-        const double bytes0 = metric(*route, "baton_router_direct_state_bytes_total");
-        const double pd0 = metric(*route, "baton_router_mode_total{mode=\"pd\"}");
+        const double bytes0 = process_metric(*route, "baton_router_direct_state_bytes_total");
+        const double pd0 = process_metric(*route, "baton_router_mode_total{mode=\"pd\"}");
         const double comp0 = computed();
         std::vector<stream_timing> r(size_t(p.conversations));
         std::vector<std::thread> th;
@@ -119,19 +106,19 @@ config_stats run_config(const params & p, bool kv_aware) {
                                          x.error);
             ts.ttft.push_back(x.ttft_ms);
         }
-        ts.bytes = metric(*route, "baton_router_direct_state_bytes_total") - bytes0;
-        ts.pd = int(metric(*route, "baton_router_mode_total{mode=\"pd\"}") - pd0);
+        ts.bytes = process_metric(*route, "baton_router_direct_state_bytes_total") - bytes0;
+        ts.pd = int(process_metric(*route, "baton_router_mode_total{mode=\"pd\"}") - pd0);
         ts.prefill_tokens = computed() - comp0;
         out.push_back(std::move(ts));
     }
     double seconds = 0;
     for (auto * d : {d0.get(), d1.get()}) {
-        seconds += metric(*d, "baton_restore_seconds_total");
-        cs.restores += metric(*d, "baton_restores_total");
-        cs.deltas += metric(*d, "baton_deltas_in_total");
+        seconds += process_metric(*d, "baton_restore_seconds_total");
+        cs.restores += process_metric(*d, "baton_restores_total");
+        cs.deltas += process_metric(*d, "baton_deltas_in_total");
     }
     cs.restore_ms = cs.restores > 0 ? 1000 * seconds / cs.restores : 0;
-    cs.rejected = metric(*route, "baton_router_fallbacks_total{reason=\"blob_rejected\"}");
+    cs.rejected = process_metric(*route, "baton_router_fallbacks_total{reason=\"blob_rejected\"}");
     return cs;
 }
 
@@ -175,7 +162,7 @@ void crossover(const params & p, bool quick) {
         result_value(tag + "/ttft_pd_delta", b, "ms", "info", true, percentile(t_pd, 0), percentile(t_pd, 100),
                      t_pd.size());
     }
-    const double deltas = metric(*dec, "baton_deltas_in_total");
+    const double deltas = process_metric(*dec, "baton_deltas_in_total");
     std::printf("decode node: %.0f deltas restored\n", deltas);
 }
 

@@ -26,20 +26,6 @@ using namespace baton::bench;
 
 namespace {
 
-double metric(const bench_process & p, const std::string & sample) {
-    httplib::Client c(p.host(), p.port());
-    c.set_read_timeout(std::chrono::seconds(10));
-    auto r = c.Get("/metrics");
-    if (!r || r->status != 200) throw std::runtime_error("metrics of " + p.url() + " unavailable");
-    const std::string & t = r->body;
-    size_t pos = 0;
-    while ((pos = t.find(sample + " ", pos)) != std::string::npos) {
-        if (pos == 0 || t[pos - 1] == '\n') return std::atof(t.c_str() + pos + sample.size() + 1);
-        pos += sample.size();
-    }
-    return 0;
-}
-
 struct trace_request {
     double at_ms = 0;  // arrival, from the trace's start
     std::vector<int> prompt;
@@ -89,7 +75,7 @@ outcome run_policy(policy pol, const std::string & model, int n_nodes, int slots
         o.ttft.push_back(r[i].ttft_ms);
     }
     for (const auto & n : nodes)
-        o.computed += metric(*n, "baton_prompt_tokens_total") - metric(*n, "baton_cached_tokens_total");
+        o.computed += process_metric(*n, "baton_prompt_tokens_total") - process_metric(*n, "baton_cached_tokens_total");
     return o;
 }
 

@@ -272,22 +272,6 @@ class lab {
     std::map<std::string, host> hosts_;
 };
 
-// metric_sum: the sum of a Prometheus metric's samples (any labels); -1 when it is absent.
-double metric_sum(const std::string & text, const std::string & name) {
-    double sum = 0;
-    bool any = false;
-    std::istringstream in(text);
-    std::string line;
-    while (std::getline(in, line)) {
-        if (line.rfind(name, 0) != 0 || line.size() <= name.size() ||
-            (line[name.size()] != '{' && line[name.size()] != ' '))
-            continue;
-        sum += std::atof(line.c_str() + line.rfind(' ') + 1);
-        any = true;
-    }
-    return any ? sum : -1;
-}
-
 double read_metric(const bench_process & p, const std::string & name) {
     httplib::Client c(p.host(), p.port());
     c.set_connection_timeout(std::chrono::seconds(5));
