@@ -292,16 +292,13 @@ Status slot_export(llama_context * ctx, const slot & s, const model_identity & i
                    std::vector<uint8_t> & state_scratch, const blob_key * key) {
     if (s.tokens.empty()) return {status_code::not_found, "slot " + std::to_string(s.id) + " holds no state"};
     BATON_RETURN_IF_ERROR(slot_check_memory(ctx, s));
-    const size_t size = llama_state_seq_get_size(ctx, s.id);
-    if (state_scratch.size() < size) state_scratch.resize(size);
-    const std::span<const uint8_t> state(state_scratch.data(), size);
-    if (size == 0 || llama_state_seq_get_data(ctx, state_scratch.data(), size, s.id) != size)
-        return {status_code::engine_error, "state: libllama could not serialize slot " + std::to_string(s.id)};
+    auto state = export_state(ctx, s, state_scratch);
+    if (!state.ok()) return state.status();
     blob_parts parts;
     parts.identity = id;
     parts.context = bc;
     parts.tokens = std::span<const int32_t>(s.tokens.data(), s.tokens.size());
-    parts.state = state;
+    parts.state = state.value();
     for (const auto & c : s.checkpoints) parts.checkpoints.push_back({c.pos_min, c.pos_max, c.n_tokens, c.data});
     if (with_logits && !s.logits.empty()) parts.logits = s.logits;
     parts.request = request_json;
