@@ -93,6 +93,12 @@ class part_parser {
             for (uint32_t l = 0; l < n; ++l) BATON_RETURN_IF_ERROR(row("v", l, cell_count, trans == 1, false));
         }
         stream_.clear();
+        // Regression (found by state_payload_fuzz): a part that must hold a cell per position but holds no cell in
+        // any stream skipped the rule, which only ran on a stream's cells.
+        if (!learn_ && filled == 0 && rule_ == cells_rule::every_position)
+            return fail("no cells for " + num(expect_->n_tokens - expect_->n_base) +
+                            " tokens (the attention cache holds one cell per position)",
+                        c_.offset());
         return {};
     }
 

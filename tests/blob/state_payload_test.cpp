@@ -90,6 +90,16 @@ TEST(StatePayload, FewerCellsThanTokensIsRefused) {
     EXPECT_CONTAINS(st.message(), "11 cells for 12 tokens");
 }
 
+// Regression (state_payload_fuzz, in a delta's join): an attention part with no cell in any stream passed the
+// one-cell-per-position rule, which only ran on a stream's cells.
+TEST(StatePayloadRegression, AttentionPartWithoutCellsIsRefused) {
+    attention_spec none = valid(12);
+    none.positions.clear();
+    const Status st = check(none, attention_node(), expect(12));
+    EXPECT_EQ(st.code(), status_code::corrupt);
+    EXPECT_CONTAINS(st.message(), "no cells for 12 tokens");
+}
+
 TEST(StatePayload, MoreCellsThanASequenceMayHoldIsRefused) {
     EXPECT_CONTAINS(check(valid(70), attention_node(), {70, 64, false}).message(),
                     "cell_count 70 > the 64 cells a sequence may hold");

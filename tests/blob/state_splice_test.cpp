@@ -29,7 +29,7 @@ void tagged_attention(builder & w, const std::vector<int32_t> & cells, bool v_tr
                       uint32_t stream = 0) {
     w.u32(n_stream);
     for (uint32_t s = 0; s < n_stream; ++s) {
-        if (s != stream) {
+        if (s != stream || cells.empty()) {
             w.u32(0);
             continue;
         }
@@ -180,6 +180,12 @@ TEST_P(Splice, ADeltaThatDoesNotCheckIsRefused) {
         auto r = state_join(state_of(f, n), n, short_delta, sh, n, 6, 64);
         ASSERT_FALSE(r.ok());
         EXPECT_EQ(r.status().code(), status_code::corrupt);
+    }
+    // No cell at all (the fuzzer's find: the join read the missing cells' layout).
+    if (f == family::attention || f == family::attention_vtrans || f == family::streams) {
+        builder w;
+        tagged_attention(w, {}, f == family::attention_vtrans, f == family::streams ? 3 : 1);
+        EXPECT_EQ(state_join(state_of(f, n), n, w.b, sh, n, 6, 64).status().code(), status_code::corrupt);
     }
     // Truncated bytes.
     auto cut = state_cut(state_of(f, n), sh, n, 6, 64);
