@@ -152,6 +152,7 @@ struct stream_timing {
     double ttft_ms = 0;             // send -> first SSE data chunk
     double total_ms = 0;            // send -> [DONE]
     int completion_tokens = 0;      // from the usage chunk
+    int cached_tokens = -1;         // usage.prompt_tokens_details.cached_tokens, -1 when absent
     std::vector<double> chunk_ms;   // arrival of every token-bearing chunk, relative to t_send
     // tpot_ms: (last token chunk - first chunk) / (completion_tokens - 1); 0 when fewer than 2 tokens.
     double tpot_ms() const {
@@ -214,6 +215,8 @@ inline stream_timing stream_completion(const std::string & host, int port, const
     }
     const size_t u = buf.rfind("\"completion_tokens\":");
     if (u != std::string::npos) t.completion_tokens = std::atoi(buf.c_str() + u + 20);
+    const size_t c_at = buf.rfind("\"cached_tokens\":");
+    if (c_at != std::string::npos) t.cached_tokens = std::atoi(buf.c_str() + c_at + 16);
     t.ok = t.completion_tokens > 0;
     if (!t.ok) t.error = "no usage chunk";
     return t;

@@ -18,6 +18,7 @@
 // baton_prompt_tokens_total - baton_cached_tokens_total). Target: P90 TTFT of precise >= 5x better than
 // round-robin. --quick: a 128x2 model, 2 tenants of 256 tokens, 2 nodes, 6 requests.
 #include <atomic>
+#include <map>
 
 #include "bench_net.h"
 
@@ -28,11 +29,13 @@ namespace {
 
 struct trace_request {
     double at_ms = 0;  // arrival, from the trace's start
+    int tenant = 0;
     std::vector<int> prompt;
 };
 
 struct outcome {
     std::vector<double> ttft;
+    std::vector<int> cached;  // per request: prompt tokens its node had cached
     double computed = 0;
 };
 
@@ -73,6 +76,15 @@ outcome run_policy(policy pol, const std::string & model, int n_nodes, int slots
             throw std::runtime_error(std::string(policy_name(pol)) + " request " + std::to_string(i) + ": " +
                                      r[i].error);
         o.ttft.push_back(r[i].ttft_ms);
+        o.cached.push_back(r[i].cached_tokens);
+    }
+    if (route && pol == policy::precise) {
+        double cached = 0;
+        for (const auto & x : r) cached += x.cached_tokens;
+        std::printf("  router: %.0f hits, %.0f misses, %.0f tokens believed held; nodes had %.0f cached\n",
+                    process_metric(*route, "baton_router_kv_routes_total{result=\"hit\"}"),
+                    process_metric(*route, "baton_router_kv_routes_total{result=\"miss\"}"),
+                    process_metric(*route, "baton_router_kv_held_tokens_total"), cached);
     }
     for (const auto & n : nodes)
         o.computed += process_metric(*n, "baton_prompt_tokens_total") - process_metric(*n, "baton_cached_tokens_total");
@@ -108,7 +120,8 @@ int main(int argc, char ** argv) try {
         trace_request q;
         q.at_ms = at;
         at += gap(rng);
-        q.prompt = systems[size_t(who(rng))];
+        q.tenant = who(rng);
+        q.prompt = systems[size_t(q.tenant)];
         const auto ask = random_prompt(size_t(question) + 1, uint32_t(9000 + i), n_vocab);
         q.prompt.insert(q.prompt.end(), ask.begin() + 1, ask.end());
         trace.push_back(std::move(q));
@@ -119,7 +132,11 @@ int main(int argc, char ** argv) try {
         tenants, system_tokens, preamble, n_requests, rate_per_s, n_nodes, slots, gen);
     std::printf("%-12s %10s %10s %16s\n", "policy", "P50 ms", "P90 ms", "tokens computed");
     std::map<policy, outcome> res;
+    // --precise-only: the precise policy alone (diagnosing its misses; no ratio is reported).
+    bool precise_only = false;
+    for (int i = 1; i < argc; ++i) precise_only = precise_only || std::string(argv[i]) == "--precise-only";
     for (policy p : {policy::precise, policy::affinity, policy::round_robin}) {
+        if (precise_only && p != policy::precise) continue;
         res[p] = run_policy(p, model, n_nodes, slots, n_ctx, trace, gen);
         const outcome & o = res[p];
         std::printf("%-12s %10.0f %10.0f %16.0f\n", policy_name(p), percentile(o.ttft, 50), percentile(o.ttft, 90),
@@ -131,7 +148,27 @@ int main(int argc, char ** argv) try {
         result_value(tag + "/ttft_p90", percentile(o.ttft, 90), "ms", "info", true, percentile(o.ttft, 0),
                      percentile(o.ttft, 100), o.ttft.size());
         result_value(tag + "/tokens_computed", o.computed, "tokens", "info", true, 0, 0, o.ttft.size());
+        // Misses (less than the system prompt cached), by kind: a tenant's first request (cold), one arriving
+        // while an earlier request of its tenant was still in flight (concurrent), or a later one (lost: its
+        // prefix was evicted, or routing sent it elsewhere).
+        int cold = 0, concurrent = 0, lost = 0;
+        std::map<int, double> last_done;  // tenant -> when its latest request so far got its first token
+        for (size_t i = 0; i < trace.size(); ++i) {
+            const trace_request & q = trace[i];
+            const auto prev = last_done.find(q.tenant);
+            if (o.cached[i] < system_tokens) {
+                if (prev == last_done.end()) ++cold;
+                else if (prev->second > q.at_ms) ++concurrent;
+                else ++lost;
+            }
+            const double done = q.at_ms + o.ttft[i];
+            if (prev == last_done.end() || prev->second < done) last_done[q.tenant] = done;
+        }
+        std::printf("%-12s misses: %d cold, %d concurrent with their tenant's previous request, %d lost\n", "", cold,
+                    concurrent, lost);
+        result_value(tag + "/misses_lost", lost, "requests", "info", true, 0, 0, o.ttft.size());
     }
+    if (precise_only) return 0;
     const double p90_precise = percentile(res[policy::precise].ttft, 90);
     const double gain_rr = p90_precise > 0 ? percentile(res[policy::round_robin].ttft, 90) / p90_precise : 0;
     const double gain_aff = p90_precise > 0 ? percentile(res[policy::affinity].ttft, 90) / p90_precise : 0;

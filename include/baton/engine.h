@@ -208,6 +208,8 @@ struct slot_info {
 struct engine_metrics {
     uint64_t prompt_tokens = 0, cached_tokens = 0, generated_tokens = 0;
     uint64_t prefix_reuse_hits = 0;        // requests that reused part of a slot's memory
+    uint64_t prefix_shares = 0;            // requests that took their prefix from another slot's memory
+    uint64_t prefix_shared_tokens = 0;     // tokens those requests took (counted in cached_tokens too)
     uint64_t checkpoint_restores = 0;      // rollbacks through a checkpoint
     uint64_t reprefills = 0;               // rollbacks impossible without a checkpoint: prompt recomputed
     uint64_t invariant_repairs = 0;        // slots whose memory disagreed with their tokens before a decode

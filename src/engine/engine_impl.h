@@ -117,6 +117,15 @@ class engine_impl {
     size_t reuse_min(const std::vector<token_id> & prompt) const;  // engine_config::reuse_min_tokens
     void start_prompt(slot & s, active_task & t);
     void take_parked(slot & s, const std::vector<token_id> & prompt);
+    // Prefix sharing between slots (unified KV, attention-only models): a prompt whose prefix another slot
+    // holds in memory or is computing takes it from there instead of computing it again.
+    bool prefix_share_on() const;
+    // share_wait: true while a slot still computing its prompt will hold more of `prompt` than any slot
+    // holds now (by at least reuse_min): the task waits for it instead of computing the same tokens.
+    bool share_wait(const std::vector<token_id> & prompt) const;
+    // share_prefix: copies into s the longest prefix of prompt another slot holds in memory
+    // (llama_memory_seq_cp: the cells become shared) when that is more than s holds itself.
+    void share_prefix(slot & s, const std::vector<token_id> & prompt);
     void after_chunk(slot & s, uint32_t n_end);
     void sample_one(slot & s);
     void finish(slot & s, finish_reason why, Status error = {}, std::vector<uint8_t> blob = {});

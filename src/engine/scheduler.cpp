@@ -180,6 +180,8 @@ bool engine_impl::admit_one(engine_task & task, const request_ptr & h) {
             deliver(h, event_error{st});
             return true;
         }
+    } else if (kind != task_kind::decode && share_wait(req->prompt)) {
+        return false;  // stays queued until the slot computing its prefix has it
     } else {
         id = pick_slot(kind == task_kind::decode ? no_prompt : req->prompt);
     }
@@ -197,8 +199,11 @@ size_t engine_impl::reuse_min(const std::vector<token_id> & prompt) const {
     return std::max<size_t>(1, std::min<size_t>(cfg.reuse_min_tokens, prompt.empty() ? 0 : prompt.size() - 1));
 }
 
-// pick_slot: the free slot holding the longest useful prefix of prompt; else an empty free slot; else the
-// least recently used free slot. -1 when every slot is taken.
+// pick_slot: the free slot holding the longest useful prefix of prompt, if reusing it keeps at least as many
+// of its tokens as it drops; else an empty free slot; else the least recently used free slot. -1 when every
+// slot is taken. (Regression, prefix_routing_bench: every tenant's prompt began with the same 150-token
+// preamble, so each new tenant truncated the first slot holding any other tenant's 2,048-token prompt to
+// those 150 tokens while slots stood empty; the next request of that tenant found nothing.)
 int32_t engine_impl::pick_slot(const std::vector<token_id> & prompt) const {
     int32_t reuse = -1, empty = -1, lru = -1;
     size_t best_lcp = 0;
@@ -206,11 +211,56 @@ int32_t engine_impl::pick_slot(const std::vector<token_id> & prompt) const {
         if (s.task || s.owner != 0) continue;
         const std::vector<token_id> & held = slot_held_tokens(s);
         const size_t lcp = common_prefix(held, prompt);
-        if (lcp >= reuse_min(prompt) && lcp > best_lcp) reuse = s.id, best_lcp = lcp;
+        if (lcp >= reuse_min(prompt) && 2 * lcp >= held.size() && lcp > best_lcp) reuse = s.id, best_lcp = lcp;
         if (held.empty() && empty < 0) empty = s.id;
         if (lru < 0 || s.last_used < slots[size_t(lru)].last_used) lru = s.id;
     }
     return reuse >= 0 ? reuse : empty >= 0 ? empty : lru;
+}
+
+// ---- prefix sharing: with a unified KV cache a cell can belong to several sequences, so a prefix one slot
+// computed serves another slot by llama_memory_seq_cp (no copy of the cells, no computation). Models with
+// partial state (recurrent, hybrid, sliding-window) are left out: their state at a prefix is not a subset of
+// their state at the end, and a non-unified cache copies only whole streams between sequences. ----
+
+bool engine_impl::prefix_share_on() const { return cfg.ctx.kv_unified && !partial_state; }
+
+namespace {
+// The prompt tokens a slot's memory can give: at most all but the last (its logits are needed to sample).
+size_t usable_prefix(const std::vector<token_id> & held, const std::vector<token_id> & prompt) {
+    return std::min(common_prefix(held, prompt), prompt.empty() ? size_t(0) : prompt.size() - 1);
+}
+}  // namespace
+
+bool engine_impl::share_wait(const std::vector<token_id> & prompt) const {
+    if (!prefix_share_on()) return false;
+    size_t now = 0, coming = 0;
+    for (const auto & s : slots) {
+        now = std::max(now, usable_prefix(slot_held_tokens(s), prompt));
+        const active_task * t = s.task.get();
+        if (t && t->n_generated == 0 && !t->need_sample && s.tokens.size() < t->seq.size())
+            coming = std::max(coming, usable_prefix(t->seq, prompt));
+    }
+    return coming >= reuse_min(prompt) && coming >= now + reuse_min(prompt);
+}
+
+void engine_impl::share_prefix(slot & s, const std::vector<token_id> & prompt) {
+    if (!prefix_share_on()) return;
+    const slot * from = nullptr;
+    size_t best = usable_prefix(slot_held_tokens(s), prompt);
+    for (const auto & o : slots) {
+        if (&o == &s) continue;
+        const size_t n = usable_prefix(o.tokens, prompt);  // in memory (a parked slot's tokens are empty)
+        if (n >= reuse_min(prompt) && n > best) from = &o, best = n;
+    }
+    if (!from) return;
+    slot_clear(ctx.get(), s);
+    llama_memory_seq_cp(llama_get_memory(ctx.get()), from->id, s.id, 0, llama_pos(best));
+    s.tokens.assign(prompt.begin(), prompt.begin() + std::ptrdiff_t(best));
+    bump([&](engine_metrics & m) {
+        ++m.prefix_shares;
+        m.prefix_shared_tokens += best;
+    });
 }
 
 void engine_impl::bind_task(slot & s, std::unique_ptr<active_task> t, engine_task & task) {
@@ -247,6 +297,7 @@ void engine_impl::bind_task(slot & s, std::unique_ptr<active_task> t, engine_tas
         return;
     }
     s.owner = t->h->id();
+    share_prefix(s, t->req.prompt);
     take_parked(s, t->req.prompt);
     if (Status st = slot_check_memory(ctx.get(), s); !st.ok()) repair(s, st);
     s.task = std::move(t);

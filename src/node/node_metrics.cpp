@@ -99,6 +99,11 @@ std::string node_metrics::render(const std::optional<engine_metrics> & engine, u
         scalar(out, "baton_generated_tokens_total", "counter", "Generated tokens", double(e.generated_tokens));
         scalar(out, "baton_prefix_reuse_hits_total", "counter", "Requests that reused part of a slot's memory",
                double(e.prefix_reuse_hits));
+        scalar(out, "baton_prefix_shares_total", "counter",
+               "Requests that took their prompt's prefix from another slot's memory (unified KV)",
+               double(e.prefix_shares));
+        scalar(out, "baton_prefix_shared_tokens_total", "counter", "Prompt tokens taken from another slot's memory",
+               double(e.prefix_shared_tokens));
         scalar(out, "baton_checkpoint_restores_total", "counter", "Rollbacks through a recurrent/SWA checkpoint",
                double(e.checkpoint_restores));
         scalar(out, "baton_reprefills_total", "counter", "Prompts recomputed because no checkpoint allowed a rollback",
