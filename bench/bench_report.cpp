@@ -210,6 +210,15 @@ const std::vector<figure_doc> & figures() {
          "alternate the modes (direct, relay, relay, direct, ...), 4 of each, medians; link use = direct / 2 links, "
          "relay / the router's link. Ideal ratio 2.0x; target: direct >= 1.8x the relay's aggregate.",
          "MB/s", "", "aggregate KV MB/s", true, "(\"direct\" 0, \"relay\" 1)", false, false},
+        {17, "More conversations than slots: the host prompt cache (--cache-ram) on and off, and llama-server",
+         "bench/cache_ram_bench.cpp. One server at a time, 4 slots, -t 2, a 512x8 llama. 16 conversations: a first "
+         "message of 1024 tokens each, then 3 rounds in which every conversation returns in turn (its previous prompt, 16 "
+         "tokens standing in for the answer, a new 64-token message; 8 generated), one request at a time: 15 others used "
+         "the 4 slots since. Token-array prompts, the same for every server. Returning turns: TTFT (client side, "
+         "streaming), prompt tokens computed (prompt - usage cached_tokens). Baton --cache-ram 0, Baton's default (8192 "
+         "MiB), llama-server's default (--cache-ram 8192, -fa off, -kvu). Targets: Baton's median returning-turn TTFT "
+         ">= 3x better with the cache than without, and >= 1.0x llama-server's.",
+         "", "", "", false, "", false, false},
     };
     return f;
 }
@@ -401,6 +410,7 @@ int main(int argc, char ** argv) {
                 else if (name.rfind("multiturn", 0) == 0) fig = 14;
                 else if (name.rfind("prefix_routing", 0) == 0) fig = 15;
                 else if (name.rfind("shaped_link", 0) == 0) fig = 16;
+                else if (name.rfind("cache_ram", 0) == 0) fig = 17;
             }
             if (fig != fd.fig) continue;
             md << "| " << md_escape(name) << " | " << fmt(r["value"]) << " | " << fmt(r.value("min", 0.0)) << " | " << fmt(r.value("max", 0.0))

@@ -55,6 +55,11 @@ struct engine_config {
     // of the prompt but its last token); otherwise the prompt goes to an empty slot, else the least
     // recently used one, so a shared BOS alone never evicts another conversation's cache.
     uint32_t reuse_min_tokens = 16;
+    // cache_ram_mib (`--cache-ram`, llama-server's flag): host memory for states that leave the slots — when a
+    // slot's cells (or its parked state) are about to make way for another conversation, its state is kept as a
+    // blob here, least recently used out first; a prompt whose prefix one holds better than any slot restores
+    // it through the restore routine. MiB; 0: off; -1: no limit. (docs/engine.md "The host prompt cache".)
+    int64_t cache_ram_mib = 8192;
 };
 
 // A generation request, already parsed and tokenized at the edge.
@@ -210,6 +215,10 @@ struct engine_metrics {
     uint64_t prefix_reuse_hits = 0;        // requests that reused part of a slot's memory
     uint64_t prefix_shares = 0;            // requests that took their prefix from another slot's memory
     uint64_t prefix_shared_tokens = 0;     // tokens those requests took (counted in cached_tokens too)
+    // The host prompt cache (engine_config::cache_ram_mib): states kept, restored (and the prompt tokens they
+    // gave, counted in cached_tokens too), dropped for the budget or made redundant; its size now.
+    uint64_t cache_ram_stores = 0, cache_ram_hits = 0, cache_ram_hit_tokens = 0, cache_ram_evictions = 0;
+    uint64_t cache_ram_bytes = 0, cache_ram_entries = 0;
     uint64_t checkpoint_restores = 0;      // rollbacks through a checkpoint
     uint64_t reprefills = 0;               // rollbacks impossible without a checkpoint: prompt recomputed
     uint64_t invariant_repairs = 0;        // slots whose memory disagreed with their tokens before a decode
@@ -241,6 +250,8 @@ class engine {
 
     engine_metrics metrics() const;
     std::vector<slot_info> slots() const;
+    // The token sequences the host prompt cache holds states for (the same pointer while an entry is kept).
+    std::vector<std::shared_ptr<const std::vector<token_id>>> cached_prefixes() const;
     const loaded_model & model() const;
     const engine_config & config() const;
     const model_identity & identity() const;

@@ -202,6 +202,10 @@ void cli_add_serve(CLI::App & app, cli_run_fn & run) {
     sub->add_flag("--park-idle,!--no-park-idle", c.engine.park_idle,
                   "Unified KV: while any slot works, idle slots keep their state in host memory, not in the cache "
                   "every decode attends over (default on)");
+    sub->add_option("-cram,--cache-ram", c.engine.cache_ram_mib,
+                    "Host prompt cache, MiB: states leaving the slots are kept and restored when a prompt reuses "
+                    "their prefix (0: off, -1: no limit)")
+        ->capture_default_str();
     sub->add_option("--api-key", c.api_key, "Require \"Authorization: Bearer KEY\" on every endpoint but /health (or set BATON_API_KEY)");
     sub->add_option("--state-secret-file", o->state_secret_file,
                     "File with the cluster's state secret (one per line, >= 16 bytes each; the first signs, all "

@@ -131,6 +131,11 @@ Result<std::unique_ptr<engine_impl>> engine_impl::create(std::shared_ptr<const l
         impl->env.faults = &impl->faults;
     }
 
+    if (cfg.cache_ram_mib < -1)
+        return Status(status_code::invalid_argument, "cache-ram: " + std::to_string(cfg.cache_ram_mib) +
+                                                         " MiB (0 turns the cache off, -1 lifts the limit)");
+    impl->host_cache = prompt_cache(cfg.cache_ram_mib < 0 ? SIZE_MAX : size_t(cfg.cache_ram_mib) << 20);
+
     impl->slots.resize(c.n_seq_max);
     for (size_t i = 0; i < impl->slots.size(); ++i) impl->slots[i].id = int32_t(i);
     {
@@ -200,6 +205,11 @@ engine_metrics engine::metrics() const {
 std::vector<slot_info> engine::slots() const {
     lock_guard lk(impl_->pub_mu);
     return impl_->slot_snapshot;
+}
+
+std::vector<std::shared_ptr<const std::vector<token_id>>> engine::cached_prefixes() const {
+    lock_guard lk(impl_->pub_mu);
+    return impl_->cache_snapshot;
 }
 
 const loaded_model & engine::model() const { return *impl_->model; }

@@ -13,6 +13,7 @@
 
 #include "baton/engine.h"
 #include "baton/model.h"
+#include "prompt_cache.h"
 #include "slot.h"
 #include "text_stream.h"
 
@@ -72,6 +73,7 @@ class engine_impl {
     // ran: the estimate behind the admission window (gather_arrivals).
     double prompt_ms_per_token = 0;
     std::vector<uint8_t> state_scratch;  // raw state bytes of the export in progress (largest one kept)
+    prompt_cache host_cache{0};          // engine_config::cache_ram_mib (set at create)
 
     // queue
     mutex mu;
@@ -85,6 +87,7 @@ class engine_impl {
     mutable mutex pub_mu;
     engine_metrics metrics BATON_GUARDED_BY(pub_mu);
     std::vector<slot_info> slot_snapshot BATON_GUARDED_BY(pub_mu);
+    std::vector<std::shared_ptr<const std::vector<token_id>>> cache_snapshot BATON_GUARDED_BY(pub_mu);
 
     ~engine_impl();
     void run();  // the scheduler thread's loop
@@ -126,6 +129,12 @@ class engine_impl {
     // share_prefix: copies into s the longest prefix of prompt another slot holds in memory
     // (llama_memory_seq_cp: the cells become shared) when that is more than s holds itself.
     void share_prefix(slot & s, const std::vector<token_id> & prompt);
+    // The host prompt cache (prompt_cache.h). cache_out: before a slot makes way for `next` (a prompt, or the
+    // tokens of a state restored into it), keeps a copy of what it holds when at least reuse_min of its tokens
+    // would be lost (its parked blob as it is, else a snapshot of its memory). cache_in: when an entry gives
+    // more of the prompt than the slot holds, restores it into the slot (slot_restore; the entry stays).
+    void cache_out(slot & s, const std::vector<token_id> & next);
+    void cache_in(slot & s, const std::vector<token_id> & prompt);
     void after_chunk(slot & s, uint32_t n_end);
     void sample_one(slot & s);
     void finish(slot & s, finish_reason why, Status error = {}, std::vector<uint8_t> blob = {});

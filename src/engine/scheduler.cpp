@@ -279,6 +279,7 @@ void engine_impl::bind_task(slot & s, std::unique_ptr<active_task> t, engine_tas
             return;
         }
         s.owner = t->h->id();
+        cache_out(s, blob.view().tokens);
         const auto t0 = steady::now();
         Status st = slot_restore_delta(env, s, blob, s.owner, state_scratch);
         count_restore(st, seconds_since(t0), blob.size());
@@ -297,11 +298,54 @@ void engine_impl::bind_task(slot & s, std::unique_ptr<active_task> t, engine_tas
         return;
     }
     s.owner = t->h->id();
+    cache_out(s, t->req.prompt);
     share_prefix(s, t->req.prompt);
+    cache_in(s, t->req.prompt);
     take_parked(s, t->req.prompt);
     if (Status st = slot_check_memory(ctx.get(), s); !st.ok()) repair(s, st);
     s.task = std::move(t);
     start_prompt(s, *s.task);
+}
+
+// ---- the host prompt cache (prompt_cache.h) ----
+
+void engine_impl::cache_out(slot & s, const std::vector<token_id> & next) {
+    if (!host_cache.enabled()) return;
+    const std::vector<token_id> & held = slot_held_tokens(s);
+    if (held.size() < cfg.reuse_min_tokens || common_prefix(held, next) + cfg.reuse_min_tokens > held.size()) return;
+    blob_ptr b = s.parked;
+    if (!b) {
+        auto snap = baton::slot_snapshot(env, s, state_scratch);  // (not the member of that name)
+        if (!snap.ok()) {
+            log_warn("engine: slot {}'s state could not be kept in the host prompt cache: {}", s.id,
+                     snap.status().message());
+            return;
+        }
+        b = std::move(snap.value());
+    }
+    const prompt_cache::put_outcome put = host_cache.put(std::move(b), partial_state);
+    bump([&](engine_metrics & m) {
+        m.cache_ram_stores += put.kept ? 1 : 0;
+        m.cache_ram_evictions += put.evicted;
+    });
+}
+
+void engine_impl::cache_in(slot & s, const std::vector<token_id> & prompt) {
+    if (!host_cache.enabled()) return;
+    const prompt_cache::match m = host_cache.best(prompt, partial_state);
+    const size_t have = std::min(common_prefix(slot_held_tokens(s), prompt), prompt.size() - 1);
+    if (m.n < reuse_min(prompt) || m.n <= have) return;
+    const blob_ptr b = host_cache.use(m.index);
+    slot_clear(ctx.get(), s);
+    if (Status st = slot_restore(env, s, *b, s.owner); !st.ok()) {
+        log_warn("engine: a host prompt cache entry could not be restored into slot {}, computing the prompt: {}", s.id,
+                 st.message());
+        return;
+    }
+    bump([&](engine_metrics & m2) {
+        ++m2.cache_ram_hits;
+        m2.cache_ram_hit_tokens += m.n;
+    });
 }
 
 // take_parked brings a parked slot's state back when the prompt reuses enough of it, else drops it.
@@ -656,6 +700,9 @@ void engine_impl::publish() {
     slot_snapshot = std::move(snap);
     metrics.slots_busy = busy;
     metrics.parked_bytes = parked_bytes;
+    metrics.cache_ram_bytes = host_cache.bytes();
+    metrics.cache_ram_entries = host_cache.entries();
+    cache_snapshot = host_cache.prefixes();
 }
 
 }  // namespace baton

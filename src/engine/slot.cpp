@@ -197,15 +197,21 @@ Status slot_restore_delta(const restore_env & env, slot & s, const validated_blo
     return slot_restore(env, s, *full.value(), owner);
 }
 
-Result<size_t> slot_park(const restore_env & env, slot & s, std::vector<uint8_t> & state_scratch) {
+Result<blob_ptr> slot_snapshot(const restore_env & env, const slot & s, std::vector<uint8_t> & state_scratch) {
     blob_buffer_sink sink;
-    Status st = slot_export(env.ctx, s, env.identity, env.context, true, "", sink, state_scratch);
-    slot_clear(env.ctx, s);
-    if (!st.ok()) return st;
+    if (Status st = slot_export(env.ctx, s, env.identity, env.context, true, "", sink, state_scratch); !st.ok())
+        return st;
     blob_limits limits;
     limits.max_tokens = std::max<uint32_t>(limits.max_tokens, env.n_ctx_slot);
     auto b = validated_blob::parse(std::move(sink.bytes()), limits);
-    if (!b.ok()) return Status(status_code::internal, "park: the slot's own blob does not parse: " + b.status().message());
+    if (!b.ok()) return Status(status_code::internal, "the slot's own blob does not parse: " + b.status().message());
+    return blob_ptr(std::move(b.value()));
+}
+
+Result<size_t> slot_park(const restore_env & env, slot & s, std::vector<uint8_t> & state_scratch) {
+    auto b = slot_snapshot(env, s, state_scratch);
+    slot_clear(env.ctx, s);
+    if (!b.ok()) return Status(b.status().code(), "park: " + b.status().message());
     s.parked = std::move(b.value());
     return s.parked->size();
 }

@@ -104,6 +104,10 @@ bool slot_holds_base(const slot & s, const blob_view & delta);
 Status slot_restore_delta(const restore_env & env, slot & s, const validated_blob & delta, uint64_t owner,
                           std::vector<uint8_t> & state_scratch);
 
+// slot_snapshot writes the slot's state (in memory) as a validated blob — tokens, state, checkpoints, logits —
+// and leaves the slot as it was.
+Result<blob_ptr> slot_snapshot(const restore_env & env, const slot & s, std::vector<uint8_t> & state_scratch);
+
 // slot_park moves an idle slot's state into host memory as a validated blob (tokens, state, checkpoints,
 // logits) and empties its memory. On failure the slot is cleared (its cache is lost, nothing else).
 // Returns the parked blob's size in bytes.

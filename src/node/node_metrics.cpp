@@ -130,6 +130,18 @@ std::string node_metrics::render(const std::optional<engine_metrics> & engine, u
                double(e.unparks));
         scalar(out, "baton_park_seconds_total", "counter", "Seconds spent parking and unparking slots", e.park_seconds);
         scalar(out, "baton_parked_bytes", "gauge", "Host memory held by parked slots", double(e.parked_bytes));
+        scalar(out, "baton_cache_ram_bytes", "gauge", "Host prompt cache (--cache-ram): bytes of the states kept",
+               double(e.cache_ram_bytes));
+        scalar(out, "baton_cache_ram_entries", "gauge", "Host prompt cache: states kept", double(e.cache_ram_entries));
+        scalar(out, "baton_cache_ram_stores_total", "counter", "Host prompt cache: states stored",
+               double(e.cache_ram_stores));
+        scalar(out, "baton_cache_ram_hits_total", "counter", "Host prompt cache: states restored into a slot",
+               double(e.cache_ram_hits));
+        scalar(out, "baton_cache_ram_hit_tokens_total", "counter",
+               "Host prompt cache: prompt tokens the restored states gave", double(e.cache_ram_hit_tokens));
+        scalar(out, "baton_cache_ram_evictions_total", "counter",
+               "Host prompt cache: states dropped for the budget or made redundant by a longer one",
+               double(e.cache_ram_evictions));
         head(out, "baton_slots", "gauge", "Slots by state");
         out += "baton_slots{state=\"busy\"} " + std::to_string(e.slots_busy) + "\n";
         out += "baton_slots{state=\"idle\"} " + std::to_string(e.slots_total - e.slots_busy) + "\n";

@@ -242,6 +242,8 @@ net::awaitable<void> node_impl::sweep_held() {
         if (ready.load(std::memory_order_acquire)) {  // (kv and eng are set before ready) the KV events
             std::vector<kv_publisher::tokens_ptr> slots;
             for (const slot_info & s : eng->slots()) slots.push_back(s.tokens);
+            // The host prompt cache's states count as held: a prompt routed here restores them in milliseconds.
+            for (auto & p : eng->cached_prefixes()) slots.push_back(std::move(p));
             kv->observe(slots);
         }
     }

@@ -1,0 +1,217 @@
+// prompt_cache_test.cpp — the host prompt cache (prompt_cache.h, `--cache-ram`): a conversation whose slot was
+// taken by another one comes back from host memory through the restore routine and answers exactly as a fresh
+// engine does (tokens and every sampled position's logits, bit for bit), on every family — a follow-up takes
+// the whole state, a prompt diverging inside it takes what the memory can give (attention: the common prefix;
+// recurrent, hybrid and sliding-window: the checkpoint below it); with the cache off nothing is kept; and the
+// cache's own rules (budget, least recently used out first, redundant entries) on real states.
+#include "baton/testmodel/mkmodel.h"
+#include "engine_fixture.h"
+#include "prompt_cache.h"
+
+namespace baton {
+namespace {
+
+using namespace baton::test;
+
+struct cache_case {
+    std::string arch;
+    bool unified = true;
+};
+
+class PromptCache : public ::testing::TestWithParam<cache_case> {
+  protected:
+    std::shared_ptr<const loaded_model> m() { return model_for(GetParam().arch); }
+    int32_t n_vocab() { return int32_t(m()->identity().n_vocab); }
+    // One slot: every new conversation takes the slot of the last one.
+    engine_config cfg(int64_t cache_mib = 64) {
+        engine_config c = engine_cfg(1, 1024);
+        c.ctx.kv_unified = GetParam().unified;
+        c.cache_ram_mib = cache_mib;
+        c.ctx.checkpoints.every = 128;  // partial-state memory: checkpoints at 128 and 256 of a 300-token prompt
+        return c;
+    }
+    std::string what() { return GetParam().arch + (GetParam().unified ? " unified" : " non-unified"); }
+};
+
+std::vector<token_id> concat(std::vector<token_id> a, const std::vector<token_id> & b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+}
+
+void expect_exact(const run_result & got, const run_result & want, const std::string & what) {
+    ASSERT_TRUE(got.done.ok()) << what << ": " << got.done.status().to_string();
+    ASSERT_TRUE(want.done.ok()) << what << ": " << want.done.status().to_string();
+    EXPECT_EQ(got.tokens, want.tokens) << what;
+    EXPECT_TRUE(got.logits == want.logits) << what << ": logits";
+}
+
+run_result fresh_run(const std::shared_ptr<const loaded_model> & m, const engine_config & c, const gen_request & r) {
+    auto e = make_engine(m, c);
+    return run_task(*e, task_generate{r});
+}
+
+// Turn 1, then another conversation in the only slot (turn 1's state goes to host memory), then turn 2 of the
+// first conversation: restored from host memory, it computes only its new tokens.
+TEST_P(PromptCache, ConversationEvictedFromItsSlotComesBackFromHostMemory) {
+    auto e = make_engine(m(), cfg());
+    const std::vector<token_id> p1 = make_prompt(150, 51, n_vocab());
+    run_result t1 = run_task(*e, task_generate{greedy(p1, 10)});
+    ASSERT_TRUE(t1.done.ok()) << t1.done.status().to_string();
+    const size_t n_held = p1.size() + t1.tokens.size() - 1;  // the last answer token is sampled, never fed
+    ASSERT_TRUE(run_task(*e, task_generate{greedy(make_prompt(120, 52, n_vocab()), 4)}).done.ok());
+    engine_metrics mt = e->metrics();
+    EXPECT_EQ(mt.cache_ram_stores, 1u) << what();
+    EXPECT_EQ(mt.cache_ram_entries, 1u) << what();
+    EXPECT_GT(mt.cache_ram_bytes, 0u) << what();
+    const auto prefixes = e->cached_prefixes();
+    ASSERT_EQ(prefixes.size(), 1u) << what();
+    EXPECT_EQ(prefixes[0]->size(), n_held) << what();
+
+    const gen_request t2 = greedy(concat(concat(p1, t1.tokens), make_prompt(40, 53, n_vocab())), 12);
+    run_result got = run_task(*e, task_generate{t2});
+    expect_exact(got, fresh_run(m(), cfg(), t2), what());
+    EXPECT_EQ(got.done->usage.cached_tokens, n_held) << what();
+    mt = e->metrics();
+    EXPECT_EQ(mt.cache_ram_hits, 1u) << what();
+    EXPECT_EQ(mt.cache_ram_hit_tokens, n_held) << what();
+    EXPECT_EQ(mt.invariant_repairs, 0u) << what();
+}
+
+// A prompt that leaves a kept conversation part way: attention memory gives the common prefix; memory with
+// partial state the newest checkpoint below it (never a state past the divergence).
+TEST_P(PromptCache, PromptDivergingInsideAKeptStateTakesWhatItsMemoryCanGive) {
+    auto e = make_engine(m(), cfg());
+    const std::vector<token_id> p1 = make_prompt(300, 61, n_vocab());
+    ASSERT_TRUE(run_task(*e, task_generate{greedy(p1, 4)}).done.ok());
+    ASSERT_TRUE(run_task(*e, task_generate{greedy(make_prompt(100, 62, n_vocab()), 4)}).done.ok());
+    ASSERT_EQ(e->metrics().cache_ram_entries, 1u) << what();
+
+    const std::vector<token_id> p2 =
+        concat(std::vector<token_id>(p1.begin(), p1.begin() + 220), make_prompt(30, 63, n_vocab()));
+    const gen_request r = greedy(p2, 12);
+    run_result got = run_task(*e, task_generate{r});
+    expect_exact(got, fresh_run(m(), cfg(), r), what());
+    if (m()->has_partial_state()) {
+        // The checkpoint at 128 (the next, at 256, is past the divergence).
+        EXPECT_EQ(got.done->usage.cached_tokens, 128u) << what();
+    } else {
+        EXPECT_EQ(got.done->usage.cached_tokens, 220u) << what();
+    }
+    EXPECT_EQ(e->metrics().cache_ram_hits, got.done->usage.cached_tokens > 0 ? 1u : 0u) << what();
+}
+
+// --cache-ram 0: nothing is kept; the returning conversation is computed again.
+TEST_P(PromptCache, OffKeepsNothing) {
+    auto e = make_engine(m(), cfg(0));
+    const std::vector<token_id> p1 = make_prompt(150, 71, n_vocab());
+    run_result t1 = run_task(*e, task_generate{greedy(p1, 6)});
+    ASSERT_TRUE(t1.done.ok());
+    ASSERT_TRUE(run_task(*e, task_generate{greedy(make_prompt(120, 72, n_vocab()), 4)}).done.ok());
+    run_result got =
+        run_task(*e, task_generate{greedy(concat(concat(p1, t1.tokens), make_prompt(20, 73, n_vocab())), 4)});
+    ASSERT_TRUE(got.done.ok());
+    EXPECT_LE(got.done->usage.cached_tokens, 1u) << what();  // the BOS every prompt begins with, at most
+    const engine_metrics mt = e->metrics();
+    EXPECT_EQ(mt.cache_ram_stores + mt.cache_ram_entries + mt.cache_ram_hits, 0u) << what();
+    EXPECT_TRUE(e->cached_prefixes().empty()) << what();
+}
+
+std::vector<cache_case> cache_cases() {
+    std::vector<cache_case> out;
+    for (const auto & a : mkmodel_archs()) {
+        if (test::k_sanitized_build && a != "llama" && a != "granitehybrid") continue;
+        out.push_back({a, true});
+        if (a == "llama") out.push_back({a, false});
+    }
+    return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllArchs, PromptCache, ::testing::ValuesIn(cache_cases()), [](const auto & info) {
+    return info.param.arch + (info.param.unified ? "_unified" : "_non_unified");
+});
+
+// ---- the cache's own rules, on real states (prefill blobs of the llama test model) ----
+
+class PromptCacheRules : public ::testing::Test {
+  protected:
+    static blob_ptr state_of(const std::vector<token_id> & prompt) {
+        static auto e = make_engine(model_for("llama"), engine_cfg(1, 1024));
+        run_result r = run_task(*e, task_prefill{greedy(prompt, 1)});
+        if (!r.done.ok()) throw std::runtime_error(r.done.status().to_string());
+        return validated(std::move(r.done->blob));
+    }
+    static int32_t n_vocab() { return int32_t(model_for("llama")->identity().n_vocab); }
+};
+
+TEST_F(PromptCacheRules, BudgetDropsTheLeastRecentlyUsed) {
+    const blob_ptr a = state_of(make_prompt(100, 81, n_vocab()));
+    const blob_ptr b = state_of(make_prompt(100, 82, n_vocab()));
+    const blob_ptr c = state_of(make_prompt(100, 83, n_vocab()));
+    prompt_cache cache(a->size() + b->size() + c->size() / 2);  // room for two
+    EXPECT_TRUE(cache.put(a, false).kept);
+    EXPECT_TRUE(cache.put(b, false).kept);
+    const std::vector<token_id> ask_a = concat(a->view().tokens, {7, 8});
+    const prompt_cache::match hit = cache.best(ask_a, false);
+    EXPECT_EQ(hit.n, a->view().tokens.size());
+    EXPECT_EQ(cache.use(hit.index), a);  // a is now the most recently used: b goes first
+    const prompt_cache::put_outcome put = cache.put(c, false);
+    EXPECT_TRUE(put.kept);
+    EXPECT_EQ(put.evicted, 1u);
+    EXPECT_EQ(cache.entries(), 2u);
+    EXPECT_EQ(cache.bytes(), a->size() + c->size());
+    EXPECT_LE(cache.best(concat(b->view().tokens, {7}), false).n, 1u);  // b is gone (a, c share its BOS)
+    EXPECT_EQ(cache.best(ask_a, false).n, a->view().tokens.size());
+}
+
+TEST_F(PromptCacheRules, StateLargerThanTheBudgetIsNotKept) {
+    const blob_ptr a = state_of(make_prompt(100, 84, n_vocab()));
+    prompt_cache cache(a->size() - 1);
+    EXPECT_FALSE(cache.put(a, false).kept);
+    EXPECT_EQ(cache.entries(), 0u);
+    prompt_cache off(0);
+    EXPECT_FALSE(off.enabled());
+    EXPECT_FALSE(off.put(a, false).kept);
+}
+
+// Attention memory: a state whose tokens begin with an entry's replaces it; one an entry already covers is
+// not kept. Partial state (no truncation): only a state of exactly the same tokens replaces one.
+TEST_F(PromptCacheRules, RedundantEntriesGo) {
+    const std::vector<token_id> p = make_prompt(160, 85, n_vocab());
+    const blob_ptr shorter = state_of(std::vector<token_id>(p.begin(), p.begin() + 100));
+    const blob_ptr longer = state_of(p);
+    prompt_cache cache(size_t(1) << 30);
+    EXPECT_TRUE(cache.put(shorter, false).kept);
+    const prompt_cache::put_outcome put = cache.put(longer, false);
+    EXPECT_TRUE(put.kept);
+    EXPECT_EQ(put.evicted, 1u);
+    EXPECT_FALSE(cache.put(shorter, false).kept);
+    EXPECT_EQ(cache.entries(), 1u);
+
+    prompt_cache partial(size_t(1) << 30);
+    EXPECT_TRUE(partial.put(shorter, true).kept);
+    EXPECT_TRUE(partial.put(longer, true).kept);
+    EXPECT_EQ(partial.entries(), 2u);
+    EXPECT_EQ(partial.put(longer, true).evicted, 1u);
+    EXPECT_EQ(partial.entries(), 2u);
+}
+
+// What an entry gives a prompt: never the prompt's last token; partial state only at its end or a checkpoint.
+TEST_F(PromptCacheRules, ReusableTokens) {
+    const std::vector<token_id> p = make_prompt(120, 86, n_vocab());
+    const blob_ptr s = state_of(p);
+    const blob_view & v = s->view();
+    EXPECT_EQ(prompt_cache_reusable(v, concat(p, {9, 9}), false), p.size());
+    EXPECT_EQ(prompt_cache_reusable(v, concat(p, {9, 9}), true), p.size());
+    EXPECT_EQ(prompt_cache_reusable(v, p, false), p.size() - 1);  // the last token's logits are needed
+    std::vector<token_id> diverging(p.begin(), p.begin() + 80);
+    diverging.push_back(p[80] == 5 ? 6 : 5);
+    EXPECT_EQ(prompt_cache_reusable(v, diverging, false), 80u);
+    size_t below = 0;  // the llama state carries no checkpoints: partial rules give nothing mid-way
+    for (const auto & c : v.checkpoints)
+        if (c.n_tokens <= 80) below = std::max<size_t>(below, c.n_tokens);
+    EXPECT_EQ(prompt_cache_reusable(v, diverging, true), below);
+    EXPECT_EQ(prompt_cache_reusable(v, {}, false), 0u);
+}
+
+}  // namespace
+}  // namespace baton
