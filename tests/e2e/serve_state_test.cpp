@@ -1,5 +1,7 @@
 // serve_state_test.cpp — slot state moved between two nodes with GET/PUT, then a request that reuses it;
-// DELETE empties a slot; an idle slot parked while another works is the same state over HTTP.
+// DELETE empties a slot; an idle slot parked while another works is the same state over HTTP; a conversation
+// whose only slot another took comes back from the host prompt cache (--cache-ram), and the node's KV events
+// count the cached state as held.
 #include "serve_test_util.h"
 
 namespace baton::test {
@@ -81,6 +83,49 @@ TEST(ServeState, IdleSlotParkedWhileAnotherWorksKeepsItsStateAndPrefix) {
     EXPECT_GE(metric_value(m, "baton_cached_tokens_total") - cached_before, 16) << m;
     EXPECT_EQ(metric_value(m, "baton_invariant_repairs_total"), 0) << m;
     EXPECT_FALSE(json::parse(get(*n, "/v1/slots").body)[held]["parked"].get<bool>());
+}
+
+// One slot: conversation A, then B takes the slot (A's state goes to host memory), then A's next turn is
+// restored from there (its prompt cached, the same answer as a node that never evicted it); the KV snapshot
+// holds A's blocks while the slot holds only B. With --cache-ram 0 the next turn computes A again.
+TEST(ServeState, ConversationBackFromTheHostPromptCache) {
+    std::string sys;
+    for (int i = 0; i < 12; ++i) sys += "Rule " + std::to_string(i) + ": answer briefly and cite the manual. ";
+    const json a = {{"prompt", sys + "Question: what is a slot?"}, {"max_tokens", 6}, {"temperature", 0}};
+    const json b = {{"prompt", "Something else entirely"}, {"max_tokens", 4}, {"temperature", 0}};
+    json a2 = a;
+    a2["prompt"] = sys + "Question: what is a slot? And a follow-up question.";
+    for (const char * mib : {"64", "0"}) {
+        auto n = node_process::start(serve_args("llama", {"-np", "1", "--cache-ram", mib}));
+        const http_reply ra = post(*n, "/v1/completions", a.dump());
+        ASSERT_EQ(ra.status, 200) << ra.body;
+        const int n_a = ra.j()["usage"]["prompt_tokens"].get<int>();
+        ASSERT_GE(n_a, 128) << "the prompt must span whole 64-token KV blocks";
+        ASSERT_EQ(post(*n, "/v1/completions", b.dump()).status, 200);
+        const bool on = std::string(mib) != "0";
+        std::string m = get(*n, "/metrics").body;
+        EXPECT_EQ(metric_value(m, "baton_cache_ram_entries"), on ? 1 : 0) << m;
+        if (on) {  // the KV events are taken each second: the snapshot holds A's blocks within ~2 s
+            size_t blocks = 0;
+            for (int i = 0; i < 40 && blocks == 0; ++i) {
+                blocks = json::parse(get(*n, "/v1/kv/snapshot").body)["blocks"].size();
+                if (blocks == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            }
+            EXPECT_GE(blocks, size_t(n_a / 64)) << "the cached state's blocks are published";
+        }
+        const http_reply r2 = post(*n, "/v1/completions", a2.dump());
+        ASSERT_EQ(r2.status, 200) << r2.body;
+        const int cached = r2.j()["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>();
+        if (on) EXPECT_GE(cached, n_a - 8) << "A's prompt (but its last tokens) comes back from host memory";
+        else EXPECT_LE(cached, 1) << "nothing kept: A is computed again";
+        m = get(*n, "/metrics").body;
+        EXPECT_EQ(metric_value(m, "baton_cache_ram_hits_total"), on ? 1 : 0) << m;
+        EXPECT_EQ(metric_value(m, "baton_invariant_repairs_total"), 0) << m;
+        auto fresh = node_process::start(serve_args("llama", {"-np", "1"}));
+        const http_reply want = post(*fresh, "/v1/completions", a2.dump());
+        ASSERT_EQ(want.status, 200);
+        EXPECT_EQ(r2.j()["choices"][0]["text"], want.j()["choices"][0]["text"]) << "--cache-ram " << mib;
+    }
 }
 
 }  // namespace
