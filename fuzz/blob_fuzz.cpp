@@ -13,9 +13,9 @@
 #include <cstring>
 #include <cstdio>
 
+#include "baton/base/byte_cursor.h"
 #include "baton/blob.h"
 #include "blob_format.h"
-#include "byte_cursor.h"
 
 namespace {
 

@@ -14,11 +14,11 @@
 #include <cstdio>
 #include <cstring>
 
+#include "baton/base/byte_cursor.h"
 #include "baton/blob.h"
 #include "blob_format.h"
 #include "blob_mac.h"
 #include "blob_rules.h"
-#include "byte_cursor.h"
 
 namespace baton {
 namespace {

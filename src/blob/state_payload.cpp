@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "byte_cursor.h"
+#include "baton/base/byte_cursor.h"
 
 namespace baton {
 

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "byte_cursor.h"
+#include "baton/base/byte_cursor.h"
 
 namespace baton {
 

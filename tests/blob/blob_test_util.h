@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "baton/base/byte_cursor.h"
 #include "baton/blob.h"
 #include "blob_format.h"
-#include "byte_cursor.h"
 
 // EXPECT_CONTAINS(haystack, needle): a non-fatal check that needle occurs in haystack, printing both.
 #define EXPECT_CONTAINS(haystack, needle)                                              \

@@ -3,7 +3,8 @@
 //
 // Every read checks what remains first and, on shortage, returns false without advancing; lengths are
 // compared against remaining() (never by adding to the position), so no arithmetic can overflow.
-// offset() is absolute (base + position) so error messages can name "+N" within the whole blob.
+// offset() is absolute (base + position) so error messages can name "+N" within the whole input. In base because
+// every binary parser shares it: the state blob's (src/blob/) and the tier manifest's (src/tier/).
 // Thread-safety: a plain value over borrowed bytes.
 #pragma once
 
