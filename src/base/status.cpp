@@ -23,6 +23,7 @@ const char * status_code_name(status_code code) {
         case status_code::upstream_error: return "upstream_error";
         case status_code::dependency_failed: return "dependency_failed";
         case status_code::not_implemented: return "not_implemented";
+        case status_code::resource_exhausted: return "resource_exhausted";
         case status_code::internal: return "internal";
     }
     return "unknown";

@@ -40,6 +40,7 @@ int http_status_for(status_code code) {
         case status_code::upstream_error: return 502;
         case status_code::dependency_failed: return 424;
         case status_code::not_implemented: return 501;
+        case status_code::resource_exhausted: return 507;  // Insufficient Storage: a full store (the tier's Valkey)
         case status_code::unavailable:
         case status_code::cancelled: return 503;  // cancelled reaches a client only when the node shuts down
         case status_code::deadline_exceeded: return 504;

@@ -41,27 +41,9 @@
 #include <vector>
 
 #include "baton/cli/child_process.h"
+#include "free_port.h"  // quoted and relative: bench/cluster_bench.cpp includes etcd_process.h too
 
 namespace baton::test {
-
-// free_port binds an ephemeral loopback TCP port, closes it and returns its number. Another process may take
-// it before the caller binds it: callers retry when their bind loses that race.
-inline int free_port() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) throw std::runtime_error("socket failed");
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = 0;
-    socklen_t len = sizeof a;
-    if (::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0 ||
-        ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len) != 0) {
-        ::close(fd);
-        throw std::runtime_error("bind to port 0 failed");
-    }
-    ::close(fd);
-    return ntohs(a.sin_port);
-}
 
 // base64 (RFC 4648, with padding), as etcd's gateway wants keys and values.
 inline std::string base64_encode(const std::string & in) {

@@ -33,7 +33,8 @@ enum class status_code : uint8_t {
     upstream_error,     // a node the router forwarded to failed, timed out or answered garbage
     dependency_failed,  // what this request names on another node (a held state: direct transfer) could not be had
     not_implemented,    // an endpoint or action this server does not offer as configured (llama-server's 501)
-    internal,           // a bug in Baton: should never happen
+    resource_exhausted,  // a store is full (Valkey's OOM under maxmemory with noeviction); the caller may go on without it
+    internal,            // a bug in Baton: should never happen
 };
 
 // status_code_name returns a stable lower_snake name ("corrupt") used in logs, metrics and JSON errors.
