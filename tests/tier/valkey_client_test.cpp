@@ -6,6 +6,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
+#include <poll.h>
 
 #include <chrono>
 #include <cstdio>
@@ -141,6 +142,41 @@ TEST(ValkeyClientFailure, NothingListeningIsUnavailable) {
     Status st = c.ping();
     EXPECT_EQ(st.code(), status_code::unavailable) << st.to_string();
     EXPECT_FALSE(c.connected());
+}
+
+TEST(ValkeyClientFailure, AConnectThatHangsIsADeadlineWithinTheConnectTimeout) {
+    // A listening socket that never accepts, its accept queue filled: Linux drops further SYNs, so a connect
+    // neither succeeds nor fails until the client gives up.
+    const int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(lfd, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
+    ASSERT_EQ(::listen(lfd, 0), 0);
+    ASSERT_EQ(::getsockname(lfd, reinterpret_cast<sockaddr *>(&a), &len), 0);
+    std::vector<int> fillers;
+    for (int i = 0; i < 4; ++i) {
+        const int f = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        (void)::connect(f, reinterpret_cast<sockaddr *>(&a), sizeof a);
+        fillers.push_back(f);
+    }
+    for (int f : fillers) {  // wait (bounded) for the handshakes the queue takes; the others' SYNs are dropped
+        pollfd p{f, POLLOUT, 0};
+        (void)::poll(&p, 1, 100);
+    }
+    auto cfg = client_config_for(ntohs(a.sin_port));
+    cfg.connect_timeout_ms = 200;
+    valkey_client c(cfg);
+    const auto t0 = client_clock::now();
+    Status st = c.ping();
+    const auto waited = client_clock::now() - t0;
+    for (int f : fillers) ::close(f);
+    ::close(lfd);
+    EXPECT_EQ(st.code(), status_code::deadline_exceeded) << st.to_string();
+    EXPECT_GE(waited, std::chrono::milliseconds(150));
+    EXPECT_LT(waited, std::chrono::milliseconds(1500));
 }
 
 TEST(ValkeyClientFailure, AStoppedServerIsADeadlineWithinTheTimeoutAndWorksAgainAfter) {
