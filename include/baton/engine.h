@@ -40,6 +40,8 @@ namespace baton {
 
 class loaded_model;
 
+class validated_blob;  // below
+
 struct engine_config {
     context_config ctx;           // ctx.n_seq_max is the number of slots; each holds n_ctx / slots tokens
     blob_limits limits;           // applied to every blob a slot restores
@@ -60,6 +62,11 @@ struct engine_config {
     // blob here, least recently used out first; a prompt whose prefix one holds better than any slot restores
     // it through the restore routine. MiB; 0: off; -1: no limit. (docs/engine.md "The host prompt cache".)
     int64_t cache_ram_mib = 8192;
+    // state_kept (a shared tier's writer, docs/tier.md): called on the scheduler thread with every state the host
+    // prompt cache keeps and, when keep_finished, with the state a slot holds when a generation ends (prompt and
+    // answer). It must not block (hand the state to another thread). Null: nothing is offered.
+    std::function<void(const std::shared_ptr<const validated_blob> &)> state_kept;
+    bool keep_finished = false;
 };
 
 // A generation request, already parsed and tokenized at the edge.
@@ -195,8 +202,12 @@ struct task_decode {
 struct task_slot_save { int32_t slot; };                         // idle slot -> blob
 struct task_slot_restore { int32_t slot; blob_ptr blob; };       // blob -> idle slot
 struct task_slot_erase { int32_t slot; };
+struct task_cache_put {
+    blob_ptr blob;
+};  // a state (a shared tier's) -> the host prompt
+// cache, for the prompts queued after it
 using engine_task = std::variant<task_generate, task_prefill, task_decode, task_slot_save, task_slot_restore,
-                                 task_slot_erase>;
+                                 task_slot_erase, task_cache_put>;
 
 struct slot_info {
     int32_t id = 0;

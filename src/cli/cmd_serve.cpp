@@ -44,7 +44,52 @@ struct serve_options {
     std::string chat_template, chat_template_file, chat_template_kwargs, reasoning_format = "auto";
     std::string
         state_secret_file;  // --state-secret-file (or BATON_STATE_SECRET_FILE): folded into cfg.engine.limits.key
+    // --tier-* (docs/tier.md): folded into cfg.tier by serve_check_tier.
+    std::string tier_valkey, tier_user, tier_password_file, tier_tls_ca, tier_tls_cert, tier_tls_key, tier_tls_name;
+    uint32_t tier_ttl_s = 3600, tier_timeout_ms = 200;
 };
+
+Status serve_check_tier(serve_options & o) {
+    const bool any_other = !o.tier_user.empty() || !o.tier_password_file.empty() || !o.tier_tls_ca.empty() ||
+                           !o.tier_tls_cert.empty() || !o.tier_tls_key.empty() || !o.tier_tls_name.empty();
+    if (o.tier_valkey.empty()) {
+        if (any_other) return {status_code::invalid_argument, "--tier-*: needs --tier-valkey HOST:PORT"};
+        return {};
+    }
+    node_tier_config t;
+    const size_t colon = o.tier_valkey.rfind(':');
+    unsigned port = 0;
+    if (colon == std::string::npos || colon == 0 || std::sscanf(o.tier_valkey.c_str() + colon + 1, "%u", &port) != 1 ||
+        port == 0 || port > 65535 || std::to_string(port) != o.tier_valkey.substr(colon + 1))
+        return {status_code::invalid_argument, "--tier-valkey: " + o.tier_valkey + " is not HOST:PORT"};
+    t.valkey.host = o.tier_valkey.substr(0, colon);
+    t.valkey.port = uint16_t(port);
+    if (o.tier_timeout_ms < 1 || o.tier_timeout_ms > 60000)
+        return {status_code::invalid_argument, "--tier-timeout-ms: must be in 1..60000"};
+    t.valkey.connect_timeout_ms = t.valkey.command_timeout_ms = o.tier_timeout_ms;
+    if (o.tier_ttl_s < 1 || o.tier_ttl_s > 30 * 86400)
+        return {status_code::invalid_argument, "--tier-ttl: must be in 1..2592000 seconds"};
+    t.ttl_s = o.tier_ttl_s;
+    t.valkey.username = o.tier_user;
+    if (!o.tier_password_file.empty()) {
+        std::ifstream f(o.tier_password_file);
+        if (!f || !std::getline(f, t.valkey.password) || t.valkey.password.empty())
+            return {status_code::invalid_argument,
+                    "--tier-password-file: cannot read a password from " + o.tier_password_file};
+    }
+    if (!o.tier_tls_ca.empty()) {
+        t.valkey.tls = valkey_tls_config{o.tier_tls_ca, o.tier_tls_cert, o.tier_tls_key, o.tier_tls_name};
+    } else if (!o.tier_tls_cert.empty() || !o.tier_tls_key.empty() || !o.tier_tls_name.empty()) {
+        return {status_code::invalid_argument, "--tier-tls-*: TLS needs --tier-tls-ca"};
+    }
+    if (o.cfg.engine.cache_ram_mib == 0)
+        return {status_code::invalid_argument, "--tier-valkey: needs the host prompt cache (--cache-ram is 0)"};
+    if (!o.state_secret_file.empty())
+        return {status_code::invalid_argument,
+                "--tier-valkey with --state-secret-file: tier entries are not authenticated yet (docs/tier.md)"};
+    o.cfg.tier = std::move(t);
+    return {};
+}
 
 Status serve_check_chat(serve_options & o) {
     chat_format_config & c = o.cfg.chat;
@@ -132,6 +177,7 @@ Status serve_check(serve_options & o) {
     BATON_RETURN_IF_ERROR(http_limits_check(o.cfg.limits));
     BATON_RETURN_IF_ERROR(serve_check_cluster(o));
     BATON_RETURN_IF_ERROR(serve_check_chat(o));
+    BATON_RETURN_IF_ERROR(serve_check_tier(o));
     BATON_RETURN_IF_ERROR(cli_device_resolve(o.device, o.cfg.offload, o.cfg.engine.ctx));
     if (o.cfg.api_key.empty())
         if (const char * k = std::getenv("BATON_API_KEY"); k && *k) o.cfg.api_key = k;
@@ -207,6 +253,22 @@ void cli_add_serve(CLI::App & app, cli_run_fn & run) {
                     "their prefix (0: off, -1: no limit)")
         ->capture_default_str();
     sub->add_option("--api-key", c.api_key, "Require \"Authorization: Bearer KEY\" on every endpoint but /health (or set BATON_API_KEY)");
+    sub->add_option("--tier-valkey", o->tier_valkey,
+                    "Shared prefix-cache tier: the Valkey server (HOST:PORT) this node writes the states it keeps to "
+                    "and fetches prompt prefixes from (docs/tier.md; needs --cache-ram)");
+    sub->add_option("--tier-user", o->tier_user, "Tier: the Valkey ACL user (default: the default user)");
+    sub->add_option("--tier-password-file", o->tier_password_file,
+                    "Tier: a file whose first line is the Valkey password (or set BATON_TIER_PASSWORD_FILE)")
+        ->envname("BATON_TIER_PASSWORD_FILE");
+    sub->add_option("--tier-tls-ca", o->tier_tls_ca, "Tier: TLS, verifying the server against this CA file (PEM)");
+    sub->add_option("--tier-tls-cert", o->tier_tls_cert, "Tier: TLS client certificate (PEM)");
+    sub->add_option("--tier-tls-key", o->tier_tls_key, "Tier: TLS client certificate's key (PEM)");
+    sub->add_option("--tier-tls-server-name", o->tier_tls_name, "Tier: TLS server name (SNI; default: the host)");
+    sub->add_option("--tier-ttl", o->tier_ttl_s, "Tier: seconds every entry this node writes lives")
+        ->capture_default_str();
+    sub->add_option("--tier-timeout-ms", o->tier_timeout_ms,
+                    "Tier: connect and per-wait timeout (a slow tier is a miss: the prompt is computed)")
+        ->capture_default_str();
     sub->add_option("--state-secret-file", o->state_secret_file,
                     "File with the cluster's state secret (one per line, >= 16 bytes each; the first signs, all "
                     "verify): states this node sends carry an HMAC-SHA256, states it receives must (or set "

@@ -185,6 +185,8 @@ Result<request_ptr> engine::submit(engine_task task) {
         st = check_slot(r->slot);
         if (st.ok() && !r->blob) st = Status(status_code::invalid_argument, "restore: no blob");
     } else if (auto * e = std::get_if<task_slot_erase>(&task)) st = check_slot(e->slot);
+    else if (auto * c = std::get_if<task_cache_put>(&task); c && !c->blob)
+        st = Status(status_code::invalid_argument, "cache_put: no blob");
     if (!st.ok()) return st;
 
     lock_guard lk(impl_->mu);

@@ -153,6 +153,26 @@ bool engine_impl::admit_one(engine_task & task, const request_ptr & h) {
     }
     // Choose the slot before taking anything out of the task: a task that finds no free slot stays queued
     // intact (regression: a moved-from request was re-queued and later bound with an empty prompt).
+    if (auto * cp = std::get_if<task_cache_put>(&task)) {
+        // A state from a shared tier, for the prompts queued after it: it must be this node's (identity and
+        // layout; its bytes were verified by the parser) before the cache takes it.
+        Status st = !host_cache.enabled()
+                        ? Status(status_code::unsupported, "cache_put: the host prompt cache is off (--cache-ram 0)")
+                    : cp->blob->view().base_tokens > 0
+                        ? Status(status_code::invalid_argument, "cache_put: a delta is not a whole state")
+                        : blob_check_compatible(cp->blob->view(), env.identity, env.context);
+        if (st.ok()) {
+            const prompt_cache::put_outcome put = host_cache.put(cp->blob, partial_state);
+            bump([&](engine_metrics & m) {
+                m.cache_ram_stores += put.kept ? 1 : 0;
+                m.cache_ram_evictions += put.evicted;
+            });
+            deliver(h, event_done{});
+        } else {
+            deliver(h, event_error{st});
+        }
+        return true;
+    }
     gen_request * req = nullptr;
     task_kind kind = task_kind::generate;
     if (auto * g = std::get_if<task_generate>(&task)) req = &g->req;
@@ -323,6 +343,7 @@ void engine_impl::cache_out(slot & s, const std::vector<token_id> & next) {
         }
         b = std::move(snap.value());
     }
+    if (cfg.state_kept) cfg.state_kept(b);
     const prompt_cache::put_outcome put = host_cache.put(std::move(b), partial_state);
     bump([&](engine_metrics & m) {
         m.cache_ram_stores += put.kept ? 1 : 0;
@@ -663,6 +684,13 @@ void engine_impl::finish(slot & s, finish_reason why, Status error, std::vector<
     done.ms_prompt = ms_between(t->t_start, t->t_prompt_done);
     done.ms_generate = ms_between(t->t_prompt_done, now);
     deliver(t->h, std::move(done));
+    // After the answer went out: the state the slot holds now (prompt and answer) for a shared tier.
+    if (cfg.state_kept && cfg.keep_finished && why != finish_reason::cancelled &&
+        s.tokens.size() >= cfg.reuse_min_tokens) {
+        auto snap = baton::slot_snapshot(env, s, state_scratch);
+        if (snap.ok()) cfg.state_kept(snap.value());
+        else log_warn("engine: slot {}'s state could not be offered to the tier: {}", s.id, snap.status().message());
+    }
 }
 
 void engine_impl::fail_task(slot & s, Status error) {

@@ -212,6 +212,7 @@ net::awaitable<void> node_impl::respond_generation(http_exchange & ex, engine_ta
         meta.generation_settings = openai_generation_settings(oreq, eng->layout().n_ctx);
         if (req) meta.prompt_text = text_detokenize(*model, req->prompt, true);
     }
+    if (const auto * g = std::get_if<task_generate>(&task)) co_await tier_warm(g->req.prompt);
     req = nullptr;  // (it points into task, which may be replaced below)
     // n > 1 on a node that serves the whole request: the prompt is processed once, into a blob that is
     // restored into n slots — the path a PD decode node takes, so the choices start from the same state as

@@ -160,6 +160,20 @@ Status node_impl::load() {
         const uint32_t train = model->info().n_ctx_train;
         cfg.engine.ctx.n_ctx = std::clamp<uint32_t>(train, 16, 1 << 24);
     }
+    if (cfg.tier) {
+        // The tier hands states to the engine through its host prompt cache, and its entries carry no MAC.
+        if (cfg.engine.cache_ram_mib == 0)
+            return Status(status_code::invalid_argument,
+                          "--tier-valkey needs the host prompt cache (--cache-ram is 0)");
+        if (cfg.engine.limits.key)
+            return Status(
+                status_code::unsupported,
+                "--tier-valkey with --state-secret-file: tier entries are not authenticated yet (docs/tier.md)");
+        cfg.engine.keep_finished = true;
+        cfg.engine.state_kept = [this](const blob_ptr & b) {
+            if (tier_link * t = tier_ptr.load(std::memory_order_acquire)) t->offer(b);
+        };
+    }
     auto e = engine::create(model, cfg.engine);
     if (!e.ok()) return e.status();
     eng = std::move(e.value());
@@ -183,6 +197,23 @@ Status node_impl::load() {
         kc.block_tokens = pd_kv_block_tokens;
         kc.seed = kv_block_seed(identity_fingerprint_hex(model->identity().fingerprint), layout, kc.block_tokens);
         kv = std::make_unique<kv_publisher>(kc);
+        if (cfg.tier) {
+            tier_link_config tc;
+            tc.store.valkey = cfg.tier->valkey;
+            tc.fingerprint = identity_fingerprint_hex(model->identity().fingerprint);
+            tc.layout = identity_kv_type_name(l.type_k) + "." + identity_kv_type_name(l.type_v) +
+                        (l.flash_attn ? ".fa" : ".nofa") +
+                        (l.kv_unified ? ".unified" : ".streams" + std::to_string(l.n_seq_max));
+            tc.block_seed = kc.seed;
+            tc.block_tokens = kc.block_tokens;
+            tc.ttl_ms = uint64_t(cfg.tier->ttl_s) * 1000;
+            auto t = tier_link::create(std::move(tc));
+            if (!t.ok()) return Status(t.status().code(), "--tier-valkey: " + t.status().message());
+            tier = std::move(t.value());
+            tier_ptr.store(tier.get(), std::memory_order_release);
+            log_info("serve: shared prefix-cache tier at {}:{} (entries live {} s)", cfg.tier->valkey.host,
+                     cfg.tier->valkey.port, cfg.tier->ttl_s);
+        }
     }
     ready.store(true, std::memory_order_release);
     if (cfg.cluster) {

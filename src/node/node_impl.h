@@ -28,6 +28,7 @@
 #include "kv_publisher.h"
 #include "node_metrics.h"
 #include "state_hold.h"
+#include "tier_link.h"
 
 namespace baton {
 
@@ -79,6 +80,11 @@ class node_impl {
     std::atomic<bool> ready{false};
     std::atomic<bool> stopping{false};
     std::shared_ptr<const loaded_model> model;
+    // The shared prefix-cache tier (cfg.tier), from load() on; the engine's state_kept reads tier_ptr (set once
+    // the link exists, after the engine: its layout names the keys). Declared before eng, so the engine (whose
+    // scheduler thread calls state_kept) is gone before they are.
+    std::unique_ptr<tier_link> tier;
+    std::atomic<tier_link *> tier_ptr{nullptr};
     std::unique_ptr<engine> eng;
     std::string model_file;              // the model's file name (cluster records' model id)
     std::string model_name;              // --alias, else the model's file name: /v1/models and responses
@@ -128,6 +134,11 @@ class node_impl {
     net::awaitable<Result<event_done>> run_to_done(http_exchange & ex, engine_task task);
     // blob_parse_edge verifies a blob body (on the bridge pool); failures are counted by reason.
     net::awaitable<Result<blob_ptr>> blob_parse_edge(std::vector<uint8_t> bytes);
+    // tier_warm: with a tier, when the node holds less of prompt than the tier may (a block or more), fetches
+    // the longest prefix state the tier has (on the bridge pool) and hands it to the engine's host prompt cache
+    // ahead of the prompt's task (task_cache_put: queued first, admitted first). Any failure: nothing is
+    // handed over and the prompt is computed.
+    net::awaitable<void> tier_warm(const std::vector<token_id> & prompt);
     // send_blob answers with blob bytes (through the test seam's on_blob_out when one is installed).
     net::awaitable<void> send_blob(http_exchange & ex, std::vector<uint8_t> blob, http_headers headers = {});
     // Direct transfer: GET (a decode node fetches) and DELETE (the router releases) a held state; the

@@ -42,6 +42,33 @@ net::awaitable<Result<blob_ptr>> node_impl::blob_parse_edge(std::vector<uint8_t>
     co_return b;
 }
 
+net::awaitable<void> node_impl::tier_warm(const std::vector<token_id> & prompt) {
+    tier_link * t = tier.get();
+    if (!t) co_return;
+    size_t held = 0;
+    for (const slot_info & s : eng->slots())
+        if (s.tokens)
+            held = std::max(
+                held, size_t(std::mismatch(s.tokens->begin(), s.tokens->end(), prompt.begin(), prompt.end()).first -
+                             s.tokens->begin()));
+    for (const auto & c : eng->cached_prefixes())
+        held = std::max(held,
+                        size_t(std::mismatch(c->begin(), c->end(), prompt.begin(), prompt.end()).first - c->begin()));
+    if (prompt.size() < held + 1 + pd_kv_block_tokens) co_return;  // not a whole block more to gain
+    auto bytes = co_await http->offload([t, &prompt, held] { return t->fetch(prompt, held); });
+    if (!bytes) co_return;
+    auto b = co_await blob_parse_edge(std::move(*bytes));
+    if (!b.ok()) {
+        log_warn("tier: an entry did not parse as a state, computing the prompt: {}", b.status().message());
+        co_return;
+    }
+    // The key named the blocks; the state's own tokens must be the prompt's (never trust a key).
+    const std::vector<int32_t> & bt = b.value()->view().tokens;
+    const size_t lcp = size_t(std::mismatch(bt.begin(), bt.end(), prompt.begin(), prompt.end()).first - bt.begin());
+    if (lcp < pd_kv_block_tokens) co_return;
+    (void)eng->submit(task_cache_put{b.value()});  // refused (incompatible, cache off): the prompt is computed
+}
+
 net::awaitable<void> node_impl::send_blob(http_exchange & ex, std::vector<uint8_t> blob, http_headers headers) {
     size_t cut = blob.size();
     if (seam && seam->on_blob_out) cut = std::min(cut, seam->on_blob_out(blob));
@@ -83,6 +110,7 @@ net::awaitable<void> node_impl::on_prefill(http_exchange & ex) {
     }
     auto ticket = admit();
     if (!ticket.ok()) co_return (void) co_await ex.respond_error(ticket.status());
+    co_await tier_warm(gen->prompt);
     auto done = co_await run_to_done(ex, task_prefill{std::move(gen.value())});
     if (!done.ok()) co_return (void) co_await ex.respond_error(done.status());
     if (ex.request().header(pd_header_state_hold) == "1") {

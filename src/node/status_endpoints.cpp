@@ -5,6 +5,7 @@
 
 #include <optional>
 
+#include "baton/http/metrics_text.h"
 #include "baton/model.h"
 #include "node_impl.h"
 
@@ -45,6 +46,27 @@ net::awaitable<void> node_impl::on_metrics(http_exchange & ex) {
     r.content_type = "text/plain; version=0.0.4";
     http->render_metrics(r.body);
     r.body += metrics.render(em, n_admitted.load(), held->stats());
+    if (const tier_link * t = tier_ptr.load(std::memory_order_acquire)) {
+        // The shared prefix-cache tier (docs/tier.md): what this node wrote and fetched, and the store's view.
+        const tier_link_counters c = t->counters();
+        auto counter = [&](const char * name, const char * help, uint64_t v) {
+            metric_scalar(r.body, name, "counter", help, double(v));
+        };
+        counter("baton_tier_states_offered_total", "States the engine offered the tier", c.offered);
+        counter("baton_tier_states_written_total", "States written to the tier", c.written);
+        counter("baton_tier_write_errors_total", "States the tier refused or could not be reached for", c.write_errors);
+        counter("baton_tier_states_dropped_total", "States dropped: the writer's queue was full", c.dropped);
+        counter("baton_tier_states_skipped_total", "States not written: the same blocks written less than ttl/2 ago",
+                c.skipped);
+        counter("baton_tier_fetches_total", "Prompts that asked the tier for a prefix", c.fetches);
+        counter("baton_tier_fetch_hits_total", "Prompts the tier gave a prefix state", c.fetch_hits);
+        counter("baton_tier_fetch_errors_total", "Prompts whose fetch failed (computed instead)", c.fetch_errors);
+        counter("baton_tier_corrupt_total", "Tier entries that did not check out (a miss)", c.store.corrupt);
+        counter("baton_tier_timeouts_total", "Tier calls that timed out", c.store.timeouts);
+        counter("baton_tier_breaker_opens_total", "Times the tier's circuit breaker opened", c.store.breaker_opens);
+        counter("baton_tier_bytes_read_total", "Entry bytes read from the tier", c.store.bytes_read);
+        counter("baton_tier_bytes_written_total", "Entry bytes written to the tier", c.store.bytes_written);
+    }
     co_await ex.respond(std::move(r));
 }
 

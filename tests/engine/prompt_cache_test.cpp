@@ -100,6 +100,31 @@ TEST_P(PromptCache, PromptDivergingInsideAKeptStateTakesWhatItsMemoryCanGive) {
     EXPECT_EQ(e->metrics().cache_ram_hits, got.done->usage.cached_tokens > 0 ? 1u : 0u) << what();
 }
 
+// A state from elsewhere (a shared tier's, here another engine's) handed to the cache with task_cache_put serves
+// the prompt queued after it: the prompt takes it through the restore routine and answers as a fresh engine does.
+TEST_P(PromptCache, StateHandedToTheCacheServesTheNextPrompt) {
+    const std::vector<token_id> p1 = make_prompt(150, 91, n_vocab());
+    auto other = make_engine(m(), cfg());
+    run_result pre = run_task(*other, task_prefill{greedy(p1, 1)});
+    ASSERT_TRUE(pre.done.ok()) << pre.done.status().to_string();
+    const blob_ptr state = validated(std::move(pre.done->blob));
+
+    auto e = make_engine(m(), cfg());
+    ASSERT_TRUE(run_task(*e, task_cache_put{state}).done.ok()) << what();
+    const gen_request r = greedy(concat(p1, make_prompt(30, 92, n_vocab())), 8);
+    run_result got = run_task(*e, task_generate{r});
+    expect_exact(got, fresh_run(m(), cfg(), r), what());
+    EXPECT_EQ(got.done->usage.cached_tokens, p1.size()) << what();
+    EXPECT_EQ(e->metrics().cache_ram_hits, 1u) << what();
+
+    auto off = make_engine(m(), cfg(0));
+    EXPECT_EQ(run_task(*off, task_cache_put{state}).done.status().code(), status_code::unsupported) << what();
+    const std::string foreign_arch = GetParam().arch == "llama" ? "gemma3" : "llama";
+    auto foreign = make_engine(model_for(foreign_arch), engine_cfg(1, 1024));
+    EXPECT_EQ(run_task(*foreign, task_cache_put{state}).done.status().code(), status_code::incompatible) << what();
+    EXPECT_EQ(foreign->metrics().cache_ram_entries, 0u) << what();
+}
+
 // --cache-ram 0: nothing is kept; the returning conversation is computed again.
 TEST_P(PromptCache, OffKeepsNothing) {
     auto e = make_engine(m(), cfg(0));

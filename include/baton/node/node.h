@@ -27,6 +27,7 @@
 #include "baton/http/http_server.h"
 #include "baton/openai/chat_format.h"
 #include "baton/openai/openai.h"
+#include "baton/tier/valkey_client.h"
 
 namespace baton {
 
@@ -37,6 +38,12 @@ struct node_cluster_config {
     std::string advertise;          // "http://host:port" routers use to reach this node
     double lease_ttl_s = 10;        // 2..3600
     double load_interval_s = 2;     // record refresh, 0.2..60
+};
+
+// The shared prefix-cache tier on Valkey (--tier-valkey, docs/tier.md "A node and the tier").
+struct node_tier_config {
+    valkey_config valkey;
+    uint32_t ttl_s = 3600;  // of every entry the node writes
 };
 
 struct node_config {
@@ -59,6 +66,7 @@ struct node_config {
     uint32_t http_threads = 2;                    // event-loop threads of the HTTP edge
     double drain_s = 0;                           // shutdown: wait this long for in-flight requests before cancelling
     std::optional<node_cluster_config> cluster;   // register in etcd when set
+    std::optional<node_tier_config> tier;         // the shared prefix-cache tier when set
     std::string alias;                            // the model's name in /v1/models and responses (cluster records)
     openai_defaults defaults;                     // --temp, --top-k, ..., --seed, -n: what requests leave out
     chat_format_config chat;     // --jinja, --chat-template(-file), --chat-template-kwargs, --reasoning-format

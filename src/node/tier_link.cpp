@@ -1,0 +1,130 @@
+// tier_link.cpp — a node's side of the shared prefix-cache tier (tier_link.h).
+#include "tier_link.h"
+
+#include <algorithm>
+#include <span>
+
+#include "baton/base/log.h"
+#include "baton/pd/kv_blocks.h"
+
+namespace baton {
+
+namespace {
+// The state blob's major format version: a reader parses every minor version of it (docs/blob-format.md).
+constexpr uint32_t k_state_version = 1;
+}  // namespace
+
+Result<std::unique_ptr<tier_link>> tier_link::create(tier_link_config c) {
+    if (c.block_tokens == 0) return Status(status_code::invalid_argument, "tier: block_tokens is 0");
+    if (c.ttl_ms == 0) return Status(status_code::invalid_argument, "tier: a TTL of 0");
+    auto s = tier_store::create(c.store);
+    if (!s.ok()) return s.status();
+    // The key's fields are checked by the store: a layout or fingerprint it refuses is refused here, not at the
+    // first write.
+    tier_entry_key probe{c.fingerprint, c.layout, k_state_version, 0};
+    if (auto name = tier_entry_key_name(probe); !name.ok()) return name.status();
+    std::unique_ptr<tier_link> t(new tier_link(std::move(c), std::move(s.value())));
+    return t;
+}
+
+tier_link::tier_link(tier_link_config c, std::unique_ptr<tier_store> s) : cfg_(std::move(c)), store_(std::move(s)) {
+    writer_ = std::thread([this] { write_loop(); });
+}
+
+tier_link::~tier_link() {
+    {
+        lock_guard lk(mu_);
+        stopping_ = true;
+        n_.dropped += queue_.size();
+        queue_.clear();
+    }
+    cv_.notify_all();
+    writer_.join();
+}
+
+tier_entry_key tier_link::key_of(uint64_t chain_hash) const {
+    return tier_entry_key{cfg_.fingerprint, cfg_.layout, k_state_version, chain_hash};
+}
+
+void tier_link::offer(const blob_ptr & b) {
+    if (!b || b->view().base_tokens > 0 || b->view().tokens.size() < cfg_.block_tokens) return;
+    lock_guard lk(mu_);
+    ++n_.offered;
+    if (stopping_ || queue_.size() >= cfg_.queue_max) {
+        ++n_.dropped;
+        return;
+    }
+    queue_.push_back(b);
+    cv_.notify_one();
+}
+
+void tier_link::write_loop() {
+    for (;;) {
+        blob_ptr b;
+        {
+            lock_guard lk(mu_);
+            cv_.wait(mu_, [&]() BATON_REQUIRES(mu_) { return stopping_ || !queue_.empty(); });
+            if (stopping_) return;
+            b = std::move(queue_.front());
+            queue_.pop_front();
+        }
+        const std::vector<int32_t> & tokens = b->view().tokens;
+        const std::vector<uint64_t> h =
+            kv_block_hashes(std::span<const int32_t>(tokens), cfg_.block_seed, cfg_.block_tokens);
+        if (h.empty()) continue;
+        const auto now = std::chrono::steady_clock::now();
+        {
+            lock_guard lk(mu_);
+            const auto it = written_.find(h.back());
+            if (it != written_.end() && now - it->second < std::chrono::milliseconds(cfg_.ttl_ms / 2)) {
+                ++n_.skipped;
+                continue;
+            }
+        }
+        const Status st = store_->put(key_of(h.back()), std::span<const uint8_t>(b->bytes()), cfg_.ttl_ms);
+        lock_guard lk(mu_);
+        if (st.ok()) {
+            ++n_.written;
+            if (written_.size() > 65536) written_.clear();  // a bound, not a policy: it only saves rewrites
+            written_[h.back()] = now;
+        } else {
+            ++n_.write_errors;
+            log_debug("tier: a state of {} tokens was not stored: {}", tokens.size(), st.message());
+        }
+    }
+}
+
+std::optional<std::vector<uint8_t>> tier_link::fetch(const std::vector<token_id> & prompt, size_t held) {
+    if (prompt.size() < 2) return std::nullopt;
+    // Never the prompt's last token: its logits are computed, so a state must leave it out.
+    const std::vector<uint64_t> h =
+        kv_block_hashes(std::span<const int32_t>(prompt.data(), prompt.size() - 1), cfg_.block_seed, cfg_.block_tokens);
+    const size_t held_blocks = held / cfg_.block_tokens;
+    {
+        lock_guard lk(mu_);
+        ++n_.fetches;
+    }
+    uint32_t probes = 0;
+    for (size_t k = h.size(); k > held_blocks && probes < cfg_.probe_max; --k, ++probes) {
+        auto got = store_->get(key_of(h[k - 1]));
+        lock_guard lk(mu_);
+        if (!got.ok()) {
+            ++n_.fetch_errors;
+            return std::nullopt;
+        }
+        if (got.value()) {
+            ++n_.fetch_hits;
+            return std::move(*got.value());
+        }
+    }
+    return std::nullopt;
+}
+
+tier_link_counters tier_link::counters() const {
+    lock_guard lk(mu_);
+    tier_link_counters c = n_;
+    c.store = store_->counters();
+    return c;
+}
+
+}  // namespace baton

@@ -1,0 +1,121 @@
+// serve_tier_test.cpp — nodes and the shared prefix-cache tier (docs/tier.md, "A node and the tier") with a real
+// valkey-server: a conversation continues on a freshly started node from the tier, answering exactly as a node
+// that computed everything; a tier that is stopped, paused past its timeout or flushed is a miss (the prompt is
+// computed, the answer the same, the failure counted); and the flags' mistakes exit with usage.
+#include "../support/valkey_process.h"
+#include "serve_test_util.h"
+
+namespace baton::test {
+namespace {
+
+std::string long_system() {
+    std::string sys;
+    for (int i = 0; i < 14; ++i) sys += "Rule " + std::to_string(i) + ": answer briefly and cite the manual. ";
+    return sys;
+}
+
+json completion(const std::string & prompt, int max_tokens = 6) {
+    return {{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}};
+}
+
+std::vector<std::string> tier_args(const valkey_process & v, std::vector<std::string> more = {}) {
+    std::vector<std::string> a = {"-np", "1", "--tier-valkey", "127.0.0.1:" + std::to_string(v.port())};
+    a.insert(a.end(), more.begin(), more.end());
+    return serve_args("llama", a);
+}
+
+// Waits (bounded) until the node's tier writer stored at least n states.
+double wait_written(const node_process & n, double at_least) {
+    double w = 0;
+    for (int i = 0; i < 100 && w < at_least; ++i) {
+        w = metric_value(get(n, "/metrics").body, "baton_tier_states_written_total");
+        if (w < at_least) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return w;
+}
+
+// Turn 1 on node A (its state goes to the tier when the answer is out); A is killed; turn 2 on a fresh node B
+// with the same tier takes the whole conversation from it and answers as a node without any tier does.
+TEST(ServeTier, ConversationContinuesOnAFreshNodeFromTheTier) {
+    auto v = valkey_process::start();
+    const std::string turn1 = long_system() + "Question: what is a slot?";
+    std::string answer;
+    int n_prompt1 = 0;
+    {
+        auto a = node_process::start(tier_args(*v));
+        const http_reply r = post(*a, "/v1/completions", completion(turn1).dump());
+        ASSERT_EQ(r.status, 200) << r.body;
+        answer = r.j()["choices"][0]["text"].get<std::string>();
+        n_prompt1 = r.j()["usage"]["prompt_tokens"].get<int>();
+        ASSERT_GE(n_prompt1, 128);
+        ASSERT_GE(wait_written(*a, 1), 1) << get(*a, "/metrics").body;
+        ::kill(a->pid(), SIGKILL);
+    }
+    const std::string turn2 = turn1 + answer + " And a second question about slots?";
+    auto b = node_process::start(tier_args(*v));
+    const http_reply r2 = post(*b, "/v1/completions", completion(turn2).dump());
+    ASSERT_EQ(r2.status, 200) << r2.body;
+    const int cached = r2.j()["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>();
+    EXPECT_GE(cached, n_prompt1) << "turn 1's prompt and answer come from the tier";
+    const std::string m = get(*b, "/metrics").body;
+    EXPECT_EQ(metric_value(m, "baton_tier_fetch_hits_total"), 1) << m;
+    EXPECT_EQ(metric_value(m, "baton_cache_ram_hits_total"), 1) << m;
+    EXPECT_EQ(metric_value(m, "baton_invariant_repairs_total"), 0) << m;
+
+    auto plain = node_process::start(serve_args("llama", {"-np", "1"}));
+    const http_reply want = post(*plain, "/v1/completions", completion(turn2).dump());
+    ASSERT_EQ(want.status, 200);
+    EXPECT_EQ(r2.j()["choices"][0]["text"], want.j()["choices"][0]["text"]);
+}
+
+// The tier fails in every way a cache can: each request still answers exactly, the prompt computed.
+TEST(ServeTier, TierStoppedPausedOrFlushedIsAMissNeverAWrongAnswer) {
+    auto v = valkey_process::start();
+    auto plain = node_process::start(serve_args("llama", {"-np", "1"}));
+    auto n = node_process::start(tier_args(*v, {"--tier-timeout-ms", "100"}));
+    const std::string sys = long_system();
+    auto ask = [&](const std::string & q) {
+        // A conversation of its own each time (it begins with the question), so the node holds none of it and
+        // asks the tier.
+        const std::string p = q + " " + sys + q;
+        const auto t0 = std::chrono::steady_clock::now();
+        const http_reply got = post(*n, "/v1/completions", completion(p).dump());
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        ASSERT_EQ(got.status, 200) << got.body;
+        EXPECT_LT(s, 10.0) << q << ": a failing tier must not hold a request";
+        const http_reply want = post(*plain, "/v1/completions", completion(p).dump());
+        EXPECT_EQ(got.j()["choices"][0]["text"], want.j()["choices"][0]["text"]) << q;
+    };
+    ask("Question one?");  // its state is written
+    wait_written(*n, 1);
+    v->command({"FLUSHALL"});
+    ask("Question two?");  // flushed: a miss
+    v->pause();
+    ask("Question three?");  // paused past --tier-timeout-ms: a timeout, computed
+    v->resume();
+    v->kill();
+    ask("Question four?");  // gone: unreachable, computed
+    const std::string m = get(*n, "/metrics").body;
+    EXPECT_GE(metric_value(m, "baton_tier_fetch_errors_total"), 1) << m;
+    EXPECT_GE(metric_value(m, "baton_tier_timeouts_total"), 1) << m;
+    EXPECT_EQ(metric_value(m, "baton_invariant_repairs_total"), 0) << m;
+}
+
+TEST(ServeTier, FlagMistakesExitWithUsage) {
+    const std::vector<std::vector<std::string>> bad = {
+        {"--tier-valkey", "localhost"},    // no port
+        {"--tier-valkey", "127.0.0.1:0"},  // port 0
+        {"--tier-user", "u"},              // no --tier-valkey
+        {"--tier-valkey", "127.0.0.1:6379", "--cache-ram", "0"},
+        {"--tier-valkey", "127.0.0.1:6379", "--tier-tls-cert", "c.pem"},  // TLS without a CA
+    };
+    for (const auto & extra : bad) {
+        std::vector<std::string> argv = serve_args("llama", extra);
+        argv.insert(argv.begin(), baton_bin());
+        const proc_result r = run_process(argv, 30);
+        EXPECT_EQ(r.exit_code, 2) << extra[0] << " " << extra[1] << ": " << r.err;
+    }
+}
+
+}  // namespace
+}  // namespace baton::test
