@@ -9,9 +9,14 @@
 // server). Per server: TTFT of the returning turns (median, P90; client side, streaming) and prompt tokens computed
 // (prompt - usage.prompt_tokens_details.cached_tokens, summed over the returning turns). Targets: Baton's median
 // returning-turn TTFT with the cache >= 3x better than without; and >= 1.0x llama-server's (its / Baton's).
+// Then the cluster tier (docs/tier.md): a real valkey-server; node A (--tier-valkey) answers every first message
+// and is stopped; a fresh node B with the same tier answers the first round of follow-ups: each takes its
+// conversation from the tier instead of computing it (TTFT median; target >= 3x better than the same turns on a
+// fresh node without a tier, i.e. baton_cache_off's first round).
 // --quick: a 128x2 model, 6 conversations of 128 tokens, 2 slots, 1 round.
 #include <map>
 
+#include "../tests/support/valkey_process.h"
 #include "bench_net.h"
 
 using namespace baton;
@@ -24,6 +29,38 @@ struct outcome {
     double computed = 0;       // prompt tokens computed in returning turns
     bool cached_known = true;  // every response reported cached_tokens
 };
+
+// run_fresh_node_from_tier: the first turns on node A, then the first round of follow-ups on node B; both
+// nodes with the tier at v. Returns the follow-ups' TTFTs and B's counts.
+outcome run_fresh_node_from_tier(const std::vector<std::string> & node_argv, const baton::test::valkey_process & v,
+                                 const std::vector<std::vector<int>> & firsts, int answer, int message, int n_vocab,
+                                 int gen, double & hits) {
+    std::vector<std::string> argv = node_argv;
+    argv.insert(argv.end(), {"--tier-valkey", "127.0.0.1:" + std::to_string(v.port())});
+    std::vector<std::vector<int>> conv = firsts;
+    {
+        auto a = bench_process::start(argv, "tier node A");
+        for (auto & c : conv) {
+            const stream_timing t = stream_completion("127.0.0.1", a->port(), c, gen, 600);
+            if (!t.ok) throw std::runtime_error("tier node A: " + t.error);
+        }
+        // The writer is off the request path: wait (bounded) until every conversation is stored.
+        for (int i = 0; i < 600 && process_metric(*a, "baton_tier_states_written_total") < double(conv.size()); ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    auto b = bench_process::start(argv, "tier node B");
+    outcome o;
+    for (size_t i = 0; i < conv.size(); ++i) {
+        const auto add = random_prompt(size_t(answer + message) + 1, uint32_t(5000 + i), n_vocab);
+        conv[i].insert(conv[i].end(), add.begin() + 1, add.end());
+        const stream_timing t = stream_completion("127.0.0.1", b->port(), conv[i], gen, 600);
+        if (!t.ok) throw std::runtime_error("tier node B: " + t.error);
+        o.ttft.push_back(t.ttft_ms);
+        o.computed += double(conv[i].size()) - std::max(0, t.cached_tokens);
+    }
+    hits = process_metric(*b, "baton_tier_fetch_hits_total");
+    return o;
+}
 
 outcome run_server(int port, const std::vector<std::vector<int>> & firsts, int rounds, int answer, int message,
                    int n_vocab, int gen) {
@@ -112,6 +149,26 @@ int main(int argc, char ** argv) try {
                         process_metric(*p, "baton_cache_ram_hits_total"), process_metric(*p, "baton_cache_ram_entries"),
                         process_metric(*p, "baton_cache_ram_bytes") / 1048576.0);
         }
+    }
+    // The tier: a fresh node's first round of follow-ups, against baton_cache_off's first round (a fresh node's
+    // cache holds nothing of them either: they were computed).
+    {
+        auto v = baton::test::valkey_process::start();
+        double hits = 0;
+        const outcome t = run_fresh_node_from_tier(servers[1].argv, *v, firsts, answer, message, n_vocab, gen, hits);
+        const std::vector<double> off_first(res["baton_cache_off"].ttft.begin(),
+                                            res["baton_cache_off"].ttft.begin() + std::ptrdiff_t(conversations));
+        const double tier_p50 = percentile(t.ttft, 50), recompute_p50 = percentile(off_first, 50);
+        std::printf("%-20s %12.0f %12.0f %16.0f  (a fresh node's first follow-ups; %.0f tier hits)\n",
+                    "baton_tier_fresh", tier_p50, percentile(t.ttft, 90), t.computed, hits);
+        result_value("cache_ram/baton_tier_fresh/ttft_p50", tier_p50, "ms", "info", true, percentile(t.ttft, 0),
+                     percentile(t.ttft, 100), t.ttft.size());
+        result_value("cache_ram/baton_tier_fresh/tokens_computed", t.computed, "tokens", "info", true, 0, 0,
+                     t.ttft.size());
+        const double tier_gain = tier_p50 > 0 ? recompute_p50 / tier_p50 : 0;
+        std::printf("a fresh node's follow-up median TTFT: computed / from the tier = %.1fx\n", tier_gain);
+        result_value("cache_ram/tier_fresh_node_gain", tier_gain, "x", ">= 3", quick || tier_gain >= 3, 0, 0,
+                     t.ttft.size());
     }
     const double on = percentile(res["baton_cache_on"].ttft, 50), off = percentile(res["baton_cache_off"].ttft, 50),
                  ls = percentile(res["llama_server"].ttft, 50);

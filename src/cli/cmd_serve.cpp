@@ -84,9 +84,6 @@ Status serve_check_tier(serve_options & o) {
     }
     if (o.cfg.engine.cache_ram_mib == 0)
         return {status_code::invalid_argument, "--tier-valkey: needs the host prompt cache (--cache-ram is 0)"};
-    if (!o.state_secret_file.empty())
-        return {status_code::invalid_argument,
-                "--tier-valkey with --state-secret-file: tier entries are not authenticated yet (docs/tier.md)"};
     o.cfg.tier = std::move(t);
     return {};
 }

@@ -161,14 +161,10 @@ Status node_impl::load() {
         cfg.engine.ctx.n_ctx = std::clamp<uint32_t>(train, 16, 1 << 24);
     }
     if (cfg.tier) {
-        // The tier hands states to the engine through its host prompt cache, and its entries carry no MAC.
+        // The tier hands states to the engine through its host prompt cache.
         if (cfg.engine.cache_ram_mib == 0)
             return Status(status_code::invalid_argument,
                           "--tier-valkey needs the host prompt cache (--cache-ram is 0)");
-        if (cfg.engine.limits.key)
-            return Status(
-                status_code::unsupported,
-                "--tier-valkey with --state-secret-file: tier entries are not authenticated yet (docs/tier.md)");
         cfg.engine.keep_finished = true;
         cfg.engine.state_kept = [this](const blob_ptr & b) {
             if (tier_link * t = tier_ptr.load(std::memory_order_acquire)) t->offer(b);
@@ -207,6 +203,7 @@ Status node_impl::load() {
             tc.block_seed = kc.seed;
             tc.block_tokens = kc.block_tokens;
             tc.ttl_ms = uint64_t(cfg.tier->ttl_s) * 1000;
+            tc.key = cfg.engine.limits.key;
             auto t = tier_link::create(std::move(tc));
             if (!t.ok()) return Status(t.status().code(), "--tier-valkey: " + t.status().message());
             tier = std::move(t.value());

@@ -5,6 +5,7 @@
 #include <span>
 
 #include "baton/base/log.h"
+#include "baton/blob.h"
 #include "baton/pd/kv_blocks.h"
 
 namespace baton {
@@ -81,7 +82,14 @@ void tier_link::write_loop() {
                 continue;
             }
         }
-        const Status st = store_->put(key_of(h.back()), std::span<const uint8_t>(b->bytes()), cfg_.ttl_ms);
+        Status st;
+        if (cfg_.key) {
+            blob_buffer_sink sink;
+            st = blob_write(blob_view_parts(b->view()), sink, cfg_.key.get());
+            if (st.ok()) st = store_->put(key_of(h.back()), std::span<const uint8_t>(sink.bytes()), cfg_.ttl_ms);
+        } else {
+            st = store_->put(key_of(h.back()), std::span<const uint8_t>(b->bytes()), cfg_.ttl_ms);
+        }
         lock_guard lk(mu_);
         if (st.ok()) {
             ++n_.written;

@@ -6,7 +6,8 @@
 // the state is dropped and counted) and one writer thread stores each under the key of its whole blocks —
 // tier_entry_key {the model's fingerprint, the KV layout, the state blob's format version, the chain hash of
 // its first floor(n / block_tokens) blocks of tokens (kv_blocks.h)} — skipping a key it wrote less than ttl/2
-// ago. A state of fewer than one block is not stored.
+// ago. A state of fewer than one block is not stored. With a state key the entry is the state re-written with
+// its MAC (blob_write), so nodes that require authenticated states accept it.
 // Reads: fetch probes the keys of the prompt's block prefixes, longest first (never the prompt's last token),
 // down to the blocks the node already holds, at most probe_max of them; the first entry found is returned as
 // bytes, to be parsed (validated_blob::parse) and checked by the caller like any state from outside. A tier
@@ -38,6 +39,9 @@ struct tier_link_config {
     uint64_t ttl_ms = 3600000;  // of every entry written
     size_t queue_max = 64;      // states waiting for the writer
     uint32_t probe_max = 64;    // keys fetch tries per prompt
+    // The node's state key (--state-secret-file): entries are written with its MAC, so a node that requires
+    // authenticated states verifies them like any other (null: written without one).
+    blob_key_ptr key;
 };
 
 struct tier_link_counters {

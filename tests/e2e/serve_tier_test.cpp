@@ -2,6 +2,8 @@
 // valkey-server: a conversation continues on a freshly started node from the tier, answering exactly as a node
 // that computed everything; a tier that is stopped, paused past its timeout or flushed is a miss (the prompt is
 // computed, the answer the same, the failure counted); and the flags' mistakes exit with usage.
+#include <fstream>
+
 #include "../support/valkey_process.h"
 #include "serve_test_util.h"
 
@@ -35,9 +37,19 @@ double wait_written(const node_process & n, double at_least) {
 }
 
 // Turn 1 on node A (its state goes to the tier when the answer is out); A is killed; turn 2 on a fresh node B
-// with the same tier takes the whole conversation from it and answers as a node without any tier does.
-TEST(ServeTier, ConversationContinuesOnAFreshNodeFromTheTier) {
+// with the same tier takes the whole conversation from it and answers as a node without any tier does. With a
+// state secret the entries carry its MAC and B verifies it (a node with another secret would refuse them).
+class ServeTierSecret : public ::testing::TestWithParam<bool> {};
+
+TEST_P(ServeTierSecret, ConversationContinuesOnAFreshNodeFromTheTier) {
     auto v = valkey_process::start();
+    std::vector<std::string> secret;
+    if (GetParam()) {
+        const std::string path = temp_dir() + "/tier-secret";
+        std::ofstream(path, std::ios::binary) << "a tier test's state secret, long enough\n";
+        secret = {"--state-secret-file", path};
+    }
+    auto tier_args = [&](const valkey_process & vp) { return baton::test::tier_args(vp, secret); };
     const std::string turn1 = long_system() + "Question: what is a slot?";
     std::string answer;
     int n_prompt1 = 0;
@@ -67,6 +79,9 @@ TEST(ServeTier, ConversationContinuesOnAFreshNodeFromTheTier) {
     ASSERT_EQ(want.status, 200);
     EXPECT_EQ(r2.j()["choices"][0]["text"], want.j()["choices"][0]["text"]);
 }
+
+INSTANTIATE_TEST_SUITE_P(Auth, ServeTierSecret, ::testing::Bool(),
+                         [](const auto & info) { return info.param ? "WithStateSecret" : "WithoutStateSecret"; });
 
 // The tier fails in every way a cache can: each request still answers exactly, the prompt computed.
 TEST(ServeTier, TierStoppedPausedOrFlushedIsAMissNeverAWrongAnswer) {
