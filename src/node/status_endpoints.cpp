@@ -16,9 +16,16 @@ using json = nlohmann::json;
 net::awaitable<void> node_impl::on_health(http_exchange & ex) {
     // state_auth: whether states this node accepts must be authenticated (--state-secret-file), so operators and
     // routers can see a cluster whose nodes disagree.
-    if (ready.load(std::memory_order_acquire) && !stopping.load())
-        co_return (void) co_await ex.respond(
-            json_response({{"status", "ok"}, {"state_auth", cfg.engine.limits.key ? "hmac-sha256" : "none"}}));
+    if (ready.load(std::memory_order_acquire) && !stopping.load()) {
+        json h = {{"status", "ok"}, {"state_auth", cfg.engine.limits.key ? "hmac-sha256" : "none"}};
+        // The shared tier (docs/tier.md): its last call's outcome. A failing tier leaves the node healthy (it
+        // computes what it misses), so this never changes the status code.
+        if (const tier_link * t = tier_ptr.load(std::memory_order_acquire)) {
+            const tier_link_counters c = t->counters();
+            h["tier"] = {{"status", c.last_ok ? "ok" : "failing"}, {"last_error", c.last_error}};
+        }
+        co_return (void) co_await ex.respond(json_response(h));
+    }
     http_response r = json_response({{"status", stopping.load() ? "draining" : "loading"}}, 503);
     r.headers.emplace_back("Retry-After", "1");
     co_await ex.respond(std::move(r));

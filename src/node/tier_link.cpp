@@ -91,6 +91,8 @@ void tier_link::write_loop() {
             st = store_->put(key_of(h.back()), std::span<const uint8_t>(b->bytes()), cfg_.ttl_ms);
         }
         lock_guard lk(mu_);
+        n_.last_ok = st.ok() || st.code() == status_code::resource_exhausted;  // full: the tier works, it evicts
+        if (!st.ok()) n_.last_error = st.to_string();
         if (st.ok()) {
             ++n_.written;
             if (written_.size() > 65536) written_.clear();  // a bound, not a policy: it only saves rewrites
@@ -116,8 +118,10 @@ std::optional<std::vector<uint8_t>> tier_link::fetch(const std::vector<token_id>
     for (size_t k = h.size(); k > held_blocks && probes < cfg_.probe_max; --k, ++probes) {
         auto got = store_->get(key_of(h[k - 1]));
         lock_guard lk(mu_);
+        n_.last_ok = got.ok();
         if (!got.ok()) {
             ++n_.fetch_errors;
+            n_.last_error = got.status().to_string();
             return std::nullopt;
         }
         if (got.value()) {

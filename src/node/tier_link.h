@@ -48,6 +48,10 @@ struct tier_link_counters {
     uint64_t offered = 0, written = 0, write_errors = 0, dropped = 0, skipped = 0;
     uint64_t fetches = 0, fetch_hits = 0, fetch_errors = 0;
     tier_counters store;
+    // The last call's outcome (a put or a get): /health's "tier" (a failing tier is slow, never wrong: the node
+    // stays healthy and computes what it misses).
+    bool last_ok = true;
+    std::string last_error;  // the last failure's message, "" when none yet
 };
 
 class tier_link {

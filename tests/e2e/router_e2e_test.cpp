@@ -336,8 +336,11 @@ TEST(RouterE2E, DecodeNodeKilledMidFetchIsRetriedOnAnotherWithoutAPrefill) {
     EXPECT_EQ(o.completion_tokens, want.completion_tokens);
     const std::string pm = get(*c.prefill[0], "/metrics").body;
     EXPECT_EQ(metric_value(pm, "baton_state_hold_leases_total"), 1) << "one prefill, one state: " << pm;
-    EXPECT_EQ(metric_value(pm, "baton_state_hold_served_total"), 2)
-        << "fetched by the victim, then the survivor: " << pm;
+    // The survivor's fetch is served; the victim's counts too only when the kernel took its bytes before the
+    // reset of the killed peer arrived (regression: asserting 2 failed when the reset came first).
+    const double served = metric_value(pm, "baton_state_hold_served_total");
+    EXPECT_GE(served, 1) << pm;
+    EXPECT_LE(served, 2) << pm;
     EXPECT_EQ(metric_settles(*c.prefill[0], "baton_state_hold_states", 0), 0);
     EXPECT_EQ(metric_settles(*c.prefill[0], "baton_state_hold_bytes", 0), 0);
     const std::string sm = get(*c.decode[size_t(1 - victim)], "/metrics").body;

@@ -71,6 +71,7 @@ TEST_P(ServeTierSecret, ConversationContinuesOnAFreshNodeFromTheTier) {
     EXPECT_GE(cached, n_prompt1) << "turn 1's prompt and answer come from the tier";
     const std::string m = get(*b, "/metrics").body;
     EXPECT_EQ(metric_value(m, "baton_tier_fetch_hits_total"), 1) << m;
+    EXPECT_EQ(get(*b, "/health").j()["tier"]["status"], "ok");
     EXPECT_EQ(metric_value(m, "baton_cache_ram_hits_total"), 1) << m;
     EXPECT_EQ(metric_value(m, "baton_invariant_repairs_total"), 0) << m;
 
@@ -110,6 +111,10 @@ TEST(ServeTier, TierStoppedPausedOrFlushedIsAMissNeverAWrongAnswer) {
     v->resume();
     v->kill();
     ask("Question four?");  // gone: unreachable, computed
+    const http_reply health = get(*n, "/health");
+    EXPECT_EQ(health.status, 200) << "a failing tier leaves the node serving";
+    EXPECT_EQ(health.j()["tier"]["status"], "failing") << health.body;
+    EXPECT_FALSE(health.j()["tier"]["last_error"].get<std::string>().empty()) << health.body;
     const std::string m = get(*n, "/metrics").body;
     EXPECT_GE(metric_value(m, "baton_tier_fetch_errors_total"), 1) << m;
     EXPECT_GE(metric_value(m, "baton_tier_timeouts_total"), 1) << m;
