@@ -134,6 +134,7 @@ class engine_impl {
     // would be lost (its parked blob as it is, else a snapshot of its memory). cache_in: when an entry gives
     // more of the prompt than the slot holds, restores it into the slot (slot_restore; the entry stays).
     void cache_out(slot & s, const std::vector<token_id> & next);
+    void cache_keep(blob_ptr b);  // host_cache.put, counted (cache_out and task_cache_put)
     void cache_in(slot & s, const std::vector<token_id> & prompt);
     void after_chunk(slot & s, uint32_t n_end);
     void sample_one(slot & s);

@@ -162,11 +162,7 @@ bool engine_impl::admit_one(engine_task & task, const request_ptr & h) {
                         ? Status(status_code::invalid_argument, "cache_put: a delta is not a whole state")
                         : blob_check_compatible(cp->blob->view(), env.identity, env.context);
         if (st.ok()) {
-            const prompt_cache::put_outcome put = host_cache.put(cp->blob, partial_state);
-            bump([&](engine_metrics & m) {
-                m.cache_ram_stores += put.kept ? 1 : 0;
-                m.cache_ram_evictions += put.evicted;
-            });
+            cache_keep(cp->blob);
             deliver(h, event_done{});
         } else {
             deliver(h, event_error{st});
@@ -344,6 +340,10 @@ void engine_impl::cache_out(slot & s, const std::vector<token_id> & next) {
         b = std::move(snap.value());
     }
     if (cfg.state_kept) cfg.state_kept(b);
+    cache_keep(std::move(b));
+}
+
+void engine_impl::cache_keep(blob_ptr b) {
     const prompt_cache::put_outcome put = host_cache.put(std::move(b), partial_state);
     bump([&](engine_metrics & m) {
         m.cache_ram_stores += put.kept ? 1 : 0;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <span>
 
 #include "baton/base/buffer_pool.h"
 #include "baton/blob.h"
@@ -42,18 +43,20 @@ net::awaitable<Result<blob_ptr>> node_impl::blob_parse_edge(std::vector<uint8_t>
     co_return b;
 }
 
+namespace {
+// The tokens a and b begin with alike.
+size_t common_prefix_len(std::span<const token_id> a, std::span<const token_id> b) {
+    return size_t(std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first - a.begin());
+}
+}  // namespace
+
 net::awaitable<void> node_impl::tier_warm(const std::vector<token_id> & prompt) {
     tier_link * t = tier.get();
     if (!t) co_return;
     size_t held = 0;
     for (const slot_info & s : eng->slots())
-        if (s.tokens)
-            held = std::max(
-                held, size_t(std::mismatch(s.tokens->begin(), s.tokens->end(), prompt.begin(), prompt.end()).first -
-                             s.tokens->begin()));
-    for (const auto & c : eng->cached_prefixes())
-        held = std::max(held,
-                        size_t(std::mismatch(c->begin(), c->end(), prompt.begin(), prompt.end()).first - c->begin()));
+        if (s.tokens) held = std::max(held, common_prefix_len(*s.tokens, prompt));
+    for (const auto & c : eng->cached_prefixes()) held = std::max(held, common_prefix_len(*c, prompt));
     if (prompt.size() < held + 1 + pd_kv_block_tokens) co_return;  // not a whole block more to gain
     auto bytes = co_await http->offload([t, &prompt, held] { return t->fetch(prompt, held); });
     if (!bytes) co_return;
@@ -63,9 +66,7 @@ net::awaitable<void> node_impl::tier_warm(const std::vector<token_id> & prompt) 
         co_return;
     }
     // The key named the blocks; the state's own tokens must be the prompt's (never trust a key).
-    const std::vector<int32_t> & bt = b.value()->view().tokens;
-    const size_t lcp = size_t(std::mismatch(bt.begin(), bt.end(), prompt.begin(), prompt.end()).first - bt.begin());
-    if (lcp < pd_kv_block_tokens) co_return;
+    if (common_prefix_len(b.value()->view().tokens, prompt) < pd_kv_block_tokens) co_return;
     (void)eng->submit(task_cache_put{b.value()});  // refused (incompatible, cache off): the prompt is computed
 }
 

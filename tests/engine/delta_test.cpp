@@ -30,11 +30,6 @@ class Delta : public ::testing::TestWithParam<delta_case> {
     std::string what() { return GetParam().arch + (GetParam().unified ? " unified" : " non-unified"); }
 };
 
-std::vector<token_id> concat(std::vector<token_id> a, const std::vector<token_id> & b) {
-    a.insert(a.end(), b.begin(), b.end());
-    return a;
-}
-
 // Turn 1 (a prompt and its greedy answer) on `e`; returns the conversation so far (prompt + answer tokens).
 std::vector<token_id> turn_one(engine & e, const std::vector<token_id> & prompt) {
     run_result r = run_task(e, task_generate{greedy(prompt, 12)});

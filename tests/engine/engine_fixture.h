@@ -89,6 +89,12 @@ inline std::vector<token_id> make_prompt(size_t n, unsigned seed, int32_t n_voca
     return p;
 }
 
+// concat: a followed by b (prompts built from parts).
+inline std::vector<token_id> concat(std::vector<token_id> a, const std::vector<token_id> & b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+}
+
 inline run_result run_task(engine & e, engine_task t) {
     run_result r;
     auto h = e.submit(std::move(t));

@@ -34,11 +34,6 @@ class PrefixShare : public ::testing::TestWithParam<share_case> {
     std::string what() { return GetParam().arch + (GetParam().unified ? " unified" : " non-unified"); }
 };
 
-std::vector<token_id> joined(std::vector<token_id> a, const std::vector<token_id> & b) {
-    a.insert(a.end(), b.begin(), b.end());
-    return a;
-}
-
 // Both requests submitted together, each run to its end; logits from the engine's recorder.
 std::pair<run_result, run_result> run_together(engine & e, const gen_request & a, const gen_request & b) {
     auto ha = e.submit(task_generate{a});
@@ -69,8 +64,8 @@ void expect_same(const run_result & got, const run_result & want, const std::str
 // shared cell (they belong to both sequences). Everything answers as a fresh engine does.
 TEST_P(PrefixShare, SecondRequestTakesThePrefixTheFirstComputesAndAnswersExactly) {
     const std::vector<token_id> system = make_prompt(256, 21, n_vocab());
-    const gen_request a = greedy(joined(system, make_prompt(40, 22, n_vocab())), 24);
-    const gen_request b = greedy(joined(system, make_prompt(30, 23, n_vocab())), 12);
+    const gen_request a = greedy(concat(system, make_prompt(40, 22, n_vocab())), 24);
+    const gen_request b = greedy(concat(system, make_prompt(30, 23, n_vocab())), 12);
     auto fresh = [&](const gen_request & r) {
         auto e = make_engine(m(), cfg());
         return run_task(*e, task_generate{r});
@@ -100,7 +95,7 @@ TEST_P(PrefixShare, SecondRequestTakesThePrefixTheFirstComputesAndAnswersExactly
             ASSERT_TRUE(run_task(*e, task_slot_erase{s.id}).done.ok());
         }
     }
-    const gen_request follow = greedy(joined(joined(b.prompt, got_b.tokens), make_prompt(25, 26, n_vocab())), 12);
+    const gen_request follow = greedy(concat(concat(b.prompt, got_b.tokens), make_prompt(25, 26, n_vocab())), 12);
     run_result got_f = run_task(*e, task_generate{follow});
     expect_same(got_f, fresh(follow), what() + ": follow-up");
     EXPECT_GE(got_f.done->usage.cached_tokens, b.prompt.size()) << what();
@@ -127,19 +122,19 @@ TEST_P(PrefixShare, PreambleSharedByTenantsNeverEvictsAnotherTenant) {
     const std::vector<token_id> preamble = make_prompt(40, 41, n_vocab());
     auto tenant = [&](unsigned seed) {
         std::vector<token_id> own = make_prompt(201, seed, n_vocab());
-        return joined(preamble, std::vector<token_id>(own.begin() + 1, own.end()));
+        return concat(preamble, std::vector<token_id>(own.begin() + 1, own.end()));
     };
     const std::vector<token_id> sys_a = tenant(42), sys_b = tenant(43);
     auto e = make_engine(m(), cfg());
-    ASSERT_TRUE(run_task(*e, task_generate{greedy(joined(sys_a, make_prompt(10, 44, n_vocab())), 4)}).done.ok());
-    run_result b = run_task(*e, task_generate{greedy(joined(sys_b, make_prompt(10, 45, n_vocab())), 4)});
+    ASSERT_TRUE(run_task(*e, task_generate{greedy(concat(sys_a, make_prompt(10, 44, n_vocab())), 4)}).done.ok());
+    run_result b = run_task(*e, task_generate{greedy(concat(sys_b, make_prompt(10, 45, n_vocab())), 4)});
     ASSERT_TRUE(b.done.ok());
     EXPECT_EQ(b.done->usage.cached_tokens, shares() ? preamble.size() : 0u) << what();
     const uint32_t a_held = uint32_t(sys_a.size() + 10 + 4 - 1);  // prompt and answer (its last token unfed)
     bool a_whole = false;
     for (const slot_info & s : e->slots()) a_whole = a_whole || s.n_tokens == a_held;
     EXPECT_TRUE(a_whole) << what() << ": tenant A's slot was truncated";
-    const gen_request again = greedy(joined(sys_a, make_prompt(10, 46, n_vocab())), 4);
+    const gen_request again = greedy(concat(sys_a, make_prompt(10, 46, n_vocab())), 4);
     run_result a2 = run_task(*e, task_generate{again});
     ASSERT_TRUE(a2.done.ok());
     // (Models with partial state roll back only to a checkpoint: these take one 4 tokens before the prompt's end.)

@@ -33,11 +33,6 @@ class PromptCache : public ::testing::TestWithParam<cache_case> {
     std::string what() { return GetParam().arch + (GetParam().unified ? " unified" : " non-unified"); }
 };
 
-std::vector<token_id> concat(std::vector<token_id> a, const std::vector<token_id> & b) {
-    a.insert(a.end(), b.begin(), b.end());
-    return a;
-}
-
 void expect_exact(const run_result & got, const run_result & want, const std::string & what) {
     ASSERT_TRUE(got.done.ok()) << what << ": " << got.done.status().to_string();
     ASSERT_TRUE(want.done.ok()) << what << ": " << want.done.status().to_string();
