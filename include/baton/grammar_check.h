@@ -19,7 +19,9 @@
 //                   grammar can make it walk exponentially many paths);
 //   - fanout_max:   parse stacks one position expands into before the next character (libllama keeps one
 //                   per alternative that can start there and compares them pairwise), and at most 16 x
-//                   fanout_max stacks explored on the way.
+//                   fanout_max stacks explored on the way;
+//   - grammar_nullable_run_max (fixed): elements in a row that can each match nothing or a string of one
+//                   repeated character (libllama reads a token of such characters along every split).
 // It also refuses what libllama would loop on or misread: a rule that can reach itself before matching a
 // character (left recursion, also through rules that can match nothing — stricter than libllama, which
 // only follows rules with an empty alternative and then expands such a grammar forever), {m,n} with n < m
@@ -66,6 +68,12 @@ inline constexpr grammar_limits grammar_limits_cap{.depth_max = 1024,
 
 inline constexpr uint32_t grammar_repeat_max = 2000;   // {m,n} counts: libllama's MAX_REPETITION_THRESHOLD
 inline constexpr size_t grammar_token_text_max = 256;  // bytes of a <text> token reference
+// Elements in a row that can each match nothing and start with a common character, the element that
+// ends the row included (x x x x "," with x ::= [a-z,]*: 5): libllama reads a token of L such characters in
+// about C(run + L, L) ways, without merging them. 4 keeps a 10-letter token at ~1,000 ways per parse stack
+// (8 would be ~44,000: about a second per sampling step over a 150k-token vocabulary); Baton's JSON Schema
+// and tool-call grammars stay at 2.
+inline constexpr uint32_t grammar_nullable_run_max = 4;
 
 // grammar_limits_check: invalid_argument naming the flag when a limit is 0 or above its cap.
 Status grammar_limits_check(const grammar_limits & limits);

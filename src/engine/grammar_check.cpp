@@ -12,6 +12,8 @@
 #include "baton/grammar_check.h"
 
 #include <algorithm>
+#include <array>
+#include <bitset>
 #include <functional>
 #include <string>
 #include <unordered_map>
@@ -28,7 +30,14 @@ constexpr uint32_t k_alt = UINT32_MAX - 1;   // item.ref of a separator between 
 struct item {
     uint32_t ref = k_terminal;  // a rule id, k_terminal or k_alt
     uint32_t n = 1;             // elements it stands for
+    uint32_t cls = 0;           // a terminal: the characters c it can match a string of c only of, an index
+                                // into gbnf_scan's classes (0: any)
 };
+
+// A set of characters: code points below 256 by value, the others folded onto 128..255 (a superset: two
+// sets that may share a character always share a bucket).
+using char_set = std::bitset<256>;
+size_t char_bucket(uint32_t cp) { return cp < 256 ? cp : 128 + (cp & 127); }
 
 enum class rule_kind : uint8_t { named, group, repetition };
 
@@ -87,6 +96,7 @@ class gbnf_scan {
     }
 
     std::vector<rule_info> & rules() { return rules_; }
+    const std::vector<char_set> & classes() const { return classes_; }
 
   private:
     std::string_view s_;
@@ -95,6 +105,8 @@ class gbnf_scan {
     std::vector<rule_info> rules_;                                                 // by id
     std::vector<frame> frames_;
     uint64_t elements_ = 0;  // every element built so far (overwritten rules included: an upper bound)
+    std::vector<char_set> classes_{char_set().set()};  // terminals' item::cls sets; [0]: any
+    std::unordered_map<char_set, uint32_t> class_ids_{{char_set().set(), 0}};
     Status err_;
 
     char at(size_t p) const { return p < s_.size() ? s_[p] : '\0'; }
@@ -158,6 +170,34 @@ class gbnf_scan {
         // decode_utf8: the lead byte's length, stopping at the end.
         static constexpr uint8_t len[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
         return std::min(s_.size(), p + len[uint8_t(s_[p]) >> 4]);
+    }
+
+    // code_at: the code point of the (possibly escaped) character at p, which character(p) accepts or
+    // refuses itself (anything here for a malformed one).
+    uint32_t code_at(size_t p) const {
+        if (at(p) == '\\') {
+            const char e = at(p + 1);
+            const size_t hex = e == 'x' ? 2 : e == 'u' ? 4 : e == 'U' ? 8 : 0;
+            if (hex == 0) return e == 't' ? '\t' : e == 'r' ? '\r' : e == 'n' ? '\n' : uint8_t(e);
+            uint32_t v = 0;
+            for (size_t i = 0; i < hex; ++i) {
+                const char h = at(p + 2 + i);
+                v = v * 16 + uint32_t(is_digit(h) ? h - '0' : (h | 0x20) - 'a' + 10);
+            }
+            return v;
+        }
+        const uint8_t lead = uint8_t(at(p));
+        static constexpr uint8_t len[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+        const size_t l = len[lead >> 4];
+        uint32_t v = l == 1 ? lead : lead & (0xFFu >> (l + 1));
+        for (size_t i = 1; i < l; ++i) v = (v << 6) | (uint8_t(at(p + i)) & 0x3Fu);
+        return v;
+    }
+
+    uint32_t class_of(const char_set & s) {
+        const auto [it, added] = class_ids_.try_emplace(s, uint32_t(classes_.size()));
+        if (added) classes_.push_back(s);
+        return it->second;
     }
 
     bool count_elements(uint64_t n, size_t p) {
@@ -283,29 +323,43 @@ class gbnf_scan {
             consumed = false;
         } else if (c == '"') {
             uint32_t n = 0;
+            size_t bucket = 0;
+            bool one_bucket = true;  // every character in one bucket: the literal matches a string of it only
             for (++pos; at(pos) != '"';) {
                 if (pos >= s_.size()) return fail_at("unexpected end of input in the string", here);
+                const size_t cb = char_bucket(code_at(pos));
+                if (n == 0) bucket = cb;
+                one_bucket = one_bucket && cb == bucket;
                 if (!(pos = character(pos))) return false;
                 ++n;
             }
             if (!count_elements(n, here)) return false;
-            symbol_done(f, {k_terminal, n});
+            char_set only;
+            if (one_bucket) only.set(bucket);
+            symbol_done(f, {k_terminal, n, class_of(only)});
             pos = space(pos + 1, f.nested);
         } else if (c == '[') {
             uint32_t n = 0;
-            if (at(++pos) == '^') ++pos;
+            char_set first;
+            const bool negated = at(++pos) == '^';
+            if (negated) ++pos;
             while (at(pos) != ']') {
                 if (pos >= s_.size()) return fail_at("unexpected end of input in the character class", here);
+                const uint32_t lo = code_at(pos);
                 if (!(pos = character(pos))) return false;
                 ++n;
+                uint32_t hi = lo;
                 if (at(pos) == '-' && at(pos + 1) != ']') {
                     if (pos + 1 >= s_.size()) return fail_at("unexpected end of input in the character class", here);
+                    hi = code_at(pos + 1);
                     if (!(pos = character(pos + 1))) return false;
                     ++n;
                 }
+                if (hi >= lo && hi - lo >= 256) first.set();
+                for (uint32_t cp = lo; cp <= hi && hi - lo < 256; ++cp) first.set(char_bucket(cp));
             }
             if (!count_elements(n, here)) return false;
-            symbol_done(f, {k_terminal, n});
+            symbol_done(f, {k_terminal, n, negated ? 0 : class_of(first)});
             pos = space(pos + 1, f.nested);
         } else if (c == '<' || c == '!') {
             if (c == '!') ++pos;
@@ -450,7 +504,8 @@ struct csr {
 };
 
 // shape analyses a parsed rule table.
-Status gbnf_shape(const std::vector<rule_info> & rules, const grammar_limits & lim) {
+Status gbnf_shape(const std::vector<rule_info> & rules, const std::vector<char_set> & classes,
+                  const grammar_limits & lim) {
     const uint32_t n = uint32_t(rules.size());
     // Alternatives: [begin, end) item ranges, rule by rule.
     struct alt {
@@ -620,6 +675,75 @@ Status gbnf_shape(const std::vector<rule_info> & rules, const grammar_limits & l
         cost[r] = c;
     }
 
+    // Runs: among how many elements in a row a string of one repeated character can be split (per
+    // character bucket, saturating). libllama reads every vocabulary token against every parse stack along
+    // every such split without merging them: about C(run + L, L) ways for a token of L such characters, so a
+    // long run (root ::= item{215} with item ::= [a-z]{0,8}) makes one sampling step take seconds. An element
+    // extends a run past itself only if it can match nothing or a string of that character alone (absorb);
+    // one that starts with the character but needs something else after it ends the run (start). ("," kv)?
+    // repeated for every optional property of a JSON object is one way per property, not a run.
+    // Right recursion makes this a fixpoint: passes in post-order until nothing grows (values only grow, so
+    // a refusal in any pass stands); a grammar still growing after 8 passes keeps what it reached.
+    using run_row = std::array<uint8_t, 256>;
+    std::vector<run_row> start(n, run_row{}), absorb(n, run_row{});
+    std::vector<char_set> whole(n);  // characters c such that the rule can match a non-empty string of c only
+    auto add = [](uint8_t a, uint8_t b) { return uint8_t(std::min<unsigned>(255u, unsigned(a) + b)); };
+    bool grew = true;
+    for (int pass = 0; pass < 8 && grew; ++pass) {
+        grew = false;
+        for (uint32_t r : order) {
+            const auto & b = rules[r].body;
+            run_row st{}, ab{};
+            char_set wh;
+            for (uint32_t a = first_alt[r]; a < first_alt[r + 1]; ++a) {
+                run_row row{};
+                char_set only = char_set().set();  // the suffix can match a string of c only (or nothing)
+                char_set some;                     // ... a non-empty one
+                for (uint32_t i = alts[a].end; i-- > alts[a].begin;) {
+                    const item & it = b[i];
+                    if (it.ref == k_terminal) {
+                        const char_set & cs = classes[it.cls];
+                        for (size_t c = 0; c < 256; ++c) row[c] = cs[c];
+                        only &= cs;
+                        some |= cs;
+                        continue;
+                    }
+                    const uint32_t x = it.ref;
+                    if (!nullable[x]) {
+                        row = start[x];
+                        only &= whole[x];
+                        some |= whole[x];
+                        continue;
+                    }
+                    uint8_t most = 0;
+                    for (size_t c = 0; c < 256; ++c) {
+                        row[c] = std::max(start[x][c], add(absorb[x][c], row[c]));
+                        most = std::max(most, row[c]);
+                    }
+                    some |= whole[x];
+                    if (most > grammar_nullable_run_max)
+                        return refuse(describe(rules[r]) + " has more than " +
+                                      std::to_string(grammar_nullable_run_max) +
+                                      " elements in a row that can each match nothing or a string of one repeated "
+                                      "character (a token of that character could be split among them in too many "
+                                      "ways)");
+                }
+                only &= some;
+                wh |= only;
+                for (size_t c = 0; c < 256; ++c) {
+                    st[c] = std::max(st[c], row[c]);
+                    if (only[c]) ab[c] = std::max(ab[c], row[c]);
+                }
+            }
+            if (st != start[r] || ab != absorb[r] || wh != whole[r]) {
+                grew = true;
+                start[r] = st;
+                absorb[r] = ab;
+                whole[r] = wh;
+            }
+        }
+    }
+
     // libllama's left-recursion check starts from each rule not yet visited, in id order, and walks every
     // path (it has no memo): the elements it visits, bounded.
     std::vector<uint8_t> visited(n, 0);
@@ -668,7 +792,7 @@ Status grammar_check(std::string_view gbnf, const grammar_limits & limits) {
     BATON_RETURN_IF_ERROR(grammar_limits_check(limits));
     gbnf_scan scan(gbnf, limits);
     BATON_RETURN_IF_ERROR(scan.run());
-    return gbnf_shape(scan.rules(), limits);
+    return gbnf_shape(scan.rules(), scan.classes(), limits);
 }
 
 }  // namespace baton

@@ -121,6 +121,19 @@ TEST_F(JsonSchemaGrammar, LiteralEscapes) {
     EXPECT_ACCEPTS(g, "q\"\\\t");
 }
 
+// grammar_check refuses runs of more than grammar_nullable_run_max elements that can each match nothing or a
+// string of one repeated character: an object's optional properties (one ("," kv)? per property), arrays
+// with item bounds and bounded strings are not such runs, however many there are.
+TEST_F(JsonSchemaGrammar, ManyOptionalPropertiesAndBoundsPassTheRunCheck) {
+    json props = json::object();
+    for (int i = 0; i < 40; ++i) props["p" + std::to_string(i)] = {{"type", "string"}, {"maxLength", 30}};
+    props["list"] = {{"type", "array"}, {"items", {{"type", "integer"}}}, {"maxItems", 50}};
+    const std::string g = gbnf_of({{"type", "object"}, {"properties", props}});
+    ASSERT_TRUE(loads(g));
+    EXPECT_ACCEPTS(g, "{\"list\": [1, 2, 3], \"p3\": \"aaaa\", \"p39\": \"\"}");  // json sorts its keys
+    EXPECT_REJECTS(g, "{\"p3\": \"aaaa\",, \"p39\": \"\"}");
+}
+
 TEST_F(JsonSchemaGrammar, AnyValueAndWhitespace) {
     for (const json & s : {json(true), json::object()}) {
         const std::string g = gbnf_of(s);
