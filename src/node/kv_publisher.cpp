@@ -56,6 +56,10 @@ void kv_publisher::observe(const std::vector<tokens_ptr> & slots) {
     removed.resize(kept);
     if (!removed.empty()) events.emplace_back(kv_event_removed{std::move(removed)});
     if (events.empty()) return;
+    append(std::move(events));
+}
+
+void kv_publisher::append(std::vector<kv_event> events) {
     kv_event_batch b;
     b.node = cfg_.node;
     b.epoch = cfg_.epoch;
@@ -64,6 +68,22 @@ void kv_publisher::observe(const std::vector<tokens_ptr> & slots) {
     b.events = std::move(events);
     log_.push_back(std::move(b));
     while (log_.size() > cfg_.log_batches) log_.pop_front();
+}
+
+void kv_publisher::tier_stored(uint64_t block, uint64_t ttl_ms) {
+    const auto now = std::chrono::steady_clock::now();
+    lock_guard lk(mu_);
+    if (tier_.size() >= tier_max_) {
+        for (auto it = tier_.begin(); it != tier_.end();) it = it->second <= now ? tier_.erase(it) : std::next(it);
+        while (tier_.size() >= tier_max_) {  // all live: drop the soonest to expire
+            auto first = tier_.begin();
+            for (auto it = tier_.begin(); it != tier_.end(); ++it)
+                if (it->second < first->second) first = it;
+            tier_.erase(first);
+        }
+    }
+    tier_[block] = now + std::chrono::milliseconds(ttl_ms);
+    append({kv_event_tier_stored{{block}, ttl_ms}});
 }
 
 std::optional<std::vector<kv_event_batch>> kv_publisher::batches_after(uint64_t after) const {
@@ -92,6 +112,13 @@ kv_snapshot kv_publisher::snapshot() const {
     s.blocks.reserve(held_.size());
     for (const auto & [b, n] : held_) s.blocks.push_back(b);
     std::sort(s.blocks.begin(), s.blocks.end());
+    const auto now = std::chrono::steady_clock::now();
+    for (const auto & [b, until] : tier_)
+        if (until > now)
+            s.tier.push_back({b, uint64_t(std::max<int64_t>(
+                                     1, std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count()))});
+    std::sort(s.tier.begin(), s.tier.end(),
+              [](const kv_tier_entry & a, const kv_tier_entry & b) { return a.block < b.block; });
     return s;
 }
 

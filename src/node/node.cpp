@@ -204,6 +204,7 @@ Status node_impl::load() {
             tc.block_tokens = kc.block_tokens;
             tc.ttl_ms = uint64_t(cfg.tier->ttl_s) * 1000;
             tc.key = cfg.engine.limits.key;
+            tc.on_written = [pub = kv.get()](uint64_t block, uint64_t ttl_ms) { pub->tier_stored(block, ttl_ms); };
             auto t = tier_link::create(std::move(tc));
             if (!t.ok()) return Status(t.status().code(), "--tier-valkey: " + t.status().message());
             tier = std::move(t.value());

@@ -90,6 +90,7 @@ void tier_link::write_loop() {
         } else {
             st = store_->put(key_of(h.back()), std::span<const uint8_t>(b->bytes()), cfg_.ttl_ms);
         }
+        if (st.ok() && cfg_.on_written) cfg_.on_written(h.back(), cfg_.ttl_ms);
         lock_guard lk(mu_);
         n_.last_ok = st.ok() || st.code() == status_code::resource_exhausted;  // full: the tier works, it evicts
         if (!st.ok()) n_.last_error = st.to_string();

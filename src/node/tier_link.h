@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -42,6 +43,9 @@ struct tier_link_config {
     // The node's state key (--state-secret-file): entries are written with its MAC, so a node that requires
     // authenticated states verifies them like any other (null: written without one).
     blob_key_ptr key;
+    // Called on the writer thread after each entry written (the chain hash its key ends with, its TTL): the
+    // node's KV events tell routers (kv_publisher::tier_stored). Must not block.
+    std::function<void(uint64_t block, uint64_t ttl_ms)> on_written;
 };
 
 struct tier_link_counters {

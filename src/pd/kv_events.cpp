@@ -18,8 +18,12 @@ using kv_ev_ordered_json = nlohmann::ordered_json;
 // The field tables: every key an object holds, in the order the encoders write them (docs/kv-events.md).
 constexpr std::initializer_list<const char *> k_kv_ev_batch_keys = {"version", "node", "epoch",
                                                                     "seed",    "seq",  "events"};
-constexpr std::initializer_list<const char *> k_kv_ev_snapshot_keys = {"version", "node", "epoch",
-                                                                       "seed",    "seq",  "blocks"};
+constexpr std::initializer_list<const char *> k_kv_ev_snapshot_keys_v1 = {"version", "node", "epoch",
+                                                                          "seed",    "seq",  "blocks"};
+constexpr std::initializer_list<const char *> k_kv_ev_snapshot_keys = {"version", "node",   "epoch", "seed",
+                                                                       "seq",     "blocks", "tier"};
+constexpr std::initializer_list<const char *> k_kv_ev_tier_entry_keys = {"block", "ttl_ms"};
+constexpr std::initializer_list<const char *> k_kv_ev_tier_stored_keys = {"type", "blocks", "ttl_ms"};
 constexpr std::initializer_list<const char *> k_kv_ev_stored_keys = {"type", "parent", "blocks"};
 constexpr std::initializer_list<const char *> k_kv_ev_removed_keys = {"type", "blocks"};
 constexpr std::initializer_list<const char *> k_kv_ev_cleared_keys = {"type"};
@@ -44,6 +48,10 @@ kv_ev_ordered_json kv_ev_event_json(const kv_event & e) {
             } else if constexpr (std::is_same_v<T, kv_event_removed>) {
                 j["type"] = "removed";
                 j["blocks"] = kv_ev_hashes_json(ev.blocks);
+            } else if constexpr (std::is_same_v<T, kv_event_tier_stored>) {
+                j["type"] = "tier_stored";
+                j["blocks"] = kv_ev_hashes_json(ev.blocks);
+                j["ttl_ms"] = ev.ttl_ms;
             } else {
                 static_assert(std::is_same_v<T, kv_event_cleared>);
                 j["type"] = "cleared";
@@ -61,7 +69,7 @@ Status kv_ev_corrupt(const std::string & what, const std::string & field, const 
 
 // kv_ev_fields: o is an object holding exactly the keys of table (corrupt naming the first missing or unknown).
 Status kv_ev_fields(const kv_ev_json & o, const std::string & what, const std::string & field,
-                    std::initializer_list<const char *> table) {
+                    std::initializer_list<const char *> table, uint32_t version) {
     if (!o.is_object()) return kv_ev_corrupt(what, field.empty() ? "the document" : field, "must be an object");
     const std::string prefix = field.empty() ? "" : field + ".";
     for (const char * k : table)
@@ -70,7 +78,9 @@ Status kv_ev_fields(const kv_ev_json & o, const std::string & what, const std::s
         for (const auto & [k, v] : o.items()) {
             bool known = false;
             for (const char * t : table) known = known || k == t;
-            if (!known) return kv_ev_corrupt(what, prefix + k.substr(0, 64), "is not a field of version 1");
+            if (!known)
+                return kv_ev_corrupt(what, prefix + k.substr(0, 64),
+                                     "is not a field of version " + std::to_string(version));
         }
     return {};
 }
@@ -81,12 +91,14 @@ Status kv_ev_version(const kv_ev_json & o, const std::string & what, uint32_t & 
     auto it = o.find("version");
     if (it == o.end()) return kv_ev_corrupt(what, "version", "is missing");
     if (!it->is_number_integer()) return kv_ev_corrupt(what, "version", "must be an integer");
-    if (it->is_number_unsigned() && it->get<uint64_t>() == kv_events_version) {
-        out = kv_events_version;
+    if (it->is_number_unsigned() && it->get<uint64_t>() >= kv_events_version_min &&
+        it->get<uint64_t>() <= kv_events_version) {
+        out = uint32_t(it->get<uint64_t>());
         return {};
     }
     const std::string v = it->dump();
-    return {status_code::unsupported, what + ": version " + v + " is not supported (this build reads version " +
+    return {status_code::unsupported, what + ": version " + v + " is not supported (this build reads versions " +
+                                          std::to_string(kv_events_version_min) + ".." +
                                           std::to_string(kv_events_version) + ")"};
 }
 
@@ -150,15 +162,23 @@ Status kv_ev_blocks(const kv_ev_json & v, const std::string & what, const std::s
     return {};
 }
 
+Status kv_ev_ttl(const kv_ev_json & v, const std::string & what, const std::string & field, uint64_t & out) {
+    if (!v.is_number_integer()) return kv_ev_corrupt(what, field, "must be an integer");
+    if (!v.is_number_unsigned() || v.get<uint64_t>() < 1 || v.get<uint64_t>() > kv_events_tier_ttl_ms_max)
+        return kv_ev_corrupt(what, field, v.dump() + " is not in 1.." + std::to_string(kv_events_tier_ttl_ms_max));
+    out = v.get<uint64_t>();
+    return {};
+}
+
 Status kv_ev_event(const kv_ev_json & j, const std::string & what, const std::string & field,
-                   const kv_event_limits & limits, kv_event & out) {
+                   const kv_event_limits & limits, uint32_t version, kv_event & out) {
     if (!j.is_object()) return kv_ev_corrupt(what, field, "must be an object");
     auto t = j.find("type");
     if (t == j.end()) return kv_ev_corrupt(what, field + ".type", "is missing");
     if (!t->is_string()) return kv_ev_corrupt(what, field + ".type", "must be a string");
     const auto & type = t->get_ref<const std::string &>();
     if (type == "stored") {
-        BATON_RETURN_IF_ERROR(kv_ev_fields(j, what, field, k_kv_ev_stored_keys));
+        BATON_RETURN_IF_ERROR(kv_ev_fields(j, what, field, k_kv_ev_stored_keys, version));
         kv_event_stored e;
         const kv_ev_json & p = j.at("parent");
         if (!p.is_null()) {
@@ -169,16 +189,24 @@ Status kv_ev_event(const kv_ev_json & j, const std::string & what, const std::st
         BATON_RETURN_IF_ERROR(kv_ev_blocks(j.at("blocks"), what, field + ".blocks", limits.max_event_blocks, e.blocks));
         out = std::move(e);
     } else if (type == "removed") {
-        BATON_RETURN_IF_ERROR(kv_ev_fields(j, what, field, k_kv_ev_removed_keys));
+        BATON_RETURN_IF_ERROR(kv_ev_fields(j, what, field, k_kv_ev_removed_keys, version));
         kv_event_removed e;
         BATON_RETURN_IF_ERROR(kv_ev_blocks(j.at("blocks"), what, field + ".blocks", limits.max_event_blocks, e.blocks));
         out = std::move(e);
     } else if (type == "cleared") {
-        BATON_RETURN_IF_ERROR(kv_ev_fields(j, what, field, k_kv_ev_cleared_keys));
+        BATON_RETURN_IF_ERROR(kv_ev_fields(j, what, field, k_kv_ev_cleared_keys, version));
         out = kv_event_cleared{};
+    } else if (type == "tier_stored" && version >= 2) {
+        BATON_RETURN_IF_ERROR(kv_ev_fields(j, what, field, k_kv_ev_tier_stored_keys, version));
+        kv_event_tier_stored e;
+        BATON_RETURN_IF_ERROR(kv_ev_blocks(j.at("blocks"), what, field + ".blocks", limits.max_event_blocks, e.blocks));
+        BATON_RETURN_IF_ERROR(kv_ev_ttl(j.at("ttl_ms"), what, field + ".ttl_ms", e.ttl_ms));
+        out = std::move(e);
     } else {
-        return kv_ev_corrupt(what, field + ".type",
-                             "\"" + type.substr(0, 32) + "\" is not an event type (stored, removed, cleared)");
+        return kv_ev_corrupt(
+            what, field + ".type",
+            "\"" + type.substr(0, 32) + "\" is not an event type of version " + std::to_string(version) +
+                (version >= 2 ? " (stored, removed, cleared, tier_stored)" : " (stored, removed, cleared)"));
     }
     return {};
 }
@@ -200,7 +228,7 @@ Result<kv_event_batch> kv_ev_decode_batch(std::string_view text, const kv_event_
     const kv_ev_json & j = parsed.value();
     kv_event_batch b;
     BATON_RETURN_IF_ERROR(kv_ev_version(j, what, b.version));
-    BATON_RETURN_IF_ERROR(kv_ev_fields(j, what, "", k_kv_ev_batch_keys));
+    BATON_RETURN_IF_ERROR(kv_ev_fields(j, what, "", k_kv_ev_batch_keys, b.version));
     BATON_RETURN_IF_ERROR(kv_ev_id(j, what, "node", limits.max_id_bytes, b.node));
     BATON_RETURN_IF_ERROR(kv_ev_id(j, what, "epoch", limits.max_id_bytes, b.epoch));
     BATON_RETURN_IF_ERROR(kv_ev_hex(j.at("seed"), what, "seed", b.seed));
@@ -212,7 +240,8 @@ Result<kv_event_batch> kv_ev_decode_batch(std::string_view text, const kv_event_
                                                   std::to_string(limits.max_events));
     b.events.resize(events.size());
     for (size_t i = 0; i < events.size(); i++)
-        BATON_RETURN_IF_ERROR(kv_ev_event(events[i], what, "events[" + std::to_string(i) + "]", limits, b.events[i]));
+        BATON_RETURN_IF_ERROR(
+            kv_ev_event(events[i], what, "events[" + std::to_string(i) + "]", limits, b.version, b.events[i]));
     return b;
 }
 
@@ -223,12 +252,27 @@ Result<kv_snapshot> kv_ev_decode_snapshot(std::string_view text, const kv_event_
     const kv_ev_json & j = parsed.value();
     kv_snapshot s;
     BATON_RETURN_IF_ERROR(kv_ev_version(j, what, s.version));
-    BATON_RETURN_IF_ERROR(kv_ev_fields(j, what, "", k_kv_ev_snapshot_keys));
+    BATON_RETURN_IF_ERROR(
+        kv_ev_fields(j, what, "", s.version >= 2 ? k_kv_ev_snapshot_keys : k_kv_ev_snapshot_keys_v1, s.version));
     BATON_RETURN_IF_ERROR(kv_ev_id(j, what, "node", limits.max_id_bytes, s.node));
     BATON_RETURN_IF_ERROR(kv_ev_id(j, what, "epoch", limits.max_id_bytes, s.epoch));
     BATON_RETURN_IF_ERROR(kv_ev_hex(j.at("seed"), what, "seed", s.seed));
     BATON_RETURN_IF_ERROR(kv_ev_seq(j, what, 0, s.seq));
     BATON_RETURN_IF_ERROR(kv_ev_blocks(j.at("blocks"), what, "blocks", limits.max_snapshot_blocks, s.blocks));
+    if (s.version >= 2) {
+        const kv_ev_json & t = j.at("tier");
+        if (!t.is_array()) return kv_ev_corrupt(what, "tier", "must be an array of tier entries");
+        if (t.size() > limits.max_snapshot_blocks)
+            return {status_code::too_large, what + ": tier: " + std::to_string(t.size()) + " entries > limit " +
+                                                std::to_string(limits.max_snapshot_blocks)};
+        s.tier.resize(t.size());
+        for (size_t i = 0; i < t.size(); i++) {
+            const std::string f = "tier[" + std::to_string(i) + "]";
+            BATON_RETURN_IF_ERROR(kv_ev_fields(t[i], what, f, k_kv_ev_tier_entry_keys, s.version));
+            BATON_RETURN_IF_ERROR(kv_ev_hex(t[i].at("block"), what, f + ".block", s.tier[i].block));
+            BATON_RETURN_IF_ERROR(kv_ev_ttl(t[i].at("ttl_ms"), what, f + ".ttl_ms", s.tier[i].ttl_ms));
+        }
+    }
     return s;
 }
 
@@ -264,6 +308,16 @@ std::string kv_snapshot_encode(const kv_snapshot & s) {
     j["seed"] = kv_hash_hex(s.seed);
     j["seq"] = s.seq;
     j["blocks"] = kv_ev_hashes_json(s.blocks);
+    if (s.version >= 2) {
+        kv_ev_ordered_json t = kv_ev_ordered_json::array();
+        for (const kv_tier_entry & e : s.tier) {
+            kv_ev_ordered_json o;
+            o["block"] = kv_hash_hex(e.block);
+            o["ttl_ms"] = e.ttl_ms;
+            t.push_back(std::move(o));
+        }
+        j["tier"] = std::move(t);
+    }
     return j.dump(-1, ' ', false, kv_ev_ordered_json::error_handler_t::replace);
 }
 

@@ -40,14 +40,27 @@ std::vector<uint32_t> router_impl::kv_cached(node_pool & pool, const route_ctx &
     return out;
 }
 
+std::vector<uint32_t> router_impl::kv_tier(node_pool & pool, const route_ctx & ctx) {
+    if (ctx.tokens.empty()) return {};
+    const auto candidates = pool.usable_urls(ctx.filter);
+    std::vector<std::string> urls;
+    for (const auto & c : candidates) urls.push_back(c.second);
+    const std::vector<uint32_t> held = kv.tier_tokens(ctx.tokens, urls);
+    std::vector<uint32_t> out(pool.size(), 0);
+    for (size_t k = 0; k < candidates.size(); ++k)
+        if (candidates[k].first < out.size()) out[candidates[k].first] = held[k];
+    return out;
+}
+
 net::awaitable<std::optional<node_hold>> router_impl::acquire_node(http_exchange & ex, node_pool & pool,
                                                                    capacity_gate & gate, route_ctx & ctx,
                                                                    const std::vector<size_t> & tried, bool affine,
                                                                    Status & why) {
     bool & router_full = ctx.router_full;
     auto pick = [&]() -> std::optional<node_hold> {
-        const std::vector<uint32_t> cached =
-            kv_route_scores(&pool == &prefill ? ctx.cached_prefill : ctx.cached_decode, ctx.tokens.size());
+        const bool p = &pool == &prefill;
+        const std::vector<uint32_t> cached = kv_route_scores(p ? ctx.cached_prefill : ctx.cached_decode,
+                                                             ctx.tokens.size(), p ? ctx.tier_prefill : ctx.tier_decode);
         auto n = affine ? pool.acquire_affine(ctx.affinity, tried, ctx.filter, cached)
                         : pool.acquire_least_loaded(tried, ctx.filter, cached);
         if (!n) return std::nullopt;

@@ -113,6 +113,10 @@ void router_impl::render_cluster_metrics(std::string & out) const {
     const kv_view_stats k = kv.stats();
     metric_scalar(out, "baton_router_kv_index_blocks", "gauge", "Block hashes in the prefix index (all models)",
                   double(k.blocks));
+    metric_scalar(out, "baton_router_kv_tier_entries", "gauge",
+                  "Shared-tier entries the nodes reported writing, not yet past their TTL (at most --kv-index-blocks "
+                  "per model; expired ones leave at the next report)",
+                  double(k.tier_entries));
     metric_scalar(out, "baton_router_kv_index_nodes", "gauge", "Nodes whose KV events the index follows in sync",
                   double(k.nodes));
     metric_scalar(out, "baton_router_kv_index_evictions_total", "counter",

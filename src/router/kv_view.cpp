@@ -24,7 +24,31 @@ std::string kv_view::events_query(const std::string & url) const {
     return "after=" + std::to_string(it->second.seq) + "&epoch=" + it->second.epoch;
 }
 
+void kv_view::tier_note(uint64_t seed, uint64_t block, uint64_t ttl_ms, clock::time_point now) {
+    tier_set & t = tiers_[seed];
+    const clock::time_point until = now + std::chrono::milliseconds(ttl_ms);
+    if (auto it = t.entries.find(block); it != t.entries.end()) {
+        if (it->second->first >= until) return;
+        t.by_expiry.erase(it->second);
+        it->second = t.by_expiry.emplace(until, block);
+    } else {
+        t.entries.emplace(block, t.by_expiry.emplace(until, block));
+    }
+    while (!t.by_expiry.empty() && (t.by_expiry.size() > max_blocks_ || t.by_expiry.begin()->first <= now)) {
+        t.entries.erase(t.by_expiry.begin()->second);
+        t.by_expiry.erase(t.by_expiry.begin());
+    }
+}
+
 Result<bool> kv_view::apply_events(const std::string & url, std::string_view body) {
+    return apply_events(url, body, clock::now());
+}
+
+Status kv_view::apply_snapshot(const std::string & url, std::string_view body) {
+    return apply_snapshot(url, body, clock::now());
+}
+
+Result<bool> kv_view::apply_events(const std::string & url, std::string_view body, clock::time_point now) {
     const auto j = nlohmann::json::parse(body, nullptr, false);
     if (!j.is_object() || !j.contains("epoch") || !j["epoch"].is_string() || !j.contains("resync") ||
         !j["resync"].is_boolean() || !j.contains("batches") || !j["batches"].is_array()) {
@@ -76,6 +100,10 @@ Result<bool> kv_view::apply_events(const std::string & url, std::string_view bod
         }
         const prefix_index_outcome o = index_for(c.seed)->apply(batch);
         ++batches_;
+        // The tier's entries stand whatever the node's own stream did (they are not the node's cache).
+        for (const kv_event & e : batch.events)
+            if (const auto * t = std::get_if<kv_event_tier_stored>(&e))
+                for (uint64_t h : t->blocks) tier_note(batch.seed, h, t->ttl_ms, now);
         if (o == prefix_index_outcome::gap || o == prefix_index_outcome::wrong_seed) {
             c.synced = false;
             return true;
@@ -85,7 +113,7 @@ Result<bool> kv_view::apply_events(const std::string & url, std::string_view bod
     return false;
 }
 
-Status kv_view::apply_snapshot(const std::string & url, std::string_view body) {
+Status kv_view::apply_snapshot(const std::string & url, std::string_view body, clock::time_point now) {
     auto s = kv_snapshot_decode(body);
     lock_guard lk(mu_);
     if (!s.ok()) {
@@ -98,6 +126,8 @@ Status kv_view::apply_snapshot(const std::string & url, std::string_view body) {
     if (c.seed != 0 && c.seed != snap.seed)  // the node now serves another model or layout
         if (auto it = indexes_.find(c.seed); it != indexes_.end()) it->second->drop_node(url);
     const prefix_index_outcome o = index_for(snap.seed)->apply_snapshot(snap);
+    if (o != prefix_index_outcome::wrong_seed)
+        for (const kv_tier_entry & e : snap.tier) tier_note(snap.seed, e.block, e.ttl_ms, now);
     if (o == prefix_index_outcome::applied || o == prefix_index_outcome::stale) {
         c.epoch = snap.epoch;
         c.seed = snap.seed;
@@ -140,6 +170,35 @@ std::vector<uint32_t> kv_view::cached_tokens(std::span<const token_id> tokens, c
     return out;
 }
 
+std::vector<uint32_t> kv_view::tier_tokens(std::span<const token_id> tokens, const std::vector<std::string> & urls,
+                                           clock::time_point now) {
+    std::vector<uint32_t> out(urls.size(), 0);
+    std::map<uint64_t, uint32_t> by_seed;  // the answer of each chain key
+    lock_guard lk(mu_);
+    for (size_t k = 0; k < urls.size(); ++k) {
+        auto c = cursors_.find(urls[k]);
+        if (c == cursors_.end() || !c->second.synced) continue;
+        const uint64_t seed = c->second.seed;
+        auto known = by_seed.find(seed);
+        if (known == by_seed.end()) {
+            uint32_t held = 0;
+            if (auto t = tiers_.find(seed); t != tiers_.end() && !t->second.entries.empty()) {
+                const std::vector<uint64_t> hashes = kv_block_hashes(tokens, seed, pd_kv_block_tokens);
+                for (size_t n = hashes.size(); n-- > 0;) {
+                    auto e = t->second.entries.find(hashes[n]);
+                    if (e != t->second.entries.end() && e->second->first > now) {
+                        held = uint32_t((n + 1) * pd_kv_block_tokens);
+                        break;
+                    }
+                }
+            }
+            known = by_seed.emplace(seed, held).first;
+        }
+        out[k] = known->second;
+    }
+    return out;
+}
+
 kv_view_stats kv_view::stats() const {
     lock_guard lk(mu_);
     kv_view_stats s;
@@ -150,17 +209,21 @@ kv_view_stats kv_view::stats() const {
         s.gaps += p.gaps;
     }
     for (const auto & [url, c] : cursors_) s.nodes += c.synced ? 1 : 0;
+    for (const auto & [seed, t] : tiers_) s.tier_entries += t.entries.size();
     s.resyncs = resyncs_;
     s.batches = batches_;
     s.rejected = rejected_;
     return s;
 }
 
-std::vector<uint32_t> kv_route_scores(const std::vector<uint32_t> & cached, size_t n_tokens) {
-    uint32_t most = 0;
-    for (uint32_t c : cached) most = std::max(most, c);
+std::vector<uint32_t> kv_route_scores(const std::vector<uint32_t> & cached, size_t n_tokens,
+                                      const std::vector<uint32_t> & tier) {
     const uint32_t margin = std::max<uint32_t>(pd_kv_block_tokens, uint32_t(n_tokens / 8));
     std::vector<uint32_t> out = cached;
+    for (size_t i = 0; i < out.size() && i < tier.size(); ++i)
+        if (tier[i] > margin) out[i] = std::max(out[i], tier[i] - margin);
+    uint32_t most = 0;
+    for (uint32_t c : out) most = std::max(most, c);
     for (uint32_t & c : out)
         if (most - c < margin) c = most;
     return out;

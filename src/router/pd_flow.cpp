@@ -41,35 +41,43 @@ net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpo
 
     // Counting tokens may run the tokenizer and chat template: on the bridge pool, not the event loop.
     // With -m the prompt's tokens are hashed against the nodes' KV events (kv_view): the decode node that
-    // holds the most of the prompt is preferred, and PD is taken only when the tokens that node is missing
+    // holds the most of the prompt is preferred, then any node when the shared tier holds more of it (every
+    // node of the chain key can fetch that), and PD is taken only when the tokens the best of those is missing
     // are at least --pd-min-tokens (a follow-up turn whose new tokens are few is prefilled where its
-    // conversation already is).
+    // conversation already is, or on a decode node that fetches the conversation from the tier).
     uint32_t n_tokens = 0;
     const bool have_prefill = prefill.n_members() > 0;
     n_tokens = co_await http->offload([&] { return count_tokens(ctx.req, &ctx.tokens); });
     ctx.cached_decode = kv_cached(decode, ctx);
-    uint32_t held = 0;
+    ctx.tier_decode = kv_tier(decode, ctx);
+    uint32_t held = 0, tier = 0;
     for (uint32_t c : ctx.cached_decode) held = std::max(held, c);
+    for (uint32_t c : ctx.tier_decode) tier = std::max(tier, c);
     held = std::min(held, n_tokens);
-    // With the tokens known, decode affinity keys on the prompt up to the first block no node holds: among nodes
-    // that hold the same of it (ties go to the least loaded, then this key), tenants sharing only a preamble
-    // spread, and one conversation's requests meet before the index knows where it is.
-    if (!ctx.tokens.empty()) ctx.affinity = frontier_affinity_key(ctx.tokens, held, pd_kv_block_tokens);
+    tier = std::min(tier, n_tokens);
+    const uint32_t reusable = std::max(held, tier);
+    // With the tokens known, decode affinity keys on the prompt up to the first block no node (nor the tier)
+    // holds: among nodes that hold the same of it (ties go to the least loaded, then this key), tenants sharing
+    // only a preamble spread, and one conversation's requests meet before the index knows where it is.
+    if (!ctx.tokens.empty()) ctx.affinity = frontier_affinity_key(ctx.tokens, reusable, pd_kv_block_tokens);
     // The index counts whole blocks: a node holding a conversation (its last turn's prompt and answer) holds
-    // up to a block more than it can show, so it is credited with pd_kv_block_tokens - 1 more tokens.
-    // (--pd-min-tokens 0 takes PD always.)
-    const uint32_t unseen = held > 0 && cfg.pd_min_tokens > 0 ? pd_kv_block_tokens - 1 : 0;
-    const bool pd = have_prefill && n_tokens - held >= cfg.pd_min_tokens + unseen;
-    if (pd) ctx.cached_prefill = kv_cached(prefill, ctx);
+    // up to a block more than it can show, so it is credited with pd_kv_block_tokens - 1 more tokens (a tier
+    // entry holds exactly its blocks). (--pd-min-tokens 0 takes PD always.)
+    const uint32_t unseen = held > 0 && held >= tier && cfg.pd_min_tokens > 0 ? pd_kv_block_tokens - 1 : 0;
+    const bool pd = have_prefill && n_tokens - reusable >= cfg.pd_min_tokens + unseen;
+    if (pd) {
+        ctx.cached_prefill = kv_cached(prefill, ctx);
+        ctx.tier_prefill = kv_tier(prefill, ctx);
+    }
     metrics.mode(pd ? "pd" : "direct");
-    metrics.kv_route(!ctx.tokens.empty(), held, have_prefill && !pd && n_tokens >= cfg.pd_min_tokens);
+    metrics.kv_route(!ctx.tokens.empty(), held, tier, have_prefill && !pd && n_tokens >= cfg.pd_min_tokens);
     if (pd && cfg.pd_delta && held > 0) {
         // A delta: the decode node the decode hop will choose (the most cached within the load cap) holds the
         // prompt's first `base` tokens, so the prefill node ships only the cells past them. The decode hop then
         // prefers that node alone; another node (the load changed meanwhile) refuses the delta (422) and the
         // request falls back to a local prefill there (--fallback).
         if (auto target = decode.pick_affine(ctx.affinity, {}, ctx.filter,
-                                             kv_route_scores(ctx.cached_decode, ctx.tokens.size()))) {
+                                             kv_route_scores(ctx.cached_decode, ctx.tokens.size(), ctx.tier_decode))) {
             const size_t t = target->index;
             ctx.delta_base = t < ctx.cached_decode.size() ? ctx.cached_decode[t] : 0;
             for (size_t i = 0; i < ctx.cached_decode.size(); ++i)

@@ -51,9 +51,10 @@ prefix_index_outcome prefix_index::apply(const kv_event_batch & b) {
             for (auto it = stored->blocks.rbegin(); it != stored->blocks.rend(); ++it) store(n, *it);
         } else if (const auto * removed = std::get_if<kv_event_removed>(&e)) {
             for (uint64_t h : removed->blocks) remove(n, h);
-        } else {
-            clear(n);  // kv_event_cleared
+        } else if (std::holds_alternative<kv_event_cleared>(e)) {
+            clear(n);
         }
+        // kv_event_tier_stored: not the node's cache (kv_view keeps the tier's entries apart).
     }
     n.last_seq = b.seq;
     return prefix_index_outcome::applied;

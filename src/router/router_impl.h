@@ -68,6 +68,7 @@ struct route_ctx {
     node_filter filter;            // the model the request names; after a prefill hop also the blob's group
     std::vector<token_id> tokens;  // the prompt's tokens (with -m): hashed against the nodes' KV events
     std::vector<uint32_t> cached_prefill, cached_decode;  // by node index: prompt tokens each node holds
+    std::vector<uint32_t> tier_prefill, tier_decode;      // by node index: prompt tokens it can fetch from the tier
     uint32_t delta_base = 0;  // PD: the prefill node ships only the cells past this many tokens (0: the whole state)
 };
 
@@ -183,6 +184,8 @@ class router_impl {
     uint32_t count_tokens(const openai_request & r, std::vector<token_id> * tokens = nullptr) const;
     // kv_cached: the prompt tokens each node of pool holds, by node index (empty without tokens or events).
     std::vector<uint32_t> kv_cached(node_pool & pool, const route_ctx & ctx);
+    // kv_tier: the prompt tokens each node of pool can fetch from the shared tier (kv_view::tier_tokens).
+    std::vector<uint32_t> kv_tier(node_pool & pool, const route_ctx & ctx);
     // acquire_node waits (bounded queue, deadline, client watched) until a node of pool has room.
     net::awaitable<std::optional<node_hold>> acquire_node(http_exchange & ex, node_pool & pool, capacity_gate & gate,
                                                           route_ctx & ctx, const std::vector<size_t> & tried,

@@ -30,12 +30,15 @@ void router_metrics::state_release(bool released) {
     lock_guard lk(mu_);
     ++(released ? releases_ok_ : releases_failed_);
 }
-void router_metrics::kv_route(bool known, uint32_t held, bool local_followup) {
+void router_metrics::kv_route(bool known, uint32_t held, uint32_t tier, bool local_followup) {
     lock_guard lk(mu_);
     if (!known) ++kv_unknown_;
-    else if (held > 0) ++kv_hits_;
+    else if (tier > held) {
+        ++kv_tier_routes_;
+        kv_tier_tokens_ += tier;
+    } else if (held > 0) ++kv_hits_;
     else ++kv_misses_;
-    kv_held_tokens_ += held;
+    if (tier <= held) kv_held_tokens_ += held;
     if (local_followup) ++local_followups_;
 }
 void router_metrics::delta(uint32_t base_tokens) {
@@ -85,14 +88,19 @@ void router_metrics::render(std::string & o, size_t waiting) const {
     o += "baton_router_state_releases_total{outcome=\"failed\"} " + std::to_string(releases_failed_) + "\n";
     metric_scalar(o, "baton_router_blob_transfer_seconds_total", "counter", "Time receiving blob bodies from prefill nodes", transfer_seconds_);
     metric_head(o, "baton_router_kv_routes_total", "counter",
-                "Routing decisions by what the prefix index knew: a decode node held part of the prompt (hit), none "
-                "did (miss), no tokens to look up (unknown: no -m)");
+                "Routing decisions by what the prefix index knew: a decode node held part of the prompt (hit), the "
+                "shared tier held more of it than any node (tier), neither did (miss), no tokens to look up (unknown: "
+                "no -m)");
     o += "baton_router_kv_routes_total{result=\"hit\"} " + std::to_string(kv_hits_) + "\n";
+    o += "baton_router_kv_routes_total{result=\"tier\"} " + std::to_string(kv_tier_routes_) + "\n";
     o += "baton_router_kv_routes_total{result=\"miss\"} " + std::to_string(kv_misses_) + "\n";
     o += "baton_router_kv_routes_total{result=\"unknown\"} " + std::to_string(kv_unknown_) + "\n";
     metric_scalar(o, "baton_router_kv_held_tokens_total", "counter",
                   "Prompt tokens the chosen decode node's cache already held (not prefilled again)",
                   double(kv_held_tokens_));
+    metric_scalar(o, "baton_router_kv_tier_tokens_total", "counter",
+                  "Prompt tokens the shared tier held for requests routed on it (fetched by the node, not prefilled)",
+                  double(kv_tier_tokens_));
     metric_scalar(o, "baton_router_local_followups_total", "counter",
                   "Requests of --pd-min-tokens or more sent without a prefill hop because the decode node held all but "
                   "a few of their tokens",

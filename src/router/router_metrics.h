@@ -23,8 +23,9 @@ class router_metrics {
     void direct_state(uint64_t bytes);                   // a state fetched node to node (--pd-transfer direct)
     void state_release(bool released);                   // the router's DELETE of a held state: released, or not
     // kv_route: a routing decision with prompt tokens to hash (known) or not; held: the prompt tokens the best
-    // decode node already held; local_followup: PD skipped because that node held all but a few.
-    void kv_route(bool known, uint32_t held, bool local_followup);
+    // decode node already held; tier: those the shared tier held; local_followup: PD skipped because a decode
+    // node held (or could fetch from the tier) all but a few.
+    void kv_route(bool known, uint32_t held, uint32_t tier, bool local_followup);
     void delta(uint32_t base_tokens);  // a PD request whose state was asked for as a delta over base_tokens
     void ttft(double seconds);                                         // time to the first relayed byte
     // render appends the router's metrics; waiting: requests queued for node capacity now.
@@ -48,6 +49,7 @@ class router_metrics {
     uint64_t kv_hits_ BATON_GUARDED_BY(mu_) = 0, kv_misses_ BATON_GUARDED_BY(mu_) = 0;
     uint64_t kv_unknown_ BATON_GUARDED_BY(mu_) = 0, kv_held_tokens_ BATON_GUARDED_BY(mu_) = 0;
     uint64_t local_followups_ BATON_GUARDED_BY(mu_) = 0;
+    uint64_t kv_tier_routes_ BATON_GUARDED_BY(mu_) = 0, kv_tier_tokens_ BATON_GUARDED_BY(mu_) = 0;
     uint64_t deltas_ BATON_GUARDED_BY(mu_) = 0, delta_base_tokens_ BATON_GUARDED_BY(mu_) = 0;
     latency_histogram ttft_ BATON_GUARDED_BY(mu_);
 };

@@ -1,6 +1,6 @@
 // serve_tier_test.cpp — nodes and the shared prefix-cache tier (docs/tier.md, "A node and the tier") with a real
 // valkey-server: a conversation continues on a freshly started node from the tier, answering exactly as a node
-// that computed everything; a tier that is stopped, paused past its timeout or flushed is a miss (the prompt is
+// that computed everything; the router routes on what the tier holds; a tier that is stopped, paused past its timeout or flushed is a miss (the prompt is
 // computed, the answer the same, the failure counted); and the flags' mistakes exit with usage.
 #include <fstream>
 
@@ -118,6 +118,59 @@ TEST(ServeTier, TierStoppedPausedOrFlushedIsAMissNeverAWrongAnswer) {
     const std::string m = get(*n, "/metrics").body;
     EXPECT_GE(metric_value(m, "baton_tier_fetch_errors_total"), 1) << m;
     EXPECT_GE(metric_value(m, "baton_tier_timeouts_total"), 1) << m;
+    EXPECT_EQ(metric_value(m, "baton_invariant_repairs_total"), 0) << m;
+}
+
+// The router knows what the tier holds (the decode nodes' tier_stored events): a conversation whose decode
+// node is gone continues on the other decode node without a prefill hop — that node fetches it from the tier —
+// and answers as one node that computed everything.
+TEST(ServeTier, RouterSendsAConversationTheTierHoldsToADecodeNodeWithoutAPrefillHop) {
+    auto v = valkey_process::start();
+    auto pre = node_process::start(serve_args("llama", {"--role", "prefill", "-np", "1"}));
+    std::vector<std::unique_ptr<node_process>> dec;
+    for (int i = 0; i < 2; ++i) dec.push_back(node_process::start(tier_args(*v, {"--role", "decode"})));
+    auto plain = node_process::start(serve_args("llama", {"-np", "1"}));
+    auto router = node_process::start({"route", "--prefill", pre->url(), "--decode",
+                                       dec[0]->url() + "," + dec[1]->url(), "--pd-min-tokens", "128", "-m",
+                                       test_model_path("llama"), "--health-interval", "0.2", "--timeout", "120"});
+    const std::string turn1 = long_system() + "Question: what is a slot?";
+    const http_reply a1 = post(*router, "/v1/completions", completion(turn1).dump());
+    ASSERT_EQ(a1.status, 200) << a1.body;
+    ASSERT_EQ(a1.route, "pd");
+    const int n1 = a1.j()["usage"]["prompt_tokens"].get<int>();
+    ASSERT_GE(n1, 256);
+    const size_t holder = a1.decode_node == dec[0]->url() ? 0 : 1;
+    ASSERT_EQ(a1.decode_node, dec[holder]->url());
+    ASSERT_GE(wait_written(*dec[holder], 1), 1);
+    // The router learns of the entry from the node's events (a poll per health round).
+    double entries = 0;
+    for (int i = 0; i < 100 && entries < 1; ++i) {
+        entries = metric_value(get(*router, "/metrics").body, "baton_router_kv_tier_entries");
+        if (entries < 1) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ASSERT_GE(entries, 1) << get(*router, "/metrics").body;
+    ::kill(dec[holder]->pid(), SIGKILL);
+    const node_process & other = *dec[1 - holder];
+    double usable = 2;
+    for (int i = 0; i < 100 && usable != 1; ++i) {
+        usable = metric_value(get(*router, "/metrics").body, "baton_router_nodes{role=\"decode\"}");
+        if (usable != 1) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ASSERT_EQ(usable, 1);
+    const std::string turn2 = turn1 + a1.j()["choices"][0]["text"].get<std::string>() + " And then?";
+    const http_reply a2 = post(*router, "/v1/completions", completion(turn2).dump());
+    ASSERT_EQ(a2.status, 200) << a2.body;
+    EXPECT_EQ(a2.route, "direct") << "the tier holds all but a few tokens: no prefill hop";
+    EXPECT_EQ(a2.decode_node, other.url());
+    EXPECT_GE(a2.j()["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), n1 - 64);
+    const http_reply want = post(*plain, "/v1/completions", completion(turn2).dump());
+    ASSERT_EQ(want.status, 200);
+    EXPECT_EQ(a2.j()["choices"][0]["text"], want.j()["choices"][0]["text"]);
+    const std::string rm = get(*router, "/metrics").body;
+    EXPECT_EQ(metric_value(rm, "baton_router_kv_routes_total{result=\"tier\"}"), 1) << rm;
+    EXPECT_EQ(metric_value(rm, "baton_router_local_followups_total"), 1) << rm;
+    const std::string m = get(other, "/metrics").body;
+    EXPECT_EQ(metric_value(m, "baton_tier_fetch_hits_total"), 1) << m;
     EXPECT_EQ(metric_value(m, "baton_invariant_repairs_total"), 0) << m;
 }
 

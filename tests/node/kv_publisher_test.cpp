@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <set>
+#include <thread>
 
 #include "baton/pd/kv_blocks.h"
 
@@ -115,6 +116,30 @@ TEST(KvPublisher, AReaderBehindTheLogOrAheadOfItMustResync) {
     EXPECT_FALSE(p.batches_after(9)) << "a reader ahead of the node read another epoch";
     EXPECT_EQ(p.snapshot().seq, 4u);
     EXPECT_EQ(snapshot_set(p).size(), 1u);
+}
+
+TEST(KvPublisher, TierWritesAreABatchAndStayInTheSnapshotUntilTheyExpire) {
+    kv_publisher p = make();
+    p.observe({toks({1, 2, 3, 4})});
+    p.tier_stored(0xabc, 3600000);
+    p.tier_stored(0xdef, 1);
+    EXPECT_EQ(p.seq(), 3u);
+    auto b = p.batches_after(1);
+    ASSERT_TRUE(b.has_value());
+    ASSERT_EQ(b->size(), 2u);
+    EXPECT_EQ((*b)[0].events, (std::vector<kv_event>{kv_event_tier_stored{{0xabc}, 3600000}}));
+    // Not a block the node holds.
+    const std::vector<uint64_t> held = hashes({1, 2, 3, 4});
+    EXPECT_EQ(snapshot_set(p), std::set<uint64_t>(held.begin(), held.end()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // 0xdef's 1 ms has passed
+    const kv_snapshot s = p.snapshot();
+    ASSERT_EQ(s.tier.size(), 1u);
+    EXPECT_EQ(s.tier[0].block, 0xabcu);
+    EXPECT_GT(s.tier[0].ttl_ms, 3500000u);
+    EXPECT_LE(s.tier[0].ttl_ms, 3600000u);
+    auto d = kv_snapshot_decode(kv_snapshot_encode(s));  // what a router reads
+    ASSERT_TRUE(d.ok()) << d.status().to_string();
+    EXPECT_EQ(d.value(), s);
 }
 
 }  // namespace

@@ -25,6 +25,7 @@ kv_event_batch kv_events_test_batch() {
     b.events.push_back(kv_event_removed{{2}});
     b.events.push_back(kv_event_cleared{});
     b.events.push_back(kv_event_stored{std::nullopt, {}});
+    b.events.push_back(kv_event_tier_stored{{0xa0b1c2d3e4f50617ULL, 5}, 3600000});
     return b;
 }
 
@@ -35,6 +36,7 @@ kv_snapshot kv_events_test_snapshot() {
     s.seed = 42;
     s.seq = 0;
     s.blocks = {0, 1, 0x8000000000000000ULL};
+    s.tier = {{7, 1}, {0xffffffffffffffffULL, kv_events_tier_ttl_ms_max}};
     return s;
 }
 
@@ -75,7 +77,7 @@ TEST(KvEvents, SnapshotRoundTripsExactly) {
 
 TEST(KvEvents, TheWireFormIsTheDocumentedOne) {
     const json j = batch_json();
-    EXPECT_EQ(j["version"], 1);
+    EXPECT_EQ(j["version"], 2);
     EXPECT_EQ(j["node"], "prefill-0:8080");
     EXPECT_EQ(j["seed"], "0123456789abcdef");
     EXPECT_EQ(j["seq"], 7);
@@ -85,6 +87,13 @@ TEST(KvEvents, TheWireFormIsTheDocumentedOne) {
     EXPECT_EQ(j["events"][1]["parent"], "ffffffffffffffff");
     EXPECT_EQ(j["events"][2], json({{"type", "removed"}, {"blocks", {"0000000000000002"}}}));
     EXPECT_EQ(j["events"][3], json({{"type", "cleared"}}));
+    EXPECT_EQ(j["events"][5], json::parse(R"({"type":"tier_stored","blocks":["a0b1c2d3e4f50617","0000000000000005"],
+                                              "ttl_ms":3600000})"));
+    EXPECT_NE(kv_event_batch_encode(kv_events_test_batch())
+                  .find(R"({"type":"tier_stored","blocks":["a0b1c2d3e4f50617","0000000000000005"],"ttl_ms":3600000})"),
+              std::string::npos);  // in the documented field order
+    EXPECT_EQ(snapshot_json()["tier"].dump(),
+              R"([{"block":"0000000000000007","ttl_ms":1},{"block":"ffffffffffffffff","ttl_ms":2592000000}])");
     EXPECT_EQ(kv_hash_hex(0xa0b1c2d3e4f50617ULL), "a0b1c2d3e4f50617");
     // Hand-written text in the documented form decodes.
     auto d = kv_snapshot_decode(
@@ -192,9 +201,9 @@ TEST(KvEvents, OutOfRangeValuesAreCorrupt) {
 
 TEST(KvEvents, AnotherVersionIsUnsupported) {
     json j = batch_json();
-    j["version"] = 2;
-    j["something_new"] = true;  // a later version's fields are not judged by version 1's table
-    expect_refused(decode_batch(j), status_code::unsupported, "version 2");
+    j["version"] = 3;
+    j["something_new"] = true;  // a later version's fields are not judged by version 2's table
+    expect_refused(decode_batch(j), status_code::unsupported, "version 3");
     json s = snapshot_json();
     s["version"] = 0;
     expect_refused(decode_snapshot(s), status_code::unsupported, "version 0");
@@ -202,9 +211,9 @@ TEST(KvEvents, AnotherVersionIsUnsupported) {
 
 TEST(KvEvents, OverEachLimitIsTooLarge) {
     kv_event_limits lim;
-    lim.max_events = 4;  // the batch has 5
+    lim.max_events = 5;  // the batch has 6
     expect_refused(decode_batch(batch_json(), lim), status_code::too_large, "events");
-    lim.max_events = 5;
+    lim.max_events = 6;
     EXPECT_TRUE(decode_batch(batch_json(), lim).ok());
 
     lim = {};
@@ -260,6 +269,59 @@ TEST(KvEvents, ABatchIsNotASnapshotNorTheReverse) {
                    "blocks");
     expect_refused(kv_event_batch_decode(kv_snapshot_encode(kv_events_test_snapshot())).status(), status_code::corrupt,
                    "events");
+}
+
+// Version 1 (routers and nodes before the tier events): its documents still decode; what version 2 added is
+// refused in them, named.
+TEST(KvEvents, VersionOneDocumentsDecodeWithoutTheTierFields) {
+    auto b = kv_event_batch_decode(
+        R"({"version":1,"node":"n","epoch":"e","seed":"00000000000000ff","seq":1,"events":[{"type":"cleared"}]})");
+    ASSERT_TRUE(b.ok()) << b.status().to_string();
+    EXPECT_EQ(b->version, 1u);
+    auto s =
+        kv_snapshot_decode(R"({"version":1,"node":"n","epoch":"e","seed":"00000000000000ff","seq":3,"blocks":[]})");
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    EXPECT_TRUE(s->tier.empty());
+    EXPECT_EQ(kv_snapshot_encode(s.value()).find("tier"), std::string::npos);  // re-encoded as version 1
+    json j = batch_json();
+    j["version"] = 1;
+    j["events"] = json::array({j["events"][5]});
+    expect_refused(decode_batch(j), status_code::corrupt, "events[0].type");
+    json v1 = snapshot_json();
+    v1["version"] = 1;
+    expect_refused(decode_snapshot(v1), status_code::corrupt, "tier");  // not a field of version 1
+    json v2 = snapshot_json();
+    v2.erase("tier");
+    expect_refused(decode_snapshot(v2), status_code::corrupt, "tier");  // version 2 requires it
+}
+
+TEST(KvEvents, TierFieldsAreCheckedLikeEveryOther) {
+    for (const json & ttl : {json(0), json(-1), json(kv_events_tier_ttl_ms_max + 1), json("1"), json(1.5)}) {
+        json j = batch_json();
+        j["events"][5]["ttl_ms"] = ttl;
+        expect_refused(decode_batch(j), status_code::corrupt, "events[5].ttl_ms");
+        json s = snapshot_json();
+        s["tier"][1]["ttl_ms"] = ttl;
+        expect_refused(decode_snapshot(s), status_code::corrupt, "tier[1].ttl_ms");
+    }
+    json j = batch_json();
+    j["events"][5]["blocks"][1] = "5";
+    expect_refused(decode_batch(j), status_code::corrupt, "events[5].blocks[1]");
+    j = batch_json();
+    j["events"][5].erase("ttl_ms");
+    expect_refused(decode_batch(j), status_code::corrupt, "events[5].ttl_ms");
+    json s = snapshot_json();
+    s["tier"][0]["extra"] = 1;
+    expect_refused(decode_snapshot(s), status_code::corrupt, "tier[0].extra");
+    s = snapshot_json();
+    s["tier"] = json::object();
+    expect_refused(decode_snapshot(s), status_code::corrupt, "tier");
+    kv_event_limits lim;
+    lim.max_snapshot_blocks = 1;
+    expect_refused(decode_snapshot(snapshot_json(), lim), status_code::too_large, "blocks");
+    s = snapshot_json();
+    s["blocks"] = json::array();
+    expect_refused(decode_snapshot(s, lim), status_code::too_large, "tier");
 }
 
 }  // namespace

@@ -115,5 +115,93 @@ TEST(KvRouteScores, WhatSavesLittleCountsAsATie) {
     EXPECT_TRUE(kv_route_scores({}, 100).empty());
 }
 
+kv_event_batch tier_batch(const std::string & epoch, uint64_t seq, std::vector<uint64_t> blocks, uint64_t ttl_ms) {
+    kv_event_batch b = batch(epoch, seq, {});
+    b.events = {kv_event_tier_stored{std::move(blocks), ttl_ms}};
+    return b;
+}
+
+// The tier's entries a node reports writing: any node of the chain key can fetch them, so every such node is
+// credited with the longest prefix the tier holds; not the node's own cache; gone after their TTL.
+TEST(KvView, TierEntriesCountForEveryNodeOfTheChainKeyUntilTheyExpire) {
+    kv_view v(1 << 16);
+    const auto t0 = kv_view::clock::now();
+    const auto p = prompt(5 * pd_kv_block_tokens + 7);
+    const auto h = blocks_of(p);
+    const std::string other = "http://10.0.0.2:8080";
+    ASSERT_TRUE(v.apply_events(other, answer("e9", 0, false, {}), t0).ok());  // in sync, holds nothing
+    ASSERT_TRUE(
+        v.apply_events(k_url, answer("e1", 2, false, {batch("e1", 1, {h[0]}), tier_batch("e1", 2, {h[1], h[3]}, 1000)}),
+                       t0)
+            .ok());
+    // Entries at blocks 2 and 4 (a conversation's two turns): the longest wins; block 4's prefix is 4 blocks.
+    EXPECT_EQ(v.tier_tokens(p, {k_url, other, "http://unknown:1"}, t0),
+              (std::vector<uint32_t>{4 * pd_kv_block_tokens, 4 * pd_kv_block_tokens, 0}));
+    EXPECT_EQ(v.cached_tokens(p, {k_url, other}), (std::vector<uint32_t>{pd_kv_block_tokens, 0}));  // its own cache
+    EXPECT_EQ(v.stats().tier_entries, 2u);
+    // A prompt that diverges inside block 3 can use the entry at block 2 only.
+    auto q = p;
+    q[2 * pd_kv_block_tokens + 5] = 99999;
+    EXPECT_EQ(v.tier_tokens(q, {other}, t0), std::vector<uint32_t>{2 * pd_kv_block_tokens});
+    // Expired: nothing. A later write renews.
+    EXPECT_EQ(v.tier_tokens(p, {other}, t0 + std::chrono::milliseconds(1001)), std::vector<uint32_t>{0});
+    ASSERT_TRUE(v.apply_events(k_url, answer("e1", 3, false, {tier_batch("e1", 3, {h[1]}, 5000)}), t0).ok());
+    EXPECT_EQ(v.tier_tokens(p, {other}, t0 + std::chrono::milliseconds(1001)),
+              std::vector<uint32_t>{2 * pd_kv_block_tokens});
+    // The node restarts (a new epoch, resync): the tier's entries stay (they live in Valkey, not in the node).
+    auto r = v.apply_events(k_url, answer("e2", 0, true, {}), t0);
+    ASSERT_TRUE(r.ok());
+    EXPECT_TRUE(r.value());
+    EXPECT_EQ(v.tier_tokens(p, {other}, t0), std::vector<uint32_t>{4 * pd_kv_block_tokens});
+}
+
+TEST(KvView, ASnapshotCarriesTheTierEntriesAndAnotherChainKeyDoesNotSeeThem) {
+    kv_view v(1 << 16);
+    const auto t0 = kv_view::clock::now();
+    const auto p = prompt(3 * pd_kv_block_tokens);
+    const auto h = blocks_of(p);
+    kv_snapshot s;
+    s.node = "n";
+    s.epoch = "e1";
+    s.seed = k_seed;
+    s.seq = 4;
+    s.tier = {{h[2], 60000}};
+    ASSERT_TRUE(v.apply_snapshot(k_url, kv_snapshot_encode(s), t0).ok());
+    EXPECT_EQ(v.tier_tokens(p, {k_url}, t0), std::vector<uint32_t>{3 * pd_kv_block_tokens});
+    // A node of another model or KV layout (another seed): its hashes of the same tokens differ, and the entries
+    // were reported under k_seed.
+    kv_snapshot o = s;
+    o.seed = k_seed + 1;
+    o.tier.clear();
+    ASSERT_TRUE(v.apply_snapshot("http://other:1", kv_snapshot_encode(o), t0).ok());
+    EXPECT_EQ(v.tier_tokens(p, {"http://other:1"}, t0), std::vector<uint32_t>{0});
+}
+
+TEST(KvView, TierEntriesAreBoundedSoonestToExpireFirst) {
+    kv_view v(2);
+    const auto t0 = kv_view::clock::now();
+    const auto p = prompt(3 * pd_kv_block_tokens);
+    const auto h = blocks_of(p);
+    ASSERT_TRUE(v.apply_events(k_url, answer("e1", 1, false, {tier_batch("e1", 1, {h[2]}, 1000)}), t0).ok());
+    ASSERT_TRUE(v.apply_events(k_url, answer("e1", 2, false, {tier_batch("e1", 2, {h[0]}, 9000)}), t0).ok());
+    ASSERT_TRUE(v.apply_events(k_url, answer("e1", 3, false, {tier_batch("e1", 3, {h[1]}, 5000)}), t0).ok());
+    EXPECT_EQ(v.stats().tier_entries, 2u);  // h[2] (the soonest to expire) went
+    EXPECT_EQ(v.tier_tokens(p, {k_url}, t0), std::vector<uint32_t>{2 * pd_kv_block_tokens});
+}
+
+TEST(KvRouteScores, ANodeHoldingAPrefixBeatsTheTierWhichBeatsRecomputing) {
+    // 4096-token prompt (margin 512): the tier holds 4000 of it.
+    // No node holds any: all are credited alike (load decides).
+    EXPECT_EQ(kv_route_scores({0, 0, 0}, 4096, {4000, 4000, 4000}), (std::vector<uint32_t>{3488, 3488, 3488}));
+    // A node that holds it all is ahead of the nodes that would fetch it.
+    EXPECT_EQ(kv_route_scores({4000, 0}, 4096, {4000, 4000}), (std::vector<uint32_t>{4000, 3488}));
+    // A node holding only a preamble has no edge: it would fetch the conversation from the tier like the others.
+    EXPECT_EQ(kv_route_scores({1024, 0}, 4096, {4000, 4000}), (std::vector<uint32_t>{3488, 3488}));
+    // Without the tier the preamble would have drawn the request there.
+    EXPECT_EQ(kv_route_scores({1024, 0}, 4096), (std::vector<uint32_t>{1024, 0}));
+    // A tier entry shorter than the margin counts for nothing.
+    EXPECT_EQ(kv_route_scores({0, 0}, 4096, {256, 256}), (std::vector<uint32_t>{0, 0}));
+}
+
 }  // namespace
 }  // namespace baton

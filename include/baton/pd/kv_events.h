@@ -23,8 +23,10 @@
 
 namespace baton {
 
-// The format's version ("version" field of batches and snapshots). Decoders refuse any other (unsupported).
-inline constexpr uint32_t kv_events_version = 1;
+// The format's version ("version" field of batches and snapshots). Encoders write it; decoders read it and
+// version 1 (which has no tier_stored events and no snapshot "tier") and refuse any other (unsupported).
+inline constexpr uint32_t kv_events_version = 2;
+inline constexpr uint32_t kv_events_version_min = 1;
 
 // The node stored these blocks, in chain order. parent: the hash of the block before blocks[0] (none: blocks[0]
 // is the sequence's first block). The index does not need it (a hash names its prefix); it is there for
@@ -46,7 +48,23 @@ struct kv_event_cleared {
     bool operator==(const kv_event_cleared &) const = default;
 };
 
-using kv_event = std::variant<kv_event_stored, kv_event_removed, kv_event_cleared>;
+// Version 2: the node wrote entries to the shared tier (docs/tier.md) holding the prefixes these blocks end
+// (each hash names its whole prefix: the tier's entry key), kept there for ttl_ms from now at most (Valkey may
+// evict them sooner). Not a block the node holds: a router keeps these apart, for every node of the chain key.
+struct kv_event_tier_stored {
+    std::vector<uint64_t> blocks;
+    uint64_t ttl_ms = 0;
+    bool operator==(const kv_event_tier_stored &) const = default;
+};
+
+using kv_event = std::variant<kv_event_stored, kv_event_removed, kv_event_cleared, kv_event_tier_stored>;
+
+// A tier entry in a snapshot: the block hash its prefix ends with and how long it has left (ms).
+struct kv_tier_entry {
+    uint64_t block = 0;
+    uint64_t ttl_ms = 0;
+    bool operator==(const kv_tier_entry &) const = default;
+};
 
 // One numbered batch of a node's events, applied in order.
 struct kv_event_batch {
@@ -67,6 +85,7 @@ struct kv_snapshot {
     uint64_t seed = 0;
     uint64_t seq = 0;              // the last batch this snapshot includes
     std::vector<uint64_t> blocks;  // every block hash held, in no particular order
+    std::vector<kv_tier_entry> tier;  // version 2: tier entries the node wrote that have not expired
     bool operator==(const kv_snapshot &) const = default;
 };
 
@@ -81,6 +100,8 @@ struct kv_event_limits {
 
 // The largest seq the format carries: 2^53 - 1, so every JSON reader holds it exactly.
 inline constexpr uint64_t kv_events_seq_max = (uint64_t(1) << 53) - 1;
+// The longest ttl_ms of a tier entry: 30 days (--tier-ttl's cap).
+inline constexpr uint64_t kv_events_tier_ttl_ms_max = uint64_t(30) * 24 * 3600 * 1000;
 
 // kv_event_batch_encode / kv_snapshot_encode write compact JSON, fields in the documented order. They do not
 // validate: a value that breaks the rules (an empty node, seq 0 in a batch) encodes to text the decoder
@@ -88,7 +109,7 @@ inline constexpr uint64_t kv_events_seq_max = (uint64_t(1) << 53) - 1;
 std::string kv_event_batch_encode(const kv_event_batch & b);
 std::string kv_snapshot_encode(const kv_snapshot & s);
 
-// kv_event_batch_decode / kv_snapshot_decode parse totally: a version other than 1 is unsupported; over a
+// kv_event_batch_decode / kv_snapshot_decode parse totally: a version other than 1 or 2 is unsupported; over a
 // limit is too_large; anything else that is not exactly the documented form (bad JSON, a missing or unknown
 // field, a wrong type, a value out of range, a hash not of 16 lowercase hex digits, an unknown event type) is
 // corrupt naming the field.
