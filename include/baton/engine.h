@@ -64,8 +64,11 @@ struct engine_config {
     int64_t cache_ram_mib = 8192;
     // state_kept (a shared tier's writer, docs/tier.md): called on the scheduler thread with every state the host
     // prompt cache keeps and, when keep_finished, with the state a slot holds when a generation ends (prompt and
-    // answer). It must not block (hand the state to another thread). Null: nothing is offered.
-    std::function<void(const std::shared_ptr<const validated_blob> &)> state_kept;
+    // answer), and how many of its leading tokens name it (key_tokens): the whole state, or for a finished
+    // generation its prompt — a next turn's prompt repeats that text, while its answer, rendered back to text and
+    // tokenized again, may not give the same tokens. It must not block (hand the state to another thread).
+    // Null: nothing is offered.
+    std::function<void(const std::shared_ptr<const validated_blob> &, size_t key_tokens)> state_kept;
     bool keep_finished = false;
 };
 
@@ -270,6 +273,10 @@ class engine {
     // state_validation: ok when the engine learned its own state layout at start, so every external state is
     // checked against it before libllama parses it (state_payload.h); otherwise why it restores no state.
     Status state_validation() const;
+    // delta_of: a full state's delta over its first n_base tokens, as blob bytes (with key's MAC when set): the
+    // first attention part's cells past n_base, every other part whole (state_splice.h). For a shared tier's
+    // writer; any thread (it reads only the state layout the engine learned at start).
+    Result<std::vector<uint8_t>> delta_of(const blob_view & full, uint32_t n_base, const blob_key * key) const;
 
     // stop: finish no new work; tasks in flight end with a cancelled error. Idempotent.
     void stop();

@@ -47,11 +47,13 @@ struct serve_options {
     // --tier-* (docs/tier.md): folded into cfg.tier by serve_check_tier.
     std::string tier_valkey, tier_user, tier_password_file, tier_tls_ca, tier_tls_cert, tier_tls_key, tier_tls_name;
     uint32_t tier_ttl_s = 3600, tier_timeout_ms = 200;
+    bool no_tier_deltas = false;
 };
 
 Status serve_check_tier(serve_options & o) {
     const bool any_other = !o.tier_user.empty() || !o.tier_password_file.empty() || !o.tier_tls_ca.empty() ||
-                           !o.tier_tls_cert.empty() || !o.tier_tls_key.empty() || !o.tier_tls_name.empty();
+                           !o.tier_tls_cert.empty() || !o.tier_tls_key.empty() || !o.tier_tls_name.empty() ||
+                           o.no_tier_deltas;
     if (o.tier_valkey.empty()) {
         if (any_other) return {status_code::invalid_argument, "--tier-*: needs --tier-valkey HOST:PORT"};
         return {};
@@ -70,6 +72,7 @@ Status serve_check_tier(serve_options & o) {
     if (o.tier_ttl_s < 1 || o.tier_ttl_s > 30 * 86400)
         return {status_code::invalid_argument, "--tier-ttl: must be in 1..2592000 seconds"};
     t.ttl_s = o.tier_ttl_s;
+    t.deltas = !o.no_tier_deltas;
     t.valkey.username = o.tier_user;
     if (!o.tier_password_file.empty()) {
         std::ifstream f(o.tier_password_file);
@@ -263,6 +266,9 @@ void cli_add_serve(CLI::App & app, cli_run_fn & run) {
     sub->add_option("--tier-tls-server-name", o->tier_tls_name, "Tier: TLS server name (SNI; default: the host)");
     sub->add_option("--tier-ttl", o->tier_ttl_s, "Tier: seconds every entry this node writes lives")
         ->capture_default_str();
+    sub->add_flag("--no-tier-deltas", o->no_tier_deltas,
+                  "Tier: write every state whole (default: a conversation's next turn is stored as a delta over the "
+                  "entry this node wrote for the turn before)");
     sub->add_option("--tier-timeout-ms", o->tier_timeout_ms,
                     "Tier: connect and per-wait timeout (a slow tier is a miss: the prompt is computed)")
         ->capture_default_str();

@@ -219,6 +219,9 @@ const engine_config & engine::config() const { return impl_->cfg; }
 const model_identity & engine::identity() const { return impl_->env.identity; }
 const kv_layout & engine::layout() const { return impl_->env.context; }
 Status engine::state_validation() const { return impl_->env.shape_error; }
+Result<std::vector<uint8_t>> engine::delta_of(const blob_view & full, uint32_t n_base, const blob_key * key) const {
+    return state_delta_of(impl_->env, full, n_base, key);
+}
 
 const std::string & engine_event_text(const engine_event & ev) {
     static const std::string none;

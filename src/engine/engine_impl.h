@@ -135,6 +135,9 @@ class engine_impl {
     // more of the prompt than the slot holds, restores it into the slot (slot_restore; the entry stays).
     void cache_out(slot & s, const std::vector<token_id> & next);
     void cache_keep(blob_ptr b);  // host_cache.put, counted (cache_out and task_cache_put)
+    // cache_join: the full state of a delta (a shared tier's) over the base a host-cache entry or an idle
+    // slot holds; incompatible when none holds it.
+    Result<blob_ptr> cache_join(const blob_view & d);
     void cache_in(slot & s, const std::vector<token_id> & prompt);
     void after_chunk(slot & s, uint32_t n_end);
     void sample_one(slot & s);

@@ -87,4 +87,15 @@ std::vector<std::shared_ptr<const std::vector<token_id>>> prompt_cache::prefixes
     return out;
 }
 
+blob_ptr prompt_cache::holding(std::span<const token_id> base) const {
+    const entry * best = nullptr;
+    for (const entry & e : entries_) {
+        const auto & t = *e.tokens;
+        if (t.size() >= base.size() && std::equal(base.begin(), base.end(), t.begin()) &&
+            (!best || e.last_used > best->last_used))
+            best = &e;
+    }
+    return best ? best->blob : nullptr;
+}
+
 }  // namespace baton

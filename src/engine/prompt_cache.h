@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "baton/engine.h"
@@ -48,6 +49,9 @@ class prompt_cache {
     // use returns entry `index`'s blob (from best) and makes it the most recently used; the entry stays (a
     // restore copies the state: the slot may soon hold it no longer).
     blob_ptr use(size_t index);
+
+    // holding: the most recently used entry whose tokens begin with base (null: none).
+    blob_ptr holding(std::span<const token_id> base) const;
 
     size_t bytes() const { return bytes_; }
     size_t entries() const { return entries_.size(); }

@@ -156,13 +156,19 @@ bool engine_impl::admit_one(engine_task & task, const request_ptr & h) {
     if (auto * cp = std::get_if<task_cache_put>(&task)) {
         // A state from a shared tier, for the prompts queued after it: it must be this node's (identity and
         // layout; its bytes were verified by the parser) before the cache takes it.
+        // A delta (the tier's entry past a base this node holds) is joined with the host-cache entry or idle
+        // slot that holds its base, and the whole state is kept.
         Status st = !host_cache.enabled()
                         ? Status(status_code::unsupported, "cache_put: the host prompt cache is off (--cache-ram 0)")
-                    : cp->blob->view().base_tokens > 0
-                        ? Status(status_code::invalid_argument, "cache_put: a delta is not a whole state")
                         : blob_check_compatible(cp->blob->view(), env.identity, env.context);
+        blob_ptr whole = cp->blob;
+        if (st.ok() && whole->view().base_tokens > 0) {
+            auto joined = cache_join(whole->view());
+            if (joined.ok()) whole = std::move(joined.value());
+            else st = joined.status();
+        }
         if (st.ok()) {
-            cache_keep(cp->blob);
+            cache_keep(std::move(whole));
             deliver(h, event_done{});
         } else {
             deliver(h, event_error{st});
@@ -209,6 +215,20 @@ bool engine_impl::admit_one(engine_task & task, const request_ptr & h) {
     t->req = std::move(*req);
     bind_task(slots[size_t(id)], std::move(t), task);
     return true;
+}
+
+Result<blob_ptr> engine_impl::cache_join(const blob_view & d) {
+    if (!env.shape_error.ok())
+        return Status(status_code::unsupported,
+                      "cache_put: this node cannot validate states: " + env.shape_error.message());
+    const std::span<const token_id> base(d.tokens.data(), d.base_tokens);
+    if (blob_ptr e = host_cache.holding(base))
+        return state_join_delta(env, e->view().state, uint32_t(e->view().tokens.size()), e->view().checkpoints, d);
+    for (const auto & s : slots)
+        if (!s.task && s.owner == 0 && slot_holds_base(s, d)) return slot_join_delta(env, s, d, state_scratch);
+    return Status(status_code::incompatible,
+                  "base: neither the host cache nor an idle slot holds the delta's base of " +
+                      std::to_string(d.base_tokens) + " tokens");
 }
 
 size_t engine_impl::reuse_min(const std::vector<token_id> & prompt) const {
@@ -339,7 +359,7 @@ void engine_impl::cache_out(slot & s, const std::vector<token_id> & next) {
         }
         b = std::move(snap.value());
     }
-    if (cfg.state_kept) cfg.state_kept(b);
+    if (cfg.state_kept) cfg.state_kept(b, b->view().tokens.size());
     cache_keep(std::move(b));
 }
 
@@ -688,7 +708,7 @@ void engine_impl::finish(slot & s, finish_reason why, Status error, std::vector<
     if (cfg.state_kept && cfg.keep_finished && why != finish_reason::cancelled &&
         s.tokens.size() >= cfg.reuse_min_tokens) {
         auto snap = baton::slot_snapshot(env, s, state_scratch);
-        if (snap.ok()) cfg.state_kept(snap.value());
+        if (snap.ok()) cfg.state_kept(snap.value(), std::min(t->req.prompt.size(), s.tokens.size()));
         else log_warn("engine: slot {}'s state could not be offered to the tier: {}", s.id, snap.status().message());
     }
 }

@@ -160,21 +160,33 @@ Status slot_restore_delta(const restore_env & env, slot & s, const validated_blo
                                                " tokens do not fit a slot of " + std::to_string(env.n_ctx_slot) +
                                                " (start the node with a larger -c)"};
     // 2. Join what the slot holds below the base with the delta's cells.
+    auto full = slot_join_delta(env, s, d, state_scratch);
+    if (!full.ok()) return full.status();
+    // 3. The one restore routine.
+    return slot_restore(env, s, *full.value(), owner);
+}
+
+Result<blob_ptr> slot_join_delta(const restore_env & env, const slot & s, const blob_view & d,
+                                 std::vector<uint8_t> & state_scratch) {
+    if (!slot_holds_base(s, d))
+        return Status(status_code::incompatible,
+                      "base: slot " + std::to_string(s.id) + " does not hold the delta's base");
     std::span<const uint8_t> held;
-    const std::vector<slot_checkpoint> * own_checkpoints = &s.checkpoints;
-    std::vector<slot_checkpoint> parked_checkpoints;
+    std::vector<blob_checkpoint_view> held_checkpoints;
     if (s.parked) {
         held = s.parked->view().state;
-        for (const auto & c : s.parked->view().checkpoints)
-            parked_checkpoints.push_back(
-                {c.pos_min, c.pos_max, c.n_tokens, std::vector<uint8_t>(c.data.begin(), c.data.end())});
-        own_checkpoints = &parked_checkpoints;
+        held_checkpoints = s.parked->view().checkpoints;
     } else {
         auto e = export_state(env.ctx, s, state_scratch);
         if (!e.ok()) return e.status();
         held = e.value();
+        for (const auto & c : s.checkpoints) held_checkpoints.push_back({c.pos_min, c.pos_max, c.n_tokens, c.data});
     }
-    const uint32_t n_held = uint32_t(slot_held_tokens(s).size());
+    return state_join_delta(env, held, uint32_t(slot_held_tokens(s).size()), held_checkpoints, d);
+}
+
+Result<blob_ptr> state_join_delta(const restore_env & env, std::span<const uint8_t> held, uint32_t n_held,
+                                  const std::vector<blob_checkpoint_view> & held_checkpoints, const blob_view & d) {
     auto joined =
         state_join(held, n_held, d.state, env.shape, uint32_t(d.tokens.size()), d.base_tokens, env.n_ctx_slot);
     if (!joined.ok()) return joined.status();
@@ -182,8 +194,8 @@ Status slot_restore_delta(const restore_env & env, slot & s, const validated_blo
     parts.base_tokens = 0;
     parts.state = joined.value();
     parts.checkpoints.clear();
-    for (const auto & c : *own_checkpoints)
-        if (c.n_tokens <= d.base_tokens) parts.checkpoints.push_back({c.pos_min, c.pos_max, c.n_tokens, c.data});
+    for (const auto & c : held_checkpoints)
+        if (c.n_tokens <= d.base_tokens) parts.checkpoints.push_back(c);
     for (const auto & c : d.checkpoints) parts.checkpoints.push_back(c);
     blob_buffer_sink sink;
     BATON_RETURN_IF_ERROR(blob_write(parts, sink));
@@ -193,8 +205,27 @@ Status slot_restore_delta(const restore_env & env, slot & s, const validated_blo
     auto full = validated_blob::parse(std::move(sink.bytes()), limits);
     if (!full.ok())
         return Status(status_code::internal, "delta: the joined blob does not parse: " + full.status().message());
-    // 3. The one restore routine.
-    return slot_restore(env, s, *full.value(), owner);
+    return blob_ptr(std::move(full.value()));
+}
+
+Result<std::vector<uint8_t>> state_delta_of(const restore_env & env, const blob_view & full, uint32_t n_base,
+                                            const blob_key * key) {
+    if (full.base_tokens != 0 || n_base == 0 || n_base >= full.tokens.size())
+        return Status(status_code::invalid_argument, "delta: a base of " + std::to_string(n_base) +
+                                                         " tokens for a state of " +
+                                                         std::to_string(full.tokens.size()));
+    if (!env.shape_error.ok()) return Status(status_code::unsupported, "delta: " + env.shape_error.message());
+    auto cut = state_cut(full.state, env.shape, uint32_t(full.tokens.size()), n_base, env.n_ctx_slot);
+    if (!cut.ok()) return cut.status();
+    blob_parts parts = blob_view_parts(full);
+    parts.state = cut.value();
+    parts.checkpoints.clear();
+    for (const auto & c : full.checkpoints)
+        if (c.n_tokens > n_base) parts.checkpoints.push_back(c);
+    parts.base_tokens = n_base;
+    blob_buffer_sink sink;
+    BATON_RETURN_IF_ERROR(blob_write(parts, sink, key));
+    return std::move(sink.bytes());
 }
 
 Result<blob_ptr> slot_snapshot(const restore_env & env, const slot & s, std::vector<uint8_t> & state_scratch) {

@@ -104,6 +104,24 @@ bool slot_holds_base(const slot & s, const blob_view & delta);
 Status slot_restore_delta(const restore_env & env, slot & s, const validated_blob & delta, uint64_t owner,
                           std::vector<uint8_t> & state_scratch);
 
+// state_join_delta: the full state (a validated blob, ready for slot_restore) of delta d over a base the node
+// holds: held, the state bytes of n_held tokens that begin with d's base (a slot's memory, a parked blob or
+// a host-cache entry), and held_checkpoints, its checkpoints (those up to the base are kept, the delta's past it
+// added). d's identity and context must already be checked. corrupt for a delta that does not check.
+Result<blob_ptr> state_join_delta(const restore_env & env, std::span<const uint8_t> held, uint32_t n_held,
+                                  const std::vector<blob_checkpoint_view> & held_checkpoints, const blob_view & d);
+
+// slot_join_delta: state_join_delta over what slot s holds (its memory, or its parked blob); incompatible when
+// it does not hold d's base.
+Result<blob_ptr> slot_join_delta(const restore_env & env, const slot & s, const blob_view & d,
+                                 std::vector<uint8_t> & state_scratch);
+
+// state_delta_of: the delta of a full state over its first n_base tokens (1 <= n_base < its tokens), written
+// as a blob with key's MAC when key is set: the first attention part's cells past n_base, every other part
+// whole, the checkpoints past n_base. For a shared tier's writer (engine::delta_of).
+Result<std::vector<uint8_t>> state_delta_of(const restore_env & env, const blob_view & full, uint32_t n_base,
+                                            const blob_key * key);
+
 // slot_snapshot writes the slot's state (in memory) as a validated blob — tokens, state, checkpoints, logits —
 // and leaves the slot as it was.
 Result<blob_ptr> slot_snapshot(const restore_env & env, const slot & s, std::vector<uint8_t> & state_scratch);

@@ -166,8 +166,8 @@ Status node_impl::load() {
             return Status(status_code::invalid_argument,
                           "--tier-valkey needs the host prompt cache (--cache-ram is 0)");
         cfg.engine.keep_finished = true;
-        cfg.engine.state_kept = [this](const blob_ptr & b) {
-            if (tier_link * t = tier_ptr.load(std::memory_order_acquire)) t->offer(b);
+        cfg.engine.state_kept = [this](const blob_ptr & b, size_t key_tokens) {
+            if (tier_link * t = tier_ptr.load(std::memory_order_acquire)) t->offer(b, key_tokens);
         };
     }
     auto e = engine::create(model, cfg.engine);
@@ -205,6 +205,10 @@ Status node_impl::load() {
             tc.ttl_ms = uint64_t(cfg.tier->ttl_s) * 1000;
             tc.key = cfg.engine.limits.key;
             tc.on_written = [pub = kv.get()](uint64_t block, uint64_t ttl_ms) { pub->tier_stored(block, ttl_ms); };
+            if (cfg.tier->deltas)
+                tc.make_delta = [e = eng.get(), key = cfg.engine.limits.key](const blob_view & full, uint32_t n_base) {
+                    return e->delta_of(full, n_base, key.get());
+                };
             auto t = tier_link::create(std::move(tc));
             if (!t.ok()) return Status(t.status().code(), "--tier-valkey: " + t.status().message());
             tier = std::move(t.value());

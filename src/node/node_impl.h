@@ -60,6 +60,11 @@ struct node_test_seam;
 class node_impl {
   public:
     explicit node_impl(node_config c);  // installs the route table
+    // Stops the tier's writer first: it may be cutting a delta with the engine (engine::delta_of), and the
+    // engine goes before the link does (see tier below).
+    ~node_impl() {
+        if (tier) tier->stop();
+    }
 
     // ---- lifecycle (node.cpp) ----
     Result<int> bind();

@@ -58,16 +58,23 @@ net::awaitable<void> node_impl::tier_warm(const std::vector<token_id> & prompt) 
         if (s.tokens) held = std::max(held, common_prefix_len(*s.tokens, prompt));
     for (const auto & c : eng->cached_prefixes()) held = std::max(held, common_prefix_len(*c, prompt));
     if (prompt.size() < held + 1 + pd_kv_block_tokens) co_return;  // not a whole block more to gain
-    auto bytes = co_await http->offload([t, &prompt, held] { return t->fetch(prompt, held); });
-    if (!bytes) co_return;
-    auto b = co_await blob_parse_edge(std::move(*bytes));
-    if (!b.ok()) {
-        log_warn("tier: an entry did not parse as a state, computing the prompt: {}", b.status().message());
-        co_return;
+    auto chain = co_await http->offload([t, &prompt, held] { return t->fetch(prompt, held); });
+    if (!chain) co_return;
+    // Base first: a whole state, or a delta over what a slot or host-cache entry holds, then the deltas over
+    // each one before. Each is parsed like any state from outside and its tokens must be the prompt's (never
+    // trust a key); the engine joins a delta with the entry or slot that holds its base (task_cache_put).
+    std::vector<blob_ptr> links;
+    for (auto & bytes : *chain) {
+        auto b = co_await blob_parse_edge(std::move(bytes));
+        if (!b.ok()) {
+            log_warn("tier: an entry did not parse as a state, computing the prompt: {}", b.status().message());
+            co_return;
+        }
+        if (common_prefix_len(b.value()->view().tokens, prompt) < pd_kv_block_tokens) co_return;
+        links.push_back(std::move(b.value()));
     }
-    // The key named the blocks; the state's own tokens must be the prompt's (never trust a key).
-    if (common_prefix_len(b.value()->view().tokens, prompt) < pd_kv_block_tokens) co_return;
-    (void)eng->submit(task_cache_put{b.value()});  // refused (incompatible, cache off): the prompt is computed
+    for (auto & b : links)
+        if (!eng->submit(task_cache_put{std::move(b)}).ok()) co_return;  // refused later: the prompt is computed
 }
 
 net::awaitable<void> node_impl::send_blob(http_exchange & ex, std::vector<uint8_t> blob, http_headers headers) {

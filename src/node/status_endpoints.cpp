@@ -65,9 +65,15 @@ net::awaitable<void> node_impl::on_metrics(http_exchange & ex) {
         counter("baton_tier_states_dropped_total", "States dropped: the writer's queue was full", c.dropped);
         counter("baton_tier_states_skipped_total", "States not written: the same blocks written less than ttl/2 ago",
                 c.skipped);
+        counter("baton_tier_deltas_written_total", "States written as deltas over an entry this node wrote before",
+                c.deltas_written);
+        counter("baton_tier_delta_bytes_saved_total", "Bytes the deltas written did not carry", c.delta_bytes_saved);
         counter("baton_tier_fetches_total", "Prompts that asked the tier for a prefix", c.fetches);
         counter("baton_tier_fetch_hits_total", "Prompts the tier gave a prefix state", c.fetch_hits);
         counter("baton_tier_fetch_errors_total", "Prompts whose fetch failed (computed instead)", c.fetch_errors);
+        counter("baton_tier_chain_links_total", "Base entries fetched under a delta", c.chain_links);
+        counter("baton_tier_broken_chains_total", "Deltas whose base entry was gone (a shorter prefix was tried)",
+                c.broken_chains);
         counter("baton_tier_corrupt_total", "Tier entries that did not check out (a miss)", c.store.corrupt);
         counter("baton_tier_timeouts_total", "Tier calls that timed out", c.store.timeouts);
         counter("baton_tier_breaker_opens_total", "Times the tier's circuit breaker opened", c.store.breaker_opens);

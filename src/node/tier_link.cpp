@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <span>
+#include <tuple>
 
 #include "baton/base/log.h"
 #include "baton/blob.h"
@@ -32,7 +33,9 @@ tier_link::tier_link(tier_link_config c, std::unique_ptr<tier_store> s) : cfg_(s
     writer_ = std::thread([this] { write_loop(); });
 }
 
-tier_link::~tier_link() {
+tier_link::~tier_link() { stop(); }
+
+void tier_link::stop() {
     {
         lock_guard lk(mu_);
         stopping_ = true;
@@ -40,50 +43,74 @@ tier_link::~tier_link() {
         queue_.clear();
     }
     cv_.notify_all();
-    writer_.join();
+    if (writer_.joinable()) writer_.join();
 }
 
 tier_entry_key tier_link::key_of(uint64_t chain_hash) const {
     return tier_entry_key{cfg_.fingerprint, cfg_.layout, k_state_version, chain_hash};
 }
 
-void tier_link::offer(const blob_ptr & b) {
-    if (!b || b->view().base_tokens > 0 || b->view().tokens.size() < cfg_.block_tokens) return;
+void tier_link::offer(const blob_ptr & b, size_t key_tokens) {
+    if (!b || b->view().base_tokens > 0 || std::min(key_tokens, b->view().tokens.size()) < cfg_.block_tokens) return;
     lock_guard lk(mu_);
     ++n_.offered;
     if (stopping_ || queue_.size() >= cfg_.queue_max) {
         ++n_.dropped;
         return;
     }
-    queue_.push_back(b);
+    queue_.push_back({b, std::min(key_tokens, b->view().tokens.size())});
     cv_.notify_one();
 }
 
 void tier_link::write_loop() {
     for (;;) {
         blob_ptr b;
+        size_t key_tokens = 0;
         {
             lock_guard lk(mu_);
             cv_.wait(mu_, [&]() BATON_REQUIRES(mu_) { return stopping_ || !queue_.empty(); });
             if (stopping_) return;
-            b = std::move(queue_.front());
+            std::tie(b, key_tokens) = std::move(queue_.front());
             queue_.pop_front();
         }
         const std::vector<int32_t> & tokens = b->view().tokens;
         const std::vector<uint64_t> h =
-            kv_block_hashes(std::span<const int32_t>(tokens), cfg_.block_seed, cfg_.block_tokens);
+            kv_block_hashes(std::span<const int32_t>(tokens.data(), key_tokens), cfg_.block_seed, cfg_.block_tokens);
         if (h.empty()) continue;
         const auto now = std::chrono::steady_clock::now();
+        const auto fresh = std::chrono::milliseconds(cfg_.ttl_ms / 2);
+        size_t base_blocks = 0;
+        uint32_t depth = 0;
         {
             lock_guard lk(mu_);
             const auto it = written_.find(h.back());
-            if (it != written_.end() && now - it->second < std::chrono::milliseconds(cfg_.ttl_ms / 2)) {
+            if (it != written_.end() && now - it->second.at < fresh) {
                 ++n_.skipped;
                 continue;
             }
+            // The longest shorter prefix this node wrote recently enough to outlive half the new entry's TTL.
+            for (size_t k = h.size() - 1; cfg_.make_delta && k >= 1; --k) {
+                const auto w = written_.find(h[k - 1]);
+                if (w == written_.end() || now - w->second.at >= fresh) continue;
+                if (w->second.depth + 1 < cfg_.delta_depth_max) {
+                    base_blocks = k;
+                    depth = w->second.depth + 1;
+                }
+                break;
+            }
+        }
+        std::vector<uint8_t> delta;
+        if (base_blocks > 0) {
+            auto d = cfg_.make_delta(b->view(), uint32_t(base_blocks * cfg_.block_tokens));
+            if (d.ok() && double(d.value().size()) < cfg_.delta_ratio_max * double(b->size()))
+                delta = std::move(d.value());
+            else depth = 0;
+            if (!d.ok()) log_debug("tier: no delta over {} blocks: {}", base_blocks, d.status().message());
         }
         Status st;
-        if (cfg_.key) {
+        if (!delta.empty()) {
+            st = store_->put(key_of(h.back()), std::span<const uint8_t>(delta), cfg_.ttl_ms);
+        } else if (cfg_.key) {
             blob_buffer_sink sink;
             st = blob_write(blob_view_parts(b->view()), sink, cfg_.key.get());
             if (st.ok()) st = store_->put(key_of(h.back()), std::span<const uint8_t>(sink.bytes()), cfg_.ttl_ms);
@@ -96,8 +123,12 @@ void tier_link::write_loop() {
         if (!st.ok()) n_.last_error = st.to_string();
         if (st.ok()) {
             ++n_.written;
+            if (!delta.empty()) {
+                ++n_.deltas_written;
+                n_.delta_bytes_saved += b->size() - delta.size();
+            }
             if (written_.size() > 65536) written_.clear();  // a bound, not a policy: it only saves rewrites
-            written_[h.back()] = now;
+            written_[h.back()] = {now, delta.empty() ? 0 : depth};
         } else {
             ++n_.write_errors;
             log_debug("tier: a state of {} tokens was not stored: {}", tokens.size(), st.message());
@@ -105,7 +136,20 @@ void tier_link::write_loop() {
     }
 }
 
-std::optional<std::vector<uint8_t>> tier_link::fetch(const std::vector<token_id> & prompt, size_t held) {
+namespace {
+// entry_base: the base (in tokens) of an entry's blob: 0 for a whole state; nullopt when it does not parse (a
+// corrupt entry: the caller parses it again, fully, before anything uses it).
+std::optional<uint32_t> entry_base(std::span<const uint8_t> bytes) {
+    blob_limits limits;
+    limits.max_tokens = UINT32_MAX;
+    limits.max_checkpoints = UINT32_MAX;
+    auto v = blob_parse(bytes, limits);
+    if (!v.ok()) return std::nullopt;
+    return v.value().base_tokens;
+}
+}  // namespace
+
+std::optional<std::vector<std::vector<uint8_t>>> tier_link::fetch(const std::vector<token_id> & prompt, size_t held) {
     if (prompt.size() < 2) return std::nullopt;
     // Never the prompt's last token: its logits are computed, so a state must leave it out.
     const std::vector<uint64_t> h =
@@ -115,20 +159,49 @@ std::optional<std::vector<uint8_t>> tier_link::fetch(const std::vector<token_id>
         lock_guard lk(mu_);
         ++n_.fetches;
     }
-    uint32_t probes = 0;
-    for (size_t k = h.size(); k > held_blocks && probes < cfg_.probe_max; --k, ++probes) {
-        auto got = store_->get(key_of(h[k - 1]));
+    // get: one entry; an error ends the fetch (nullopt and *failed).
+    bool failed = false;
+    auto get = [&](uint64_t hash) -> std::optional<std::vector<uint8_t>> {
+        auto got = store_->get(key_of(hash));
         lock_guard lk(mu_);
         n_.last_ok = got.ok();
         if (!got.ok()) {
             ++n_.fetch_errors;
             n_.last_error = got.status().to_string();
+            failed = true;
             return std::nullopt;
         }
-        if (got.value()) {
-            ++n_.fetch_hits;
-            return std::move(*got.value());
+        return std::move(got.value());
+    };
+    uint32_t probes = 0;
+    for (size_t k = h.size(); k > held_blocks && probes < cfg_.probe_max; --k, ++probes) {
+        auto top = get(h[k - 1]);
+        if (failed) return std::nullopt;
+        if (!top) continue;
+        std::vector<std::vector<uint8_t>> chain;
+        chain.push_back(std::move(*top));
+        // Down the chain of deltas to a whole state or a delta over what the node holds.
+        std::optional<uint32_t> base = entry_base(chain.back());
+        while (base && *base > held && chain.size() < cfg_.delta_depth_max && *base % cfg_.block_tokens == 0 &&
+               *base / cfg_.block_tokens <= h.size()) {
+            auto link = get(h[*base / cfg_.block_tokens - 1]);
+            if (failed) return std::nullopt;
+            if (!link) break;
+            chain.push_back(std::move(*link));
+            base = entry_base(chain.back());
+            lock_guard lk(mu_);
+            ++n_.chain_links;
         }
+        // A base that does not parse is passed on: the caller's full parse refuses it (counted as corrupt there).
+        if (base && *base > held) {
+            lock_guard lk(mu_);
+            ++n_.broken_chains;
+            continue;
+        }
+        std::reverse(chain.begin(), chain.end());
+        lock_guard lk(mu_);
+        ++n_.fetch_hits;
+        return chain;
     }
     return std::nullopt;
 }

@@ -121,6 +121,65 @@ TEST(ServeTier, TierStoppedPausedOrFlushedIsAMissNeverAWrongAnswer) {
     EXPECT_EQ(metric_value(m, "baton_invariant_repairs_total"), 0) << m;
 }
 
+// Deltas: a node writes a conversation's second turn as a delta over its entry for the first. A fresh node
+// fetches the chain (the delta and the whole first turn) and joins it; a node that holds the first turn fetches
+// the delta alone, fewer bytes. Both answer as a node that computed everything. (Each asks its own third
+// question, more than a block long, so neither one's own write lands on the key of the turn-2 entry.)
+TEST(ServeTier, NextTurnIsADeltaAFreshNodeFetchesTheChainAHolderOnlyTheDelta) {
+    auto v = valkey_process::start();
+    const std::string turn1 = long_system() + "Question: what is a slot?";
+    std::string turn2, so_far;
+    int n2 = 0;
+    {
+        auto a = node_process::start(tier_args(*v));
+        const http_reply r1 = post(*a, "/v1/completions", completion(turn1, 8).dump());
+        ASSERT_EQ(r1.status, 200) << r1.body;
+        ASSERT_GE(wait_written(*a, 1), 1);
+        turn2 = turn1 + r1.j()["choices"][0]["text"].get<std::string>() + long_system() + " Second: and a cache?";
+        const http_reply r2 = post(*a, "/v1/completions", completion(turn2, 8).dump());
+        ASSERT_EQ(r2.status, 200) << r2.body;
+        n2 = r2.j()["usage"]["prompt_tokens"].get<int>();
+        ASSERT_GE(wait_written(*a, 2), 2);
+        const std::string m = get(*a, "/metrics").body;
+        EXPECT_EQ(metric_value(m, "baton_tier_deltas_written_total"), 1) << m;
+        EXPECT_GT(metric_value(m, "baton_tier_delta_bytes_saved_total"), 0) << m;
+        so_far = turn2 + r2.j()["choices"][0]["text"].get<std::string>();
+    }
+    auto plain = node_process::start(serve_args("llama", {"-np", "1"}));
+    struct asked {
+        http_reply got;
+        std::string metrics;
+        double bytes_read = 0;
+    };
+    auto ask = [&](const node_process & n, const std::string & question) {
+        const std::string turn3 = so_far + " Third: " + question + long_system();
+        const http_reply want = post(*plain, "/v1/completions", completion(turn3).dump());
+        EXPECT_EQ(want.status, 200);
+        const double before = metric_value(get(n, "/metrics").body, "baton_tier_bytes_read_total");
+        asked a{post(n, "/v1/completions", completion(turn3).dump()), "", 0};
+        EXPECT_EQ(a.got.status, 200) << a.got.body;
+        EXPECT_EQ(a.got.j()["choices"][0]["text"], want.j()["choices"][0]["text"]) << question;
+        // Turn 2's prompt came from the tier (its answer too, unless its text tokenizes otherwise in this prompt;
+        // the prompt's own last token may too).
+        EXPECT_GE(a.got.j()["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), n2 - 1) << question;
+        a.metrics = get(n, "/metrics").body;
+        a.bytes_read = metric_value(a.metrics, "baton_tier_bytes_read_total") - before;
+        EXPECT_EQ(metric_value(a.metrics, "baton_invariant_repairs_total"), 0) << a.metrics;
+        return a;
+    };
+    auto fresh = node_process::start(tier_args(*v));
+    const asked f = ask(*fresh, "what does a fresh node fetch?");
+    EXPECT_EQ(metric_value(f.metrics, "baton_tier_chain_links_total"), 1) << f.metrics;
+    EXPECT_EQ(metric_value(f.metrics, "baton_tier_fetch_hits_total"), 1) << f.metrics;
+
+    // A node that computed turn 1 itself (writing its own entry for it: the same key, harmless).
+    auto holder = node_process::start(tier_args(*v, {"--no-tier-deltas"}));
+    ASSERT_EQ(post(*holder, "/v1/completions", completion(turn1, 8).dump()).status, 200);
+    const asked h = ask(*holder, "and a node that holds turn one?");
+    EXPECT_EQ(metric_value(h.metrics, "baton_tier_chain_links_total"), 0) << h.metrics;
+    EXPECT_LT(h.bytes_read, f.bytes_read * 0.75) << "the holder reads the delta alone";
+}
+
 // The router knows what the tier holds (the decode nodes' tier_stored events): a conversation whose decode
 // node is gone continues on the other decode node without a prefill hop — that node fetches it from the tier —
 // and answers as one node that computed everything.

@@ -120,6 +120,57 @@ TEST_P(PromptCache, StateHandedToTheCacheServesTheNextPrompt) {
     EXPECT_EQ(foreign->metrics().cache_ram_entries, 0u) << what();
 }
 
+// A shared tier's delta (engine::delta_of: the cells past a base, as a node writes a conversation's next
+// turn over the entry for the turn before) handed to the cache joins the base a host-cache entry or an idle
+// slot holds; the prompt after it restores the joined state and answers as a fresh engine does. Without a
+// holder it is refused (incompatible) and nothing is kept.
+TEST_P(PromptCache, DeltaHandedToTheCacheJoinsTheBaseAnEntryOrIdleSlotHolds) {
+    const std::vector<token_id> p1 = make_prompt(150, 93, n_vocab());
+    const std::vector<token_id> p2 = concat(p1, make_prompt(110, 94, n_vocab()));
+    auto other = make_engine(m(), cfg());
+    run_result pre1 = run_task(*other, task_prefill{greedy(p1, 1)});
+    run_result pre2 = run_task(*other, task_prefill{greedy(p2, 1)});
+    ASSERT_TRUE(pre1.done.ok() && pre2.done.ok()) << what();
+    const blob_ptr state1 = validated(std::move(pre1.done->blob));
+    const blob_ptr state2 = validated(std::move(pre2.done->blob));
+    auto d = other->delta_of(state2->view(), 128, nullptr);
+    ASSERT_TRUE(d.ok()) << what() << ": " << d.status().to_string();
+    const blob_ptr delta = validated(std::move(d.value()));
+    ASSERT_EQ(delta->view().base_tokens, 128u);
+    if (GetParam().arch != "mamba2") {  // a purely recurrent state does not split
+        EXPECT_LT(delta->size(), state2->size()) << what();
+    }
+    const gen_request r = greedy(concat(p2, make_prompt(20, 95, n_vocab())), 8);
+    const run_result want = fresh_run(m(), cfg(), r);
+
+    // The base in a host-cache entry (turn 1, from the tier too).
+    auto e = make_engine(m(), cfg());
+    ASSERT_TRUE(run_task(*e, task_cache_put{state1}).done.ok()) << what();
+    ASSERT_TRUE(run_task(*e, task_cache_put{delta}).done.ok()) << what();
+    run_result got = run_task(*e, task_generate{r});
+    expect_exact(got, want, what() + ": base in the host cache");
+    EXPECT_EQ(got.done->usage.cached_tokens, p2.size()) << what();
+
+    // The base in an idle slot (turn 1 computed here).
+    auto s = make_engine(m(), cfg());
+    ASSERT_TRUE(run_task(*s, task_generate{greedy(p1, 4)}).done.ok());
+    ASSERT_TRUE(run_task(*s, task_cache_put{delta}).done.ok()) << what();
+    got = run_task(*s, task_generate{r});
+    expect_exact(got, want, what() + ": base in a slot");
+    EXPECT_EQ(got.done->usage.cached_tokens, p2.size()) << what();
+
+    // No holder: refused, nothing kept.
+    auto none = make_engine(m(), cfg());
+    EXPECT_EQ(run_task(*none, task_cache_put{delta}).done.status().code(), status_code::incompatible) << what();
+    EXPECT_EQ(none->metrics().cache_ram_entries, 0u) << what();
+    // A base that differs in one token is not its base.
+    auto wrong = make_engine(m(), cfg());
+    std::vector<token_id> q1 = p1;
+    q1[100] = (q1[100] + 1) % n_vocab();
+    ASSERT_TRUE(run_task(*wrong, task_generate{greedy(q1, 2)}).done.ok());
+    EXPECT_EQ(run_task(*wrong, task_cache_put{delta}).done.status().code(), status_code::incompatible) << what();
+}
+
 // --cache-ram 0: nothing is kept; the returning conversation is computed again.
 TEST_P(PromptCache, OffKeepsNothing) {
     auto e = make_engine(m(), cfg(0));

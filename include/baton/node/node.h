@@ -44,6 +44,7 @@ struct node_cluster_config {
 struct node_tier_config {
     valkey_config valkey;
     uint32_t ttl_s = 3600;  // of every entry the node writes
+    bool deltas = true;     // a turn's state as a delta over the node's entry for the turn before (--no-tier-deltas)
 };
 
 struct node_config {
