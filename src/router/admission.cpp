@@ -28,28 +28,29 @@ uint32_t router_impl::count_tokens(const openai_request & r, std::vector<token_i
     return uint32_t(bytes / 4);
 }
 
-std::vector<uint32_t> router_impl::kv_cached(node_pool & pool, const route_ctx & ctx) {
+namespace {
+// per_node: what `ask` (kv_view's answer for urls) says of each usable node of pool, by node index.
+template <class Ask>
+std::vector<uint32_t> per_node(node_pool & pool, const route_ctx & ctx, Ask ask) {
     if (ctx.tokens.empty()) return {};
     const auto candidates = pool.usable_urls(ctx.filter);
     std::vector<std::string> urls;
     for (const auto & c : candidates) urls.push_back(c.second);
-    const std::vector<uint32_t> held = kv.cached_tokens(ctx.tokens, urls);
+    const std::vector<uint32_t> held = ask(urls);
     std::vector<uint32_t> out(pool.size(), 0);
     for (size_t k = 0; k < candidates.size(); ++k)
         if (candidates[k].first < out.size()) out[candidates[k].first] = held[k];
     return out;
 }
+}  // namespace
+
+std::vector<uint32_t> router_impl::kv_cached(node_pool & pool, const route_ctx & ctx) {
+    return per_node(pool, ctx,
+                    [&](const std::vector<std::string> & urls) { return kv.cached_tokens(ctx.tokens, urls); });
+}
 
 std::vector<uint32_t> router_impl::kv_tier(node_pool & pool, const route_ctx & ctx) {
-    if (ctx.tokens.empty()) return {};
-    const auto candidates = pool.usable_urls(ctx.filter);
-    std::vector<std::string> urls;
-    for (const auto & c : candidates) urls.push_back(c.second);
-    const std::vector<uint32_t> held = kv.tier_tokens(ctx.tokens, urls);
-    std::vector<uint32_t> out(pool.size(), 0);
-    for (size_t k = 0; k < candidates.size(); ++k)
-        if (candidates[k].first < out.size()) out[candidates[k].first] = held[k];
-    return out;
+    return per_node(pool, ctx, [&](const std::vector<std::string> & urls) { return kv.tier_tokens(ctx.tokens, urls); });
 }
 
 net::awaitable<std::optional<node_hold>> router_impl::acquire_node(http_exchange & ex, node_pool & pool,
