@@ -233,6 +233,18 @@ const std::vector<figure_doc> & figures() {
          "baton_prompt_tokens_total - baton_cached_tokens_total over the round. Target: the tier's median TTFT after the "
          "restart <= 0.2x the recompute variant's.",
          "", "", "", false, "", false, false},
+        {19, "The Valkey tier: fetch and store throughput against raw RESP, and entry size by KV type",
+         "bench/tier_bench.cpp. One real valkey-server on loopback, every thread of it pinned to one core and the "
+         "benchmark to the other. Entries of 4, 32 and 128 MiB of random bytes: tier_store::get (manifest, then every "
+         "part in one pipeline, each part's XXH3-64 and the whole's XXH3-128 checked) and tier_store::put, with parts of "
+         "4 MiB (the default) and 16 MiB, against the ceiling: the same bytes as one string from the same server with a "
+         "minimal RESP client on a plain socket (GET read straight into a warm buffer, SET written with one writev; no "
+         "parts, no checksums). Raw and tier back to back in each of 21 repetitions (order alternating); ratio tier / raw "
+         "pair by pair; medians. Target: tier get >= 0.7x raw GET at 128 MiB with the default parts. Then state blobs of "
+         "the 512x8 llama from the engine's prefill of 1024 and 4096 tokens with f16, q8_0 and q4_0 K/V caches (flash "
+         "attention on): bytes per token with and without the logits section, and the 4096-token entry's MEMORY USAGE "
+         "in Valkey summed over its keys, next to the same blob as one raw string.",
+         "MB/s", "entry (MiB)", "MB/s", false, "", true, false},
     };
     return f;
 }
@@ -313,6 +325,7 @@ void write_plot(const figure_doc & fd, const std::vector<json> & results, const 
         gp << "set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2 lc rgb 'red'\nset label 'target 1.0x' "
               "at graph 0.02, first 0.96 tc rgb 'red' front\n";
     if (fd.fig == 6) gp << "set arrow from graph 0, first 2 to graph 1, first 2 nohead dt 2 lc rgb 'red'\nset label 'target 2%' at graph 0.02, first 2.1 tc rgb 'red'\nset yrange [0:*]\n";
+    if (fd.fig == 19) gp << "set offsets graph 0.05, graph 0.05, graph 0.1, 0\nset yrange [0:*]\n";
     const double width = series.size() > 1 ? 0.8 / double(series.size()) : 0.6;
     if (fd.categorical) gp << "set boxwidth " << width << "\n";
     gp << "plot ";
@@ -425,7 +438,8 @@ int main(int argc, char ** argv) {
                 else if (name.rfind("prefix_routing", 0) == 0) fig = 15;
                 else if (name.rfind("shaped_link", 0) == 0) fig = 16;
                 else if (name.rfind("cache_ram", 0) == 0) fig = 17;
-                else if (name.rfind("tier_cluster", 0) == 0 || name.rfind("tier_bench", 0) == 0) fig = 18;
+                else if (name.rfind("tier_cluster", 0) == 0) fig = 18;
+                else if (name.rfind("tier_", 0) == 0) fig = 19;
             }
             if (fig != fd.fig) continue;
             md << "| " << md_escape(name) << " | " << fmt(r["value"]) << " | " << fmt(r.value("min", 0.0)) << " | " << fmt(r.value("max", 0.0))
@@ -440,8 +454,8 @@ int main(int argc, char ** argv) {
         if (name.rfind("cluster", 0) == 0 || name.rfind("quant_serve", 0) == 0 || name.rfind("device_", 0) == 0 ||
             name.rfind("blob_bytes", 0) == 0 || name.rfind("multiturn", 0) == 0 ||
             name.rfind("prefix_routing", 0) == 0 || name.rfind("shaped_link", 0) == 0 ||
-            name.rfind("cache_ram", 0) == 0 || name.rfind("tier_cluster", 0) == 0 || name.rfind("tier_bench", 0) == 0)
-            continue;  // figures 10, 12 to 18
+            name.rfind("cache_ram", 0) == 0 || name.rfind("tier_", 0) == 0)
+            continue;  // figures 10, 12 to 19
         if (r.contains("fig") || name.rfind("router_load", 0) == 0 || name.rfind("router_overhead", 0) == 0 || name.rfind("edge", 0) == 0 || name.rfind("interference", 0) == 0 || name.rfind("blob_", 0) == 0 ||
             name.rfind("pd_ttft", 0) == 0 || name.rfind("restore", 0) == 0 || name.rfind("prefill_ms", 0) == 0)
             continue;

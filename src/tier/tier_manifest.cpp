@@ -8,6 +8,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <string>
 
 #include "baton/base/byte_cursor.h"
@@ -26,25 +27,46 @@ std::string hex64(uint64_t v) {
     return buf;
 }
 
-std::array<uint8_t, 16> xxh3_128_canonical(std::span<const uint8_t> bytes) {
+}  // namespace
+
+void tier_entry_hash::state_deleter::operator()(XXH3_state_s * s) const { XXH3_freeState(s); }
+
+tier_entry_hash::tier_entry_hash() : whole_(XXH3_createState()), part_(XXH3_createState()) {
+    if (!whole_ || !part_) throw std::bad_alloc();
+    XXH3_128bits_reset(whole_.get());
+}
+
+tier_entry_hash::~tier_entry_hash() = default;
+
+uint64_t tier_entry_hash::add_part(std::span<const uint8_t> part, std::vector<uint8_t> * out) {
+    XXH3_64bits_reset(part_.get());
+    for (size_t off = 0; off < part.size(); off += k_chunk_bytes) {
+        const std::span<const uint8_t> chunk = part.subspan(off, std::min(k_chunk_bytes, part.size() - off));
+        XXH3_64bits_update(part_.get(), chunk.data(), chunk.size());
+        XXH3_128bits_update(whole_.get(), chunk.data(), chunk.size());
+        if (out) out->insert(out->end(), chunk.begin(), chunk.end());
+    }
+    return XXH3_64bits_digest(part_.get());
+}
+
+std::array<uint8_t, 16> tier_entry_hash::entry_digest() const {
     XXH128_canonical_t c;
-    XXH128_canonicalFromHash(&c, XXH3_128bits(bytes.data(), bytes.size()));
+    XXH128_canonicalFromHash(&c, XXH3_128bits_digest(whole_.get()));
     std::array<uint8_t, 16> out;
     std::memcpy(out.data(), c.digest, out.size());
     return out;
 }
 
-}  // namespace
-
 tier_manifest tier_manifest_describe(std::span<const uint8_t> entry, uint64_t part_bytes) {
     tier_manifest m;
     m.total_bytes = entry.size();
-    m.entry_xxh3 = xxh3_128_canonical(entry);
+    tier_entry_hash hash;
     for (size_t off = 0; off < entry.size();) {
         const size_t n = size_t(std::min<uint64_t>(part_bytes, entry.size() - off));
-        m.parts.push_back({n, XXH3_64bits(entry.data() + off, n)});
+        m.parts.push_back({n, hash.add_part(entry.subspan(off, n))});
         off += n;
     }
+    m.entry_xxh3 = hash.entry_digest();
     return m;
 }
 

@@ -3,12 +3,9 @@
 // call; only taking and giving back (and the breaker) run under the mutex, never a network call.
 #include "baton/tier/tier_store.h"
 
-#include <xxhash.h>
-
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
-#include <cstring>
 
 #include "baton/base/buffer_pool.h"
 #include "tier_format.h"
@@ -211,6 +208,7 @@ Result<std::optional<std::vector<uint8_t>>> tier_store::get(const tier_entry_key
     for (size_t i = 0; i < m->parts.size(); ++i)
         part_keys.push_back(tier_part_key_name(name.value(), i, m->parts[i].xxh3));
     std::vector<uint8_t> out = buffer_pool::shared().take(size_t(m->total_bytes));
+    tier_entry_hash hash;  // each part's XXH3-64 and the whole's XXH3-128, in the pass that copies it out
     bool missing = false, damaged = false;
     // Every reply is read (the connection stays in step); after the first missing or damaged part the rest are
     // only skipped.
@@ -220,22 +218,14 @@ Result<std::optional<std::vector<uint8_t>>> tier_store::get(const tier_entry_key
             missing = true;
             return Status();
         }
-        if (v->size() != m->parts[i].size || XXH3_64bits(v->data(), v->size()) != m->parts[i].xxh3) {
-            damaged = true;
-            return Status();
-        }
-        out.insert(out.end(), v->begin(), v->end());
+        if (v->size() != m->parts[i].size || hash.add_part(*v, &out) != m->parts[i].xxh3) damaged = true;
         return Status();
     });
     if (!st.ok()) {
         buffer_pool::shared().give(std::move(out));
         return call.end(std::move(st));
     }
-    if (!missing && !damaged) {
-        XXH128_canonical_t whole;
-        XXH128_canonicalFromHash(&whole, XXH3_128bits(out.data(), out.size()));
-        damaged = std::memcmp(whole.digest, m->entry_xxh3.data(), m->entry_xxh3.size()) != 0;
-    }
+    if (!missing && !damaged) damaged = hash.entry_digest() != m->entry_xxh3;
     BATON_RETURN_IF_ERROR(call.end(Status()));
     if (missing || damaged) {
         ++(missing ? s.misses : s.corrupt);

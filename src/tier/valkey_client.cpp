@@ -59,9 +59,8 @@ Status transport_status(const redisContext & c, int errno_after, std::string_vie
 
 bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 
-// reply_error_status: what an error reply means. The connection stays usable.
-Status reply_error_status(const redisReply & r, std::string_view what) {
-    const std::string_view text(r.str ? r.str : "", r.str ? r.len : 0);
+// reply_error_status: what an error reply (its text) means. The connection stays usable.
+Status reply_error_status(std::string_view text, std::string_view what) {
     const std::string detail = std::string(what) + ": " + std::string(text);
     if (starts_with(text, "OOM")) return Status(status_code::resource_exhausted, detail);
     if (starts_with(text, "NOPERM") || starts_with(text, "WRONGPASS") || starts_with(text, "NOAUTH"))
@@ -71,10 +70,79 @@ Status reply_error_status(const redisReply & r, std::string_view what) {
         return Status(status_code::unavailable, detail);
     return Status(status_code::upstream_error, detail);
 }
-
-Status unexpected_reply(const redisReply & r, std::string_view what) {
-    return Status(status_code::upstream_error, std::string(what) + ": unexpected reply type " + std::to_string(r.type));
+Status reply_error_status(const redisReply & r, std::string_view what) {
+    return reply_error_status(std::string_view(r.str ? r.str : "", r.str ? r.len : 0), what);
 }
+
+Status unexpected_reply_type(int type, std::string_view what) {
+    return Status(status_code::upstream_error, std::string(what) + ": unexpected reply type " + std::to_string(type));
+}
+Status unexpected_reply(const redisReply & r, std::string_view what) { return unexpected_reply_type(r.type, what); }
+
+// GET replies without reply objects. While get_each reads its pipeline, the context's reader calls these instead
+// of hiredis's own object builders (redisReplyObjectFunctions, hiredis's documented hook for custom replies): a
+// value goes to the caller straight from the reader's buffer, where hiredis would first copy it into a freshly
+// allocated reply object (a malloc and a copy of every byte; ~10% of a 128 MiB fetch, bench/tier_bench.cpp).
+// What they return only marks a reply as done: static objects whose type hiredis may read (redisGetReply checks
+// for push replies), never freed.
+struct get_sink {
+    const valkey_client::value_fn * on_value = nullptr;
+    size_t index = 0;  // the reply being read
+    Status st;         // on_value's failure, an error reply or an unexpected type: the first one
+};
+
+redisReply reply_of_type(int type) {
+    redisReply r{};
+    r.type = type;
+    return r;
+}
+const redisReply k_done_string = reply_of_type(REDIS_REPLY_STRING), k_done_other = reply_of_type(REDIS_REPLY_NIL);
+
+// done: what a builder returns (hiredis takes void *; it only reads the object).
+void * done(const redisReply & r) { return const_cast<redisReply *>(&r); }
+
+void get_sink_record(get_sink & s, Status st) {
+    if (s.st.ok() && !st.ok()) s.st = std::move(st);
+}
+// get_sink_deliver calls on_value inside hiredis's C frames, so nothing may be thrown through them.
+void get_sink_deliver(get_sink & s, const std::span<const uint8_t> * v) {
+    if (!s.st.ok()) return;
+    try {
+        get_sink_record(s, (*s.on_value)(s.index, v));
+    } catch (const std::exception & e) {
+        get_sink_record(s, Status(status_code::internal, std::string("valkey GET: ") + e.what()));
+    }
+}
+void * get_sink_string(const redisReadTask * t, char * str, size_t len) {
+    auto & s = *static_cast<get_sink *>(t->privdata);
+    if (t->parent) return done(k_done_other);  // inside an aggregate, which is itself unexpected
+    if (t->type == REDIS_REPLY_STRING) {
+        const std::span<const uint8_t> v(reinterpret_cast<const uint8_t *>(str), len);
+        get_sink_deliver(s, &v);
+        return done(k_done_string);
+    }
+    get_sink_record(s, t->type == REDIS_REPLY_ERROR ? reply_error_status(std::string_view(str, len), "valkey GET")
+                                                    : unexpected_reply_type(t->type, "valkey GET"));
+    return done(k_done_other);
+}
+void * get_sink_nil(const redisReadTask * t) {
+    auto & s = *static_cast<get_sink *>(t->privdata);
+    if (!t->parent) get_sink_deliver(s, nullptr);
+    return done(k_done_other);
+}
+void * get_sink_unexpected(const redisReadTask * t) {
+    if (!t->parent)
+        get_sink_record(*static_cast<get_sink *>(t->privdata), unexpected_reply_type(t->type, "valkey GET"));
+    return done(k_done_other);
+}
+void * get_sink_array(const redisReadTask * t, size_t) { return get_sink_unexpected(t); }
+void * get_sink_integer(const redisReadTask * t, long long) { return get_sink_unexpected(t); }
+void * get_sink_double(const redisReadTask * t, double, char *, size_t) { return get_sink_unexpected(t); }
+void * get_sink_bool(const redisReadTask * t, int) { return get_sink_unexpected(t); }
+void get_sink_free(void *) {}
+
+redisReplyObjectFunctions k_get_sink_functions = {get_sink_string, get_sink_array, get_sink_integer, get_sink_double,
+                                                  get_sink_nil,    get_sink_bool,  get_sink_free};
 
 // An argv for redisCommandArgv: views of the arguments, which the caller keeps alive.
 struct command_args {
@@ -225,26 +293,37 @@ Status valkey_client::get_each(std::span<const std::string> keys, const value_fn
         a.add(k);
         BATON_RETURN_IF_ERROR(impl_->append(a, "valkey GET"));
     }
+    // The reader hands values over without reply objects (get_sink) until every reply is read or the connection is
+    // dropped; a dropped connection frees its reader, and whatever it held, through get_sink_free.
+    get_sink sink;
+    sink.on_value = &on_value;
+    redisReader * reader = impl_->c->reader;
+    redisReplyObjectFunctions * const own = reader->fn;
+    void * const own_privdata = reader->privdata;
+    reader->fn = &k_get_sink_functions;
+    reader->privdata = &sink;  // (redisReaderSetPrivdata casts to int: unusable in C++)
     for (size_t i = 0; i < keys.size(); ++i) {
-        auto r = impl_->next_reply("valkey GET");
-        if (!r.ok()) return r.status();
-        const redisReply & rep = *r.value();
-        Status st;
-        if (rep.type == REDIS_REPLY_NIL) {
-            st = on_value(i, nullptr);
-        } else if (rep.type == REDIS_REPLY_STRING) {
-            const std::span<const uint8_t> v(reinterpret_cast<const uint8_t *>(rep.str), rep.len);
-            st = on_value(i, &v);
-        } else {
-            st = rep.type == REDIS_REPLY_ERROR ? reply_error_status(rep, "valkey GET")
-                                               : unexpected_reply(rep, "valkey GET");
-        }
-        if (!st.ok()) {
-            if (i + 1 < keys.size()) impl_->drop();  // replies left unread: the connection is out of step
+        sink.index = i;
+        void * r = nullptr;
+        errno = 0;
+        const int rc = redisGetReply(impl_->c.get(), &r);
+        const int e = errno;
+        if (rc != REDIS_OK || !r) {
+            Status st = transport_status(*impl_->c, e, "valkey GET");
+            impl_->drop();
             return st;
         }
+        if (!sink.st.ok()) {
+            if (i + 1 < keys.size()) {
+                impl_->drop();  // replies left unread: the connection is out of step
+                return sink.st;
+            }
+            break;
+        }
     }
-    return {};
+    reader->fn = own;
+    reader->privdata = own_privdata;
+    return sink.st;
 }
 
 namespace {

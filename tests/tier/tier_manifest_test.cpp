@@ -52,6 +52,29 @@ TEST(TierManifest, DescribeCutsAtPartBytesAndHashesEachPart) {
     EXPECT_EQ(std::memcmp(c.digest, m.entry_xxh3.data(), 16), 0);
 }
 
+// The hashes are fed in chunks (tier_entry_hash): parts that span several chunks, and a chunk boundary inside a
+// part, hash exactly as the one-shot functions do, and add_part with an output copies the part byte for byte.
+TEST(TierManifest, EntryHashInChunksEqualsOneShotHashes) {
+    const size_t chunk = tier_entry_hash::k_chunk_bytes, part = chunk + chunk / 2 + 3;
+    const auto e = entry_bytes(2 * part + chunk / 3);
+    const tier_manifest m = tier_manifest_describe(e, part);
+    ASSERT_EQ(m.parts.size(), 3u);
+    tier_entry_hash hash;
+    std::vector<uint8_t> out;
+    for (size_t i = 0, off = 0; i < m.parts.size(); off += m.parts[i].size, ++i) {
+        const uint64_t one_shot = XXH3_64bits(e.data() + off, size_t(m.parts[i].size));
+        EXPECT_EQ(m.parts[i].xxh3, one_shot) << "part " << i;
+        EXPECT_EQ(hash.add_part(std::span<const uint8_t>(e).subspan(off, size_t(m.parts[i].size)), &out), one_shot);
+    }
+    EXPECT_EQ(out, e);
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits(e.data(), e.size()));
+    EXPECT_EQ(std::memcmp(c.digest, m.entry_xxh3.data(), 16), 0);
+    EXPECT_EQ(hash.entry_digest(), m.entry_xxh3);
+    XXH128_canonicalFromHash(&c, XXH3_128bits(nullptr, 0));
+    EXPECT_EQ(std::memcmp(c.digest, tier_entry_hash().entry_digest().data(), 16), 0);
+}
+
 TEST(TierManifest, WriteParseRoundTrip) {
     const auto e = entry_bytes(2500);
     const tier_manifest m = tier_manifest_describe(e, 1000);

@@ -92,6 +92,50 @@ TEST_F(ValkeyClient, AStopInGetEachDropsTheConnectionAndTheNextCommandWorks) {
     EXPECT_TRUE(c.ping().ok());
 }
 
+// get_each reads values without reply objects (its own builders in hiredis's reader); every other command must
+// get hiredis's replies again afterwards, whether the pipeline ended in a value, an error reply or a throw.
+TEST_F(ValkeyClient, GetEachErrorReplyIsUpstreamErrorAndLaterCommandsWork) {
+    valkey_client c(client_config_for(server_->port()));
+    ASSERT_EQ(server_->command({"RPUSH", "ge:list", "x"}).type, ':');
+    ASSERT_TRUE(c.set("ge:a", client_bytes_of("A"), 60000).ok());
+    const std::vector<std::string> last = {"ge:a", "ge:list"};
+    std::vector<std::string> seen;
+    Status st = c.get_each(last, [&](size_t, const std::span<const uint8_t> * v) {
+        seen.push_back(v ? std::string(v->begin(), v->end()) : "<nil>");
+        return Status();
+    });
+    EXPECT_EQ(st.code(), status_code::upstream_error);
+    EXPECT_NE(st.message().find("WRONGTYPE"), std::string::npos) << st.to_string();
+    EXPECT_EQ(seen, std::vector<std::string>{"A"});
+    EXPECT_TRUE(c.connected()) << "every reply was read: the connection stays";
+    EXPECT_TRUE(c.ping().ok());
+    EXPECT_TRUE(c.set("ge:b", client_bytes_of("B"), 60000).ok());
+    auto got = c.get("ge:b");
+    ASSERT_TRUE(got.ok() && got.value()) << got.status().to_string();
+    EXPECT_EQ(*got.value(), client_bytes_of("B"));
+
+    const std::vector<std::string> first = {"ge:list", "ge:a"};
+    st = c.get_each(first, [](size_t, const std::span<const uint8_t> *) { return Status(); });
+    EXPECT_EQ(st.code(), status_code::upstream_error);
+    EXPECT_FALSE(c.connected()) << "a reply was left unread";
+    auto del = c.del(std::vector<std::string>{"ge:list"});
+    ASSERT_TRUE(del.ok()) << del.status().to_string();
+    EXPECT_EQ(del.value(), 1u);
+}
+
+TEST_F(ValkeyClient, AThrowInGetEachIsInternalAndLaterCommandsWork) {
+    valkey_client c(client_config_for(server_->port()));
+    ASSERT_TRUE(c.set("ge:a", client_bytes_of("A"), 60000).ok());
+    const std::vector<std::string> keys = {"ge:a"};
+    Status st = c.get_each(
+        keys, [](size_t, const std::span<const uint8_t> *) -> Status { throw std::runtime_error("no room"); });
+    EXPECT_EQ(st.code(), status_code::internal);
+    EXPECT_NE(st.message().find("no room"), std::string::npos) << st.to_string();
+    auto got = c.get("ge:a");
+    ASSERT_TRUE(got.ok() && got.value()) << got.status().to_string();
+    EXPECT_EQ(*got.value(), client_bytes_of("A"));
+}
+
 TEST_F(ValkeyClient, SetNxSetsOnlyOnce) {
     valkey_client c(client_config_for(server_->port()));
     auto first = c.set_nx("nx:key", client_bytes_of("one"), 60000);

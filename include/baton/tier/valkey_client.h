@@ -69,8 +69,9 @@ class valkey_client {
     // get: the value of key; nullopt when the key does not exist.
     Result<std::optional<std::vector<uint8_t>>> get(std::string_view key);
     // get_each sends GET for every key in one pipeline and calls on_value(i, value) for each reply in order
-    // (value: nullptr when key i does not exist; the bytes are valid only during the call). A non-ok Status
-    // from on_value stops the reads and is returned (the connection is dropped: replies were left unread).
+    // (value: nullptr when key i does not exist; the bytes are valid only during the call: they are hiredis's
+    // read buffer, no reply object is made). A non-ok Status from on_value stops the reads and is returned (the
+    // connection is dropped: replies were left unread); an exception from on_value becomes internal.
     using value_fn = std::function<Status(size_t index, const std::span<const uint8_t> * value)>;
     Status get_each(std::span<const std::string> keys, const value_fn & on_value);
     // set: SET key value PX ttl_ms. REQUIRES: ttl_ms > 0 (invalid_argument otherwise).
