@@ -82,25 +82,26 @@ variant_result run_variant(bool tier, const std::string & model, const std::vect
         if (!t.ok) throw std::runtime_error(std::string(tier ? "tier" : "recompute") + ": " + t.error);
         into.ttft.push_back(t.ttft_ms);
     };
-    auto follow_up = [&](size_t i, uint32_t seed) {
-        const auto add = random_prompt(size_t(answer + message) + 1, seed, n_vocab);
-        conv[i].insert(conv[i].end(), add.begin() + 1, add.end());
-    };
     auto nodes = [&] { return std::vector<const bench_process *>{pre.get(), d1.get(), d2.get()}; };
+    // follow_ups: every conversation's next turn (16 answer + 64 message tokens, seeded from seed), one at a time.
+    auto follow_ups = [&](uint32_t seed, round_stats & into) {
+        const double before = computed_tokens(nodes());
+        for (size_t i = 0; i < conv.size(); ++i) {
+            const auto add = random_prompt(size_t(answer + message) + 1, seed + uint32_t(i), n_vocab);
+            conv[i].insert(conv[i].end(), add.begin() + 1, add.end());
+            send(conv[i], into);
+        }
+        into.computed = computed_tokens(nodes()) - before;
+    };
 
-    double c0 = computed_tokens(nodes());
+    const double c0 = computed_tokens(nodes());
     for (auto & c : conv) send(c, res.first);
     res.first.computed = computed_tokens(nodes()) - c0;
     // The router learns where the conversations are from D1's KV events (a sweep and a health round).
     const double blocks = double(conv.size() * (firsts[0].size() / 64));
     for (int i = 0; i < 200 && process_metric(*router, "baton_router_kv_index_blocks") < blocks; ++i)
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    c0 = computed_tokens(nodes());
-    for (size_t i = 0; i < conv.size(); ++i) {
-        follow_up(i, uint32_t(7000 + i));
-        send(conv[i], res.warm);
-    }
-    res.warm.computed = computed_tokens(nodes()) - c0;
+    follow_ups(7000, res.warm);
     if (tier) {
         // Every state written (first messages and follow-ups) and known to the router, so the restart loses nothing
         // the tier was going to have.
@@ -117,12 +118,7 @@ variant_result run_variant(bool tier, const std::string & model, const std::vect
     for (int i = 0; i < 200 && process_metric(*router, "baton_router_nodes{role=\"decode\"}") < 2; ++i)
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // the new epochs' events read (resync)
-    c0 = computed_tokens(nodes());
-    for (size_t i = 0; i < conv.size(); ++i) {
-        follow_up(i, uint32_t(8000 + i));
-        send(conv[i], res.after);
-    }
-    res.after.computed = computed_tokens(nodes()) - c0;
+    follow_ups(8000, res.after);
     if (tier) {
         res.tier_hits =
             process_metric(*d1, "baton_tier_fetch_hits_total") + process_metric(*d2, "baton_tier_fetch_hits_total");

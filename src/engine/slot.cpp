@@ -168,9 +168,6 @@ Status slot_restore_delta(const restore_env & env, slot & s, const validated_blo
 
 Result<blob_ptr> slot_join_delta(const restore_env & env, const slot & s, const blob_view & d,
                                  std::vector<uint8_t> & state_scratch) {
-    if (!slot_holds_base(s, d))
-        return Status(status_code::incompatible,
-                      "base: slot " + std::to_string(s.id) + " does not hold the delta's base");
     std::span<const uint8_t> held;
     std::vector<blob_checkpoint_view> held_checkpoints;
     if (s.parked) {

@@ -111,8 +111,8 @@ Status slot_restore_delta(const restore_env & env, slot & s, const validated_blo
 Result<blob_ptr> state_join_delta(const restore_env & env, std::span<const uint8_t> held, uint32_t n_held,
                                   const std::vector<blob_checkpoint_view> & held_checkpoints, const blob_view & d);
 
-// slot_join_delta: state_join_delta over what slot s holds (its memory, or its parked blob); incompatible when
-// it does not hold d's base.
+// slot_join_delta: state_join_delta over what slot s holds (its memory, or its parked blob). REQUIRES
+// slot_holds_base(s, d) (both callers check it first, one of them to name what the slot holds instead).
 Result<blob_ptr> slot_join_delta(const restore_env & env, const slot & s, const blob_view & d,
                                  std::vector<uint8_t> & state_scratch);
 

@@ -137,7 +137,9 @@ class node_impl {
     net::awaitable<void> on_decode(http_exchange & ex);
     // run_to_done waits for the terminal event of a task without tokens (prefill, slot operations).
     net::awaitable<Result<event_done>> run_to_done(http_exchange & ex, engine_task task);
-    // blob_parse_edge verifies a blob body (on the bridge pool); failures are counted by reason.
+    // blob_parse_counted verifies blob bytes against the node's limits (validated_blob::parse); failures are
+    // counted by reason. blob_parse_edge runs it on the bridge pool.
+    Result<blob_ptr> blob_parse_counted(std::vector<uint8_t> bytes);
     net::awaitable<Result<blob_ptr>> blob_parse_edge(std::vector<uint8_t> bytes);
     // tier_warm: with a tier, when the node holds less of prompt than the tier may (a block or more), fetches
     // the longest prefix state the tier has (on the bridge pool) and hands it to the engine's host prompt cache

@@ -35,12 +35,15 @@ net::awaitable<Result<event_done>> node_impl::run_to_done(http_exchange & ex, en
     }
 }
 
-net::awaitable<Result<blob_ptr>> node_impl::blob_parse_edge(std::vector<uint8_t> bytes) {
-    const blob_limits lim = cfg.engine.limits;
-    auto b = co_await http->offload(
-        [bytes = std::move(bytes), lim]() mutable { return validated_blob::parse(std::move(bytes), lim); });
+Result<blob_ptr> node_impl::blob_parse_counted(std::vector<uint8_t> bytes) {
+    auto b = validated_blob::parse(std::move(bytes), cfg.engine.limits);
     if (!b.ok()) metrics.count_blob_reject(b.status().code());
-    co_return b;
+    return b;
+}
+
+net::awaitable<Result<blob_ptr>> node_impl::blob_parse_edge(std::vector<uint8_t> bytes) {
+    co_return co_await http->offload(
+        [this, bytes = std::move(bytes)]() mutable { return blob_parse_counted(std::move(bytes)); });
 }
 
 namespace {
@@ -58,22 +61,15 @@ net::awaitable<void> node_impl::tier_warm(const std::vector<token_id> & prompt) 
         if (s.tokens) held = std::max(held, common_prefix_len(*s.tokens, prompt));
     for (const auto & c : eng->cached_prefixes()) held = std::max(held, common_prefix_len(*c, prompt));
     if (prompt.size() < held + 1 + pd_kv_block_tokens) co_return;  // not a whole block more to gain
-    auto chain = co_await http->offload([t, &prompt, held] { return t->fetch(prompt, held); });
+    // Each entry is parsed like any state from outside (blob_parse_counted, on the bridge-pool thread of the
+    // fetch), once, and its tokens must be the prompt's (never trust a key); base first, the engine joins a
+    // delta with the entry or slot that holds its base (task_cache_put).
+    auto parse = [this](std::vector<uint8_t> bytes) { return blob_parse_counted(std::move(bytes)); };
+    auto chain = co_await http->offload([t, &prompt, held, &parse] { return t->fetch(prompt, held, parse); });
     if (!chain) co_return;
-    // Base first: a whole state, or a delta over what a slot or host-cache entry holds, then the deltas over
-    // each one before. Each is parsed like any state from outside and its tokens must be the prompt's (never
-    // trust a key); the engine joins a delta with the entry or slot that holds its base (task_cache_put).
-    std::vector<blob_ptr> links;
-    for (auto & bytes : *chain) {
-        auto b = co_await blob_parse_edge(std::move(bytes));
-        if (!b.ok()) {
-            log_warn("tier: an entry did not parse as a state, computing the prompt: {}", b.status().message());
-            co_return;
-        }
-        if (common_prefix_len(b.value()->view().tokens, prompt) < pd_kv_block_tokens) co_return;
-        links.push_back(std::move(b.value()));
-    }
-    for (auto & b : links)
+    for (const blob_ptr & b : *chain)
+        if (common_prefix_len(b->view().tokens, prompt) < pd_kv_block_tokens) co_return;
+    for (blob_ptr & b : *chain)
         if (!eng->submit(task_cache_put{std::move(b)}).ok()) co_return;  // refused later: the prompt is computed
 }
 

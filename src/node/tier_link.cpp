@@ -136,20 +136,8 @@ void tier_link::write_loop() {
     }
 }
 
-namespace {
-// entry_base: the base (in tokens) of an entry's blob: 0 for a whole state; nullopt when it does not parse (a
-// corrupt entry: the caller parses it again, fully, before anything uses it).
-std::optional<uint32_t> entry_base(std::span<const uint8_t> bytes) {
-    blob_limits limits;
-    limits.max_tokens = UINT32_MAX;
-    limits.max_checkpoints = UINT32_MAX;
-    auto v = blob_parse(bytes, limits);
-    if (!v.ok()) return std::nullopt;
-    return v.value().base_tokens;
-}
-}  // namespace
-
-std::optional<std::vector<std::vector<uint8_t>>> tier_link::fetch(const std::vector<token_id> & prompt, size_t held) {
+std::optional<std::vector<blob_ptr>> tier_link::fetch(const std::vector<token_id> & prompt, size_t held,
+                                                      const blob_parser & parse) {
     if (prompt.size() < 2) return std::nullopt;
     // Never the prompt's last token: its logits are computed, so a state must leave it out.
     const std::vector<uint64_t> h =
@@ -159,41 +147,48 @@ std::optional<std::vector<std::vector<uint8_t>>> tier_link::fetch(const std::vec
         lock_guard lk(mu_);
         ++n_.fetches;
     }
-    // get: one entry; an error ends the fetch (nullopt and *failed).
-    bool failed = false;
-    auto get = [&](uint64_t hash) -> std::optional<std::vector<uint8_t>> {
+    // get: one entry, parsed; a tier error or an entry that does not parse ends the fetch (*stop).
+    bool stop = false;
+    auto get = [&](uint64_t hash) -> blob_ptr {
         auto got = store_->get(key_of(hash));
-        lock_guard lk(mu_);
-        n_.last_ok = got.ok();
-        if (!got.ok()) {
-            ++n_.fetch_errors;
-            n_.last_error = got.status().to_string();
-            failed = true;
-            return std::nullopt;
+        {
+            lock_guard lk(mu_);
+            n_.last_ok = got.ok();
+            if (!got.ok()) {
+                ++n_.fetch_errors;
+                n_.last_error = got.status().to_string();
+                stop = true;
+                return nullptr;
+            }
         }
-        return std::move(got.value());
+        if (!got.value()) return nullptr;
+        auto b = parse(std::move(*got.value()));
+        if (!b.ok()) {
+            log_warn("tier: an entry did not parse as a state, computing the prompt: {}", b.status().message());
+            stop = true;
+            return nullptr;
+        }
+        return std::move(b.value());
     };
     uint32_t probes = 0;
     for (size_t k = h.size(); k > held_blocks && probes < cfg_.probe_max; --k, ++probes) {
-        auto top = get(h[k - 1]);
-        if (failed) return std::nullopt;
+        blob_ptr top = get(h[k - 1]);
+        if (stop) return std::nullopt;
         if (!top) continue;
-        std::vector<std::vector<uint8_t>> chain;
-        chain.push_back(std::move(*top));
+        std::vector<blob_ptr> chain{std::move(top)};
         // Down the chain of deltas to a whole state or a delta over what the node holds.
-        std::optional<uint32_t> base = entry_base(chain.back());
-        while (base && *base > held && chain.size() < cfg_.delta_depth_max && *base % cfg_.block_tokens == 0 &&
-               *base / cfg_.block_tokens <= h.size()) {
-            auto link = get(h[*base / cfg_.block_tokens - 1]);
-            if (failed) return std::nullopt;
+        uint32_t base = chain.back()->view().base_tokens;
+        while (base > held && chain.size() < cfg_.delta_depth_max && base % cfg_.block_tokens == 0 &&
+               base / cfg_.block_tokens <= h.size()) {
+            blob_ptr link = get(h[base / cfg_.block_tokens - 1]);
+            if (stop) return std::nullopt;
             if (!link) break;
-            chain.push_back(std::move(*link));
-            base = entry_base(chain.back());
+            chain.push_back(std::move(link));
+            base = chain.back()->view().base_tokens;
             lock_guard lk(mu_);
             ++n_.chain_links;
         }
-        // A base that does not parse is passed on: the caller's full parse refuses it (counted as corrupt there).
-        if (base && *base > held) {
+        if (base > held) {
             lock_guard lk(mu_);
             ++n_.broken_chains;
             continue;

@@ -17,9 +17,10 @@
 // down to the blocks the node already holds, at most probe_max of them. An entry found that is a delta over
 // more than the node holds brings its base's entry too (by the base's key), and so on down the chain until a
 // whole state or a delta over what the node holds; a broken chain (a link evicted or expired) goes on probing
-// shorter keys. The chain is returned base first, as bytes, each to be parsed (validated_blob::parse) and
-// checked by the caller like any state from outside; the node then needs only the entries past what it holds.
-// A tier error (unreachable, slow, the breaker open) ends the probing: the caller computes the prompt.
+// shorter keys. Each entry is parsed, once, by the caller's parser (validated_blob::parse: like any state from
+// outside) as it arrives; the chain is returned base first. The node then needs only the entries past what it
+// holds. A tier error (unreachable, slow, the breaker open) or an entry that does not parse ends the probing:
+// the caller computes the prompt.
 // Thread-safety: every member may be called from any thread.
 #pragma once
 
@@ -87,8 +88,10 @@ class tier_link {
     // (engine_config::state_kept).
     void offer(const blob_ptr & b, size_t key_tokens);
     // fetch: the entries that give the longest block prefix of prompt past `held` tokens — one whole state, or
-    // a chain of deltas base first down to one over at most `held` tokens — or nullopt.
-    std::optional<std::vector<std::vector<uint8_t>>> fetch(const std::vector<token_id> & prompt, size_t held);
+    // a chain of deltas base first down to one over at most `held` tokens — each parsed by parse, or nullopt.
+    using blob_parser = std::function<Result<blob_ptr>(std::vector<uint8_t>)>;
+    std::optional<std::vector<blob_ptr>> fetch(const std::vector<token_id> & prompt, size_t held,
+                                               const blob_parser & parse);
     tier_link_counters counters() const;
 
   private:

@@ -12,12 +12,7 @@ namespace {
 
 using namespace baton::test;
 
-struct delta_case {
-    std::string arch;
-    bool unified = true;
-};
-
-class Delta : public ::testing::TestWithParam<delta_case> {
+class Delta : public ::testing::TestWithParam<family_case> {
   protected:
     std::shared_ptr<const loaded_model> m() { return model_for(GetParam().arch); }
     int32_t n_vocab() { return int32_t(m()->identity().n_vocab); }
@@ -147,18 +142,7 @@ TEST_P(Delta, DeltaOntoABaseTheSlotDoesNotHoldIsRefusedWithTheSlotUntouched) {
 
 // Under ASan/TSan (whose engine tests already cover every family's restore routine) a dense and a hybrid family
 // check the delta path's memory and races; the release suite runs every family.
-std::vector<delta_case> delta_cases() {
-    std::vector<delta_case> out;
-    for (const auto & a : mkmodel_archs()) {
-        if (test::k_sanitized_build && a != "llama" && a != "granitehybrid") continue;
-        for (bool unified : {true, false}) out.push_back({a, unified});
-    }
-    return out;
-}
-
-INSTANTIATE_TEST_SUITE_P(AllArchs, Delta, ::testing::ValuesIn(delta_cases()), [](const auto & info) {
-    return info.param.arch + (info.param.unified ? "_unified" : "_non_unified");
-});
+INSTANTIATE_TEST_SUITE_P(AllArchs, Delta, ::testing::ValuesIn(family_cases(true)), family_case_name);
 
 }  // namespace
 }  // namespace baton

@@ -14,10 +14,31 @@
 #include "baton/engine.h"
 #include "baton/generate.h"
 #include "baton/model.h"
+#include "baton/testmodel/mkmodel.h"
 #include "engine_test_seam.h"
 #include "support/test_support.h"
 
 namespace baton::test {
+
+// family_case: a model family and whether its KV cache is unified. family_cases: every family mkmodel makes with
+// a unified cache, and non-unified too for llama, or for every family (non_unified_all); a sanitized build keeps
+// llama and granitehybrid (one attention-only, one hybrid). family_case_name names a parameterized test's case.
+struct family_case {
+    std::string arch;
+    bool unified = true;
+};
+inline std::vector<family_case> family_cases(bool non_unified_all = false) {
+    std::vector<family_case> out;
+    for (const auto & a : mkmodel_archs()) {
+        if (k_sanitized_build && a != "llama" && a != "granitehybrid") continue;
+        out.push_back({a, true});
+        if (non_unified_all || a == "llama") out.push_back({a, false});
+    }
+    return out;
+}
+inline std::string family_case_name(const ::testing::TestParamInfo<family_case> & info) {
+    return info.param.arch + (info.param.unified ? "_unified" : "_non_unified");
+}
 
 inline std::shared_ptr<const loaded_model> model_for(const std::string & arch, unsigned seed = 1) {
     static std::map<std::string, std::shared_ptr<const loaded_model>> cache;

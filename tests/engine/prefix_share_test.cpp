@@ -15,12 +15,7 @@ namespace {
 
 using namespace baton::test;
 
-struct share_case {
-    std::string arch;
-    bool unified = true;
-};
-
-class PrefixShare : public ::testing::TestWithParam<share_case> {
+class PrefixShare : public ::testing::TestWithParam<family_case> {
   protected:
     std::shared_ptr<const loaded_model> m() { return model_for(GetParam().arch); }
     int32_t n_vocab() { return int32_t(m()->identity().n_vocab); }
@@ -145,19 +140,7 @@ TEST_P(PrefixShare, PreambleSharedByTenantsNeverEvictsAnotherTenant) {
     EXPECT_EQ(a2.tokens, run_task(*fresh, task_generate{again}).tokens) << what();
 }
 
-std::vector<share_case> share_cases() {
-    std::vector<share_case> out;
-    for (const auto & a : mkmodel_archs()) {
-        if (test::k_sanitized_build && a != "llama" && a != "granitehybrid") continue;
-        out.push_back({a, true});
-        if (a == "llama") out.push_back({a, false});
-    }
-    return out;
-}
-
-INSTANTIATE_TEST_SUITE_P(AllArchs, PrefixShare, ::testing::ValuesIn(share_cases()), [](const auto & info) {
-    return info.param.arch + (info.param.unified ? "_unified" : "_non_unified");
-});
+INSTANTIATE_TEST_SUITE_P(AllArchs, PrefixShare, ::testing::ValuesIn(family_cases()), family_case_name);
 
 }  // namespace
 }  // namespace baton

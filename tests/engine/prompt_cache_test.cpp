@@ -13,12 +13,7 @@ namespace {
 
 using namespace baton::test;
 
-struct cache_case {
-    std::string arch;
-    bool unified = true;
-};
-
-class PromptCache : public ::testing::TestWithParam<cache_case> {
+class PromptCache : public ::testing::TestWithParam<family_case> {
   protected:
     std::shared_ptr<const loaded_model> m() { return model_for(GetParam().arch); }
     int32_t n_vocab() { return int32_t(m()->identity().n_vocab); }
@@ -187,19 +182,7 @@ TEST_P(PromptCache, OffKeepsNothing) {
     EXPECT_TRUE(e->cached_prefixes().empty()) << what();
 }
 
-std::vector<cache_case> cache_cases() {
-    std::vector<cache_case> out;
-    for (const auto & a : mkmodel_archs()) {
-        if (test::k_sanitized_build && a != "llama" && a != "granitehybrid") continue;
-        out.push_back({a, true});
-        if (a == "llama") out.push_back({a, false});
-    }
-    return out;
-}
-
-INSTANTIATE_TEST_SUITE_P(AllArchs, PromptCache, ::testing::ValuesIn(cache_cases()), [](const auto & info) {
-    return info.param.arch + (info.param.unified ? "_unified" : "_non_unified");
-});
+INSTANTIATE_TEST_SUITE_P(AllArchs, PromptCache, ::testing::ValuesIn(family_cases()), family_case_name);
 
 // ---- the cache's own rules, on real states (prefill blobs of the llama test model) ----
 

@@ -13,12 +13,7 @@ namespace {
 
 using namespace baton::test;
 
-struct tier_case {
-    std::string arch;
-    bool unified = true;
-};
-
-class TierPaths : public ::testing::TestWithParam<tier_case> {
+class TierPaths : public ::testing::TestWithParam<family_case> {
   protected:
     std::shared_ptr<const loaded_model> m() { return model_for(GetParam().arch); }
     int32_t n_vocab() { return int32_t(m()->identity().n_vocab); }
@@ -102,19 +97,7 @@ TEST_P(TierPaths, PdEqualsSingleNodeOnEveryTierPath) {
     }
 }
 
-std::vector<tier_case> tier_cases() {
-    std::vector<tier_case> out;
-    for (const auto & a : mkmodel_archs()) {
-        if (test::k_sanitized_build && a != "llama" && a != "granitehybrid") continue;
-        out.push_back({a, true});
-        if (a == "llama") out.push_back({a, false});
-    }
-    return out;
-}
-
-INSTANTIATE_TEST_SUITE_P(AllArchs, TierPaths, ::testing::ValuesIn(tier_cases()), [](const auto & info) {
-    return info.param.arch + (info.param.unified ? "_unified" : "_non_unified");
-});
+INSTANTIATE_TEST_SUITE_P(AllArchs, TierPaths, ::testing::ValuesIn(family_cases()), family_case_name);
 
 }  // namespace
 }  // namespace baton
