@@ -247,6 +247,11 @@ struct engine_metrics {
     uint64_t parks = 0, unparks = 0;       // idle slots moved to host memory / restored from it
     uint64_t parked_bytes = 0;             // host memory held by parked slots now
     double park_seconds = 0;               // time spent parking and unparking
+    // Idle slots' states serialized while the engine had nothing else to do (slot.h, idle_blob), those later
+    // kept in the host cache or parked without serializing again, the time it took, and the bytes held now.
+    uint64_t idle_snapshots = 0, idle_snapshots_used = 0;
+    double idle_snapshot_seconds = 0;
+    uint64_t idle_snapshot_bytes = 0;
 };
 
 class engine_impl;

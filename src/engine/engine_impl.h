@@ -99,11 +99,21 @@ class engine_impl {
     void gather_arrivals() BATON_REQUIRES(mu);
     size_t new_prompt_tokens(const std::vector<token_id> & prompt) const;  // not held by any free slot
 
+    // Idle snapshots (slot.h, idle_blob): with nothing queued and no slot working, the scheduler serializes
+    // one idle slot's memory at a time (least recently used first; only where the host prompt cache or
+    // parking would serialize it later, and only while the node holds more than one conversation), so that
+    // work is off the next request's path. A request arriving meanwhile waits for at most that one snapshot.
+    // idle_snapshot_due: the slot to snapshot now, or null.
+    slot * idle_snapshot_due();
+    void snapshot_idle_slot(slot & s);
+
     // ---- scheduler step phases (scheduler.cpp) ----
     void step();
     void phase_admit();
     void phase_cancel();
     bool phase_park();  // true when it parked a slot (that took time: admit again before planning)
+    bool parks() const;      // parking applies (engine_config::park_idle, a unified cache, not purely recurrent)
+    bool park_idle_slots();  // parks every idle slot holding cells; true when it parked one
     std::vector<batch_part> phase_plan_batch();
     void phase_guard(const std::vector<batch_part> & parts);
     bool phase_decode(const std::vector<batch_part> & parts);
@@ -131,7 +141,8 @@ class engine_impl {
     void share_prefix(slot & s, const std::vector<token_id> & prompt);
     // The host prompt cache (prompt_cache.h). cache_out: before a slot makes way for `next` (a prompt, or the
     // tokens of a state restored into it), keeps a copy of what it holds when at least reuse_min of its tokens
-    // would be lost (its parked blob as it is, else a snapshot of its memory). cache_in: when an entry gives
+    // would be lost (its parked blob or idle_blob as it is, else a snapshot of its memory); the slot's idle_blob
+    // is dropped either way (the slot is about to change). cache_in: when an entry gives
     // more of the prompt than the slot holds, restores it into the slot (slot_restore; the entry stays).
     void cache_out(slot & s, const std::vector<token_id> & next);
     void cache_keep(blob_ptr b);  // host_cache.put, counted (cache_out and task_cache_put)

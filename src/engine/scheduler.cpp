@@ -46,6 +46,7 @@ void engine_impl::deliver(const request_ptr & h, engine_event ev) {
 
 void engine_impl::run() {
     for (;;) {
+        slot * idle = nullptr;  // nothing to do but snapshot this idle slot
         {
             lock_guard lk(mu);
             const auto has_work = [&]() BATON_REQUIRES(mu) {
@@ -54,12 +55,15 @@ void engine_impl::run() {
                     if (s.task) return true;
                 return false;
             };
-            cv.wait(mu, has_work);
+            if (!has_work()) idle = idle_snapshot_due();
+            if (!idle) cv.wait(mu, has_work);
             if (stopping) break;
-            if (std::none_of(slots.begin(), slots.end(), [](const slot & s) { return s.task != nullptr; }))
+            if (has_work()) idle = nullptr;
+            if (!idle && std::none_of(slots.begin(), slots.end(), [](const slot & s) { return s.task != nullptr; }))
                 gather_arrivals();
         }
-        step();
+        if (idle) snapshot_idle_slot(*idle);
+        else step();
     }
     // Shutdown: every task ends with an explicit error, nothing is lost.
     for (auto & s : slots)
@@ -105,6 +109,42 @@ void engine_impl::gather_arrivals() {
         if (stopping) return;
         t_last = steady::now();
     }
+}
+
+// ---- idle snapshots (slot.h, idle_blob): an idle slot's state serialized before anyone needs it ----
+
+slot * engine_impl::idle_snapshot_due() {
+    if (!parks() && !host_cache.enabled()) return nullptr;
+    // Only under pressure: while the node holds one conversation (no other slot holds a state, the cache
+    // holds nothing), nothing would serialize its slot, and a snapshot would only delay its next turn.
+    size_t holding = 0;
+    for (const auto & s : slots) holding += slot_held_tokens(s).empty() ? 0 : 1;
+    if (holding < 2 && host_cache.entries() == 0) return nullptr;
+    slot * due = nullptr;  // the least recently used first: the next a new conversation takes
+    for (auto & s : slots) {
+        if (s.task || s.owner != 0 || s.parked || s.idle_blob || s.tokens.empty()) continue;
+        if (s.idle_snapshot_failed_step == step_no) continue;              // failed, and nothing ran since
+        if (!parks() && s.tokens.size() < cfg.reuse_min_tokens) continue;  // cache_out would not keep it
+        if (!due || s.last_used < due->last_used) due = &s;
+    }
+    return due;
+}
+
+void engine_impl::snapshot_idle_slot(slot & s) {
+    const auto t0 = steady::now();
+    auto snap = baton::slot_snapshot(env, s, state_scratch);
+    if (!snap.ok()) {
+        // Not taken again for this state: cache_out and parking try (and report) on their own.
+        log_warn("engine: slot {}'s idle state could not be snapshot: {}", s.id, snap.status().message());
+        s.idle_snapshot_failed_step = step_no;
+        return;
+    }
+    s.idle_blob = std::move(snap.value());
+    bump([&](engine_metrics & m) {
+        ++m.idle_snapshots;
+        m.idle_snapshot_seconds += seconds_since(t0);
+    });
+    publish();
 }
 
 void engine_impl::step() {
@@ -316,6 +356,7 @@ void engine_impl::bind_task(slot & s, std::unique_ptr<active_task> t, engine_tas
         }
         s.owner = t->h->id();
         cache_out(s, blob.view().tokens);
+        if (parks()) park_idle_slots();  // as below: the restored cells take the low cells
         const auto t0 = steady::now();
         Status st = slot_restore_delta(env, s, blob, s.owner, state_scratch);
         count_restore(st, seconds_since(t0), blob.size());
@@ -336,6 +377,10 @@ void engine_impl::bind_task(slot & s, std::unique_ptr<active_task> t, engine_tas
     s.owner = t->h->id();
     cache_out(s, t->req.prompt);
     share_prefix(s, t->req.prompt);
+    // The slot is about to work, so the park phase would move the idle slots out of the cache in this step
+    // anyway: moved now, before a state is restored into s, that state's cells take the low cells they leave
+    // (a restore behind resident idle cells widened every decode of the task over both).
+    if (parks()) park_idle_slots();
     cache_in(s, t->req.prompt);
     take_parked(s, t->req.prompt);
     if (Status st = slot_check_memory(ctx.get(), s); !st.ok()) repair(s, st);
@@ -346,10 +391,13 @@ void engine_impl::bind_task(slot & s, std::unique_ptr<active_task> t, engine_tas
 // ---- the host prompt cache (prompt_cache.h) ----
 
 void engine_impl::cache_out(slot & s, const std::vector<token_id> & next) {
+    blob_ptr ready = std::move(s.idle_blob);
+    s.idle_blob.reset();
     if (!host_cache.enabled()) return;
     const std::vector<token_id> & held = slot_held_tokens(s);
     if (held.size() < cfg.reuse_min_tokens || common_prefix(held, next) + cfg.reuse_min_tokens > held.size()) return;
-    blob_ptr b = s.parked;
+    blob_ptr b = s.parked ? s.parked : std::move(ready);
+    if (b && !s.parked) bump([](engine_metrics & m) { ++m.idle_snapshots_used; });
     if (!b) {
         auto snap = baton::slot_snapshot(env, s, state_scratch);  // (not the member of that name)
         if (!snap.ok()) {
@@ -450,6 +498,7 @@ void engine_impl::run_slot_op(engine_task & task, const request_ptr & h) {
         }
         bump([&](engine_metrics & m) { m.blob_bytes_out += done.blob.size(); });
     } else if (auto * r = std::get_if<task_slot_restore>(&task)) {
+        s.idle_blob.reset();
         const auto t0 = steady::now();
         Status st = slot_restore_delta(env, s, *r->blob, 0, state_scratch);
         count_restore(st, seconds_since(t0), r->blob->size());
@@ -500,15 +549,23 @@ void engine_impl::phase_cancel() {
 // Every decode attends over all used cells of a unified cache, so idle cells slow every working slot
 // (measured: a 256-token prompt took 1.5x as long with three idle 320-token slots resident).
 
-bool engine_impl::phase_park() {
+bool engine_impl::parks() const {
     // A purely recurrent model's memory is a fixed state per sequence: idle slots cost nothing to others.
-    if (!cfg.park_idle || !cfg.ctx.kv_unified || model->is_recurrent()) return false;
+    return cfg.park_idle && cfg.ctx.kv_unified && !model->is_recurrent();
+}
+
+bool engine_impl::phase_park() {
+    if (!parks()) return false;
     const bool any_working = std::any_of(slots.begin(), slots.end(), [](const slot & s) { return s.task != nullptr; });
-    if (!any_working) return false;
+    return any_working && park_idle_slots();
+}
+
+bool engine_impl::park_idle_slots() {
     bool parked_any = false;
     for (auto & s : slots) {
         if (s.task || s.owner != 0 || s.tokens.empty()) continue;
         const auto t0 = steady::now();
+        const bool ready = s.idle_blob != nullptr;
         auto parked = slot_park(env, s, state_scratch);
         parked_any = true;  // (a failed park cleared the slot: time spent all the same)
         if (!parked.ok()) {
@@ -517,6 +574,7 @@ bool engine_impl::phase_park() {
         }
         bump([&](engine_metrics & m) {
             ++m.parks;
+            m.idle_snapshots_used += ready ? 1 : 0;
             m.park_seconds += seconds_since(t0);
         });
     }
@@ -557,6 +615,7 @@ void engine_impl::phase_guard(const std::vector<batch_part> & parts) {
 void engine_impl::repair(slot & s, const Status & why) {
     log_error("engine: invariant violated, repairing: {}", why.message());
     bump([](engine_metrics & m) { ++m.invariant_repairs; });
+    s.idle_blob.reset();
     llama_memory_seq_rm(llama_get_memory(ctx.get()), s.id, -1, -1);
     s.tokens.clear();
     s.checkpoints.clear();
@@ -708,8 +767,10 @@ void engine_impl::finish(slot & s, finish_reason why, Status error, std::vector<
     if (cfg.state_kept && cfg.keep_finished && why != finish_reason::cancelled &&
         s.tokens.size() >= cfg.reuse_min_tokens) {
         auto snap = baton::slot_snapshot(env, s, state_scratch);
-        if (snap.ok()) cfg.state_kept(snap.value(), std::min(t->req.prompt.size(), s.tokens.size()));
-        else log_warn("engine: slot {}'s state could not be offered to the tier: {}", s.id, snap.status().message());
+        if (snap.ok()) {
+            cfg.state_kept(snap.value(), std::min(t->req.prompt.size(), s.tokens.size()));
+            s.idle_blob = std::move(snap.value());  // the same bytes serve the host cache or parking later
+        } else log_warn("engine: slot {}'s state could not be offered to the tier: {}", s.id, snap.status().message());
     }
 }
 
@@ -725,7 +786,7 @@ void engine_impl::publish() {
     }
     std::vector<slot_info> snap;
     uint32_t busy = 0;
-    uint64_t parked_bytes = 0;
+    uint64_t parked_bytes = 0, idle_blob_bytes = 0;
     llama_memory_t mem = llama_get_memory(ctx.get());
     for (const auto & s : slots) {
         slot_info si;
@@ -739,6 +800,7 @@ void engine_impl::publish() {
         si.parked = s.parked != nullptr;
         si.n_checkpoints = uint32_t(s.parked ? s.parked->view().checkpoints.size() : s.checkpoints.size());
         parked_bytes += s.parked ? s.parked->size() : 0;
+        idle_blob_bytes += s.idle_blob ? s.idle_blob->size() : 0;
         si.pos_min = llama_memory_seq_pos_min(mem, s.id);
         si.pos_max = llama_memory_seq_pos_max(mem, s.id);
         busy += si.busy ? 1 : 0;
@@ -748,6 +810,7 @@ void engine_impl::publish() {
     slot_snapshot = std::move(snap);
     metrics.slots_busy = busy;
     metrics.parked_bytes = parked_bytes;
+    metrics.idle_snapshot_bytes = idle_blob_bytes;
     metrics.cache_ram_bytes = host_cache.bytes();
     metrics.cache_ram_entries = host_cache.entries();
     cache_snapshot = host_cache.prefixes();

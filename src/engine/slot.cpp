@@ -28,6 +28,7 @@ void slot_clear(llama_context * ctx, slot & s) {
     s.checkpoints.clear();
     s.logits.clear();
     s.parked.reset();
+    s.idle_blob.reset();
 }
 
 Status slot_check_memory(llama_context * ctx, const slot & s) {
@@ -237,7 +238,7 @@ Result<blob_ptr> slot_snapshot(const restore_env & env, const slot & s, std::vec
 }
 
 Result<size_t> slot_park(const restore_env & env, slot & s, std::vector<uint8_t> & state_scratch) {
-    auto b = slot_snapshot(env, s, state_scratch);
+    Result<blob_ptr> b = s.idle_blob ? Result<blob_ptr>(std::move(s.idle_blob)) : slot_snapshot(env, s, state_scratch);
     slot_clear(env.ctx, s);
     if (!b.ok()) return Status(b.status().code(), "park: " + b.status().message());
     s.parked = std::move(b.value());

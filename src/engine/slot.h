@@ -8,6 +8,12 @@
 // empty and so is `tokens`, so the invariant holds unchanged; the parked tokens exist only inside the
 // blob and come back only through slot_restore, never as bookkeeping without cells.
 //
+// An idle slot may also hold `idle_blob`: a snapshot of its memory made while the engine had nothing else to
+// do (engine_impl::snapshot_idle_slot), so that keeping its state in the host prompt cache or parking it
+// later costs no serialization on a request's path. It is a copy, never the slot's only state; anything that
+// changes the slot's memory drops it (slot_clear, binding a task, a slot operation, a repair). Even a stale
+// one would be a true state of its own tokens (a blob carries them), never state for someone else's.
+//
 // slot_restore is THE routine that puts external state into a slot; every entry point calls it.
 // Thread-safety: only the engine's scheduler thread calls these functions.
 #pragma once
@@ -46,6 +52,8 @@ struct slot {
     uint64_t last_used = 0;                    // scheduler step of the last use (LRU)
     std::unique_ptr<active_task> task;         // the request being served, null when idle
     blob_ptr parked;                           // idle state in host memory (memory and tokens empty), or null
+    blob_ptr idle_blob;                        // a copy of the idle slot's memory made ahead of need, or null
+    uint64_t idle_snapshot_failed_step = 0;    // the scheduler step at which making idle_blob failed, 0: none
 };
 
 // slot_held_tokens: what the slot holds, in its memory or parked.
@@ -127,7 +135,8 @@ Result<std::vector<uint8_t>> state_delta_of(const restore_env & env, const blob_
 Result<blob_ptr> slot_snapshot(const restore_env & env, const slot & s, std::vector<uint8_t> & state_scratch);
 
 // slot_park moves an idle slot's state into host memory as a validated blob (tokens, state, checkpoints,
-// logits) and empties its memory. On failure the slot is cleared (its cache is lost, nothing else).
+// logits) and empties its memory: its idle_blob when it has one, else a snapshot made now. On failure the
+// slot is cleared (its cache is lost, nothing else).
 // Returns the parked blob's size in bytes.
 Result<size_t> slot_park(const restore_env & env, slot & s, std::vector<uint8_t> & state_scratch);
 

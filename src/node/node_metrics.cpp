@@ -130,6 +130,15 @@ std::string node_metrics::render(const std::optional<engine_metrics> & engine, u
                double(e.unparks));
         scalar(out, "baton_park_seconds_total", "counter", "Seconds spent parking and unparking slots", e.park_seconds);
         scalar(out, "baton_parked_bytes", "gauge", "Host memory held by parked slots", double(e.parked_bytes));
+        scalar(out, "baton_idle_snapshots_total", "counter",
+               "Idle slots' states serialized while the engine had nothing else to do", double(e.idle_snapshots));
+        scalar(out, "baton_idle_snapshots_used_total", "counter",
+               "Idle snapshots later kept in the host prompt cache or parked without serializing again",
+               double(e.idle_snapshots_used));
+        scalar(out, "baton_idle_snapshot_seconds_total", "counter", "Seconds spent making idle snapshots",
+               e.idle_snapshot_seconds);
+        scalar(out, "baton_idle_snapshot_bytes", "gauge", "Host memory held by idle slots' snapshots",
+               double(e.idle_snapshot_bytes));
         scalar(out, "baton_cache_ram_bytes", "gauge", "Host prompt cache (--cache-ram): bytes of the states kept",
                double(e.cache_ram_bytes));
         scalar(out, "baton_cache_ram_entries", "gauge", "Host prompt cache: states kept", double(e.cache_ram_entries));

@@ -2,6 +2,11 @@
 // back through the restore routine when a prompt reuses them. Runs on every test architecture.
 #include "baton/testmodel/mkmodel.h"
 #include "engine_fixture.h"
+#include "engine_test_seam.h"
+
+#include <atomic>
+#include <chrono>
+#include <thread>
 
 namespace baton {
 namespace {
@@ -115,6 +120,72 @@ TEST(Park, EraseAndRestoreReplaceAParkedSlot) {
     EXPECT_FALSE(s.parked);
     EXPECT_EQ(s.n_tokens, 25u);
     EXPECT_EQ(s.pos_max, 24);
+}
+
+// A slot's idle snapshot (made while the engine waits) is dropped when the slot's state is replaced: parking
+// it later parks the restored state, never the one it replaced.
+TEST(Park, IdleSnapshotIsDroppedWhenTheSlotIsRestored) {
+    auto m = model_for("llama");
+    const int32_t nv = int32_t(m->identity().n_vocab);
+    auto e = make_engine(m, engine_cfg(2, 1024));
+    const int32_t sa = run_a_then_b(*e, nv);  // A parked while B worked; B idle in memory: two conversations
+    const int32_t sb = 1 - sa;
+    for (int i = 0; i < 1000 && e->metrics().idle_snapshots < 1; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ASSERT_EQ(e->metrics().idle_snapshots, 1u) << "B's idle slot is snapshot while the engine waits";
+
+    auto src = make_engine(m, engine_cfg(1, 1024));
+    const gen_request x = greedy(make_prompt(25, 3, nv), 0);
+    engine_result pre = run_task(*src, task_prefill{x});
+    ASSERT_TRUE(pre.done.ok());
+    ASSERT_TRUE(run_task(*e, task_slot_restore{sb, validated(pre.done->blob)}).done.ok());
+    // C goes to A's slot (it holds the older state) and works: B's slot, now X, is parked.
+    ASSERT_TRUE(run_task(*e, task_generate{greedy(make_prompt(20, 4, nv), 4)}).done.ok());
+    const slot_info s = e->slots()[size_t(sb)];
+    EXPECT_TRUE(s.parked);
+    ASSERT_TRUE(s.tokens);
+    EXPECT_EQ(*s.tokens, x.prompt) << "the restored state was parked, not B's old snapshot";
+    gen_request cont = x;
+    for (token_id t : make_prompt(10, 5, nv)) cont.prompt.push_back(t == 1 ? 7 : t);
+    cont.n_predict = 6;
+    engine_result rc = run_task(*e, task_generate{cont});
+    ASSERT_TRUE(rc.done.ok());
+    EXPECT_EQ(rc.done->slot, sb);
+    EXPECT_EQ(rc.tokens, oracle(*m, cont, engine_cfg(1, 1024)).tokens);
+    EXPECT_EQ(e->metrics().invariant_repairs, 0u);
+}
+
+// Regression (figure 17, llama-server parity): a state restored into a slot while another idle slot still held
+// its cells went to the cells above them, and the park phase moved the idle slot out only afterwards, so every
+// decode of the task attended over both ranges (returning turns ~40 ms slower). Idle slots now leave the cache
+// before a state is restored into the slot that is about to work.
+TEST(Park, IdleSlotsLeaveTheCacheBeforeAStateIsRestored) {
+    auto m = model_for("llama");
+    const int32_t nv = int32_t(m->identity().n_vocab);
+    std::atomic<engine *> self{nullptr};
+    std::atomic<int64_t> parks_at_restore{-1};
+    auto seam = std::make_shared<engine_test_seam>();
+    seam->restore_fail_after = [&](restore_step st) {
+        if (st == restore_step::cleared && parks_at_restore.load() < 0 && self.load())
+            parks_at_restore = int64_t(self.load()->metrics().parks);
+        return false;
+    };
+    auto made = engine_test_access::create(m, engine_cfg(2, 1024), seam);
+    ASSERT_TRUE(made.ok()) << made.status().to_string();
+    engine & e = *made.value();
+    self = &e;
+    ASSERT_TRUE(run_task(e, task_generate{greedy(make_prompt(40, 1, nv), 4)}).done.ok());  // A idles in memory
+    ASSERT_EQ(e.metrics().parks, 0u);
+
+    auto src = make_engine(m, engine_cfg(1, 1024));
+    const gen_request x = greedy(make_prompt(30, 2, nv), 6);
+    engine_result pre = run_task(*src, task_prefill{x});
+    ASSERT_TRUE(pre.done.ok());
+    engine_result got = run_task(e, task_decode{validated(pre.done->blob), x});
+    ASSERT_TRUE(got.done.ok()) << got.done.status().to_string();
+    EXPECT_EQ(parks_at_restore.load(), 1) << "A's slot must be parked before the decode's state is restored";
+    EXPECT_EQ(got.tokens, oracle(*m, x, engine_cfg(1, 1024)).tokens);
+    EXPECT_EQ(e.metrics().invariant_repairs, 0u);
 }
 
 }  // namespace

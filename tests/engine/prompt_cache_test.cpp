@@ -8,6 +8,9 @@
 #include "engine_fixture.h"
 #include "prompt_cache.h"
 
+#include <chrono>
+#include <thread>
+
 namespace baton {
 namespace {
 
@@ -167,6 +170,44 @@ TEST_P(PromptCache, DeltaHandedToTheCacheJoinsTheBaseAnEntryOrIdleSlotHolds) {
 }
 
 // --cache-ram 0: nothing is kept; the returning conversation is computed again.
+// waits (bounded) until the engine has made n idle snapshots; false if it did not within 10 s.
+bool await_idle_snapshots(engine & e, uint64_t n) {
+    for (int i = 0; i < 1000 && e.metrics().idle_snapshots < n; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return e.metrics().idle_snapshots >= n;
+}
+
+// Regression (figure 17, llama-server parity): serializing the slot a new conversation takes cost that
+// conversation's first token ~10 ms. With more than one conversation on the node, an idle slot's state is
+// serialized while the engine waits, and the host cache keeps that copy: the conversation that comes back
+// answers exactly as a fresh engine. With one conversation nothing is serialized ahead of need.
+TEST_P(PromptCache, IdleSnapshotIsTheStateTheCacheKeeps) {
+    auto e = make_engine(m(), cfg());
+    const std::vector<token_id> pa = make_prompt(150, 81, n_vocab());
+    ASSERT_TRUE(run_task(*e, task_generate{greedy(pa, 4)}).done.ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_EQ(e->metrics().idle_snapshots, 0u) << what() << ": one conversation, nothing to get ahead of";
+
+    const std::vector<token_id> pb = make_prompt(140, 82, n_vocab());
+    run_result tb = run_task(*e, task_generate{greedy(pb, 6)});  // A's state goes to the cache: pressure
+    ASSERT_TRUE(tb.done.ok());
+    ASSERT_TRUE(await_idle_snapshots(*e, 1)) << what();
+    engine_metrics mt = e->metrics();
+    EXPECT_GT(mt.idle_snapshot_bytes, 0u) << what();
+    EXPECT_EQ(mt.idle_snapshots_used, 0u) << what();
+
+    ASSERT_TRUE(run_task(*e, task_generate{greedy(make_prompt(130, 83, n_vocab()), 4)}).done.ok());
+    mt = e->metrics();
+    EXPECT_EQ(mt.idle_snapshots_used, 1u) << what() << ": B's snapshot went to the cache as it was";
+    EXPECT_EQ(mt.cache_ram_stores, 2u) << what();
+
+    const gen_request b2 = greedy(concat(concat(pb, tb.tokens), make_prompt(30, 84, n_vocab())), 10);
+    run_result got = run_task(*e, task_generate{b2});
+    expect_exact(got, fresh_run(m(), cfg(), b2), what());
+    EXPECT_EQ(got.done->usage.cached_tokens, pb.size() + tb.tokens.size() - 1) << what();
+    EXPECT_EQ(e->metrics().invariant_repairs, 0u) << what();
+}
+
 TEST_P(PromptCache, OffKeepsNothing) {
     auto e = make_engine(m(), cfg(0));
     const std::vector<token_id> p1 = make_prompt(150, 71, n_vocab());
