@@ -12,11 +12,14 @@
 //   - obs-fold is found however the head is split: refused in pieces means refused whole, accepted in
 //     pieces means no obs-fold whole, and an accepted head has no header line starting with SP/HTAB;
 //   - an accepted HTTP/1.1 head has exactly one Host; an admitted Content-Length is within both caps;
-//   - a decoded body is never larger than the bytes that carried it.
+//   - a decoded body is never larger than the bytes that carried it;
+//   - the same bytes as a node's error body (http_error_status, what the router reads from a prefill node):
+//     a Status read from them renders to a body that reads back as the same code, message and detail.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
+#include "baton/http/http_errors.h"
 #include "http_request_head.h"
 
 namespace {
@@ -34,6 +37,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     const size_t piece = size_t(data[0] % 64) + 1;
     const char * in = reinterpret_cast<const char *>(data + 1);
     const size_t n = size - 1;
+
+    if (const baton::Status said = baton::http_error_status(std::string_view(in, n)); !said.ok()) {
+        const baton::Status back = baton::http_error_status(baton::http_error_json(said));
+        check(back.code() == said.code() && back.message() == said.message() && back.detail() == said.detail());
+    }
 
     baton::http_limits lim;
     lim.max_header_bytes = 4096;

@@ -25,10 +25,11 @@ using token_id = int32_t;
 // text such as "<|im_start|>" become the control token (used for chat templates, never for user text).
 // The tokens are exactly llama_tokenize's, but the cost is linear in the text: Baton finds the special-token
 // texts itself in one pass (libllama's own split is quadratic in their number) and hands libllama only the
-// plain fragments between them. n_ctx > 0: the text must come to fewer than n_ctx tokens; one that cannot is
-// refused before its plain text is tokenized when text_tokens_min already reaches n_ctx, and as soon as the
-// tokens made reach it otherwise — invalid_argument "prompt: at least N tokens, which do not fit the slot
-// context of n_ctx". A text over 2^30 bytes is too_large.
+// plain fragments between them. n_ctx > 0: the text must come to fewer than n_ctx tokens, else
+// context_exceeded ("request (N tokens) exceeds the available context size (n_ctx tokens), ...", with N in its
+// context_overflow detail). Up to 1 MiB of text N is the exact count; a larger text that cannot fit is refused
+// before its plain text is tokenized when text_tokens_min already reaches n_ctx, and as soon as the tokens made
+// reach it otherwise, with N a lower bound ("at least N tokens"). A text over 2^30 bytes is too_large.
 Result<std::vector<token_id>> text_tokenize(const llama_vocab * vocab, std::string_view text, bool add_special,
                                             bool parse_special, uint32_t n_ctx = 0);
 

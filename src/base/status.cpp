@@ -24,9 +24,24 @@ const char * status_code_name(status_code code) {
         case status_code::dependency_failed: return "dependency_failed";
         case status_code::not_implemented: return "not_implemented";
         case status_code::resource_exhausted: return "resource_exhausted";
+        case status_code::context_exceeded: return "context_exceeded";
         case status_code::internal: return "internal";
     }
     return "unknown";
+}
+
+std::optional<status_code> status_code_from_name(std::string_view name) {
+    for (int c = 0; c <= int(status_code::internal); ++c)
+        if (name == status_code_name(status_code(c))) return status_code(c);
+    return std::nullopt;
+}
+
+Status context_exceeded_status(uint64_t n_prompt, uint64_t n_ctx, bool at_least) {
+    return Status(status_code::context_exceeded,
+                  std::string("request (") + (at_least ? "at least " : "") + std::to_string(n_prompt) +
+                      " tokens) exceeds the available context size (" + std::to_string(n_ctx) +
+                      " tokens), try increasing it",
+                  context_overflow{n_prompt, n_ctx});
 }
 
 std::string Status::to_string() const {

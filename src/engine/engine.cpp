@@ -159,9 +159,7 @@ Status check_request(const gen_request & r, int32_t n_vocab, uint32_t n_ctx_slot
         if (r.prompt[i] < 0 || r.prompt[i] >= n_vocab)
             return {status_code::invalid_argument, "prompt: token " + std::to_string(r.prompt[i]) + " at index " +
                                                        std::to_string(i) + " is not in 0.." + std::to_string(n_vocab - 1)};
-    if (r.prompt.size() >= n_ctx_slot)
-        return {status_code::invalid_argument, "prompt: " + std::to_string(r.prompt.size()) +
-                                                   " tokens do not fit the slot context of " + std::to_string(n_ctx_slot)};
+    if (r.prompt.size() >= n_ctx_slot) return context_exceeded_status(r.prompt.size(), n_ctx_slot);
     return {};
 }
 

@@ -33,6 +33,9 @@ constexpr uint32_t k_attr_parse_only =
 // Texts up to this many bytes go straight to llama_tokenize: its quadratic split costs microseconds at this
 // size, less than the pass over the token table.
 constexpr size_t k_direct_bytes_max = 1024;
+// Texts up to this size are tokenized whole before a context check (an exact count in the refusal); a larger
+// one that cannot fit is refused as soon as a lower bound of its count reaches the context.
+constexpr size_t k_exact_count_bytes_max = size_t(1) << 20;
 constexpr size_t k_text_bytes_max = size_t(1) << 30;
 
 // direct_tokenize is llama_tokenize into a vector.
@@ -239,24 +242,19 @@ size_t pieces_tokens_min(const vocab_tokenizer & t, const std::vector<special_pi
     return n;
 }
 
-Status context_refusal(size_t n_min, uint32_t n_ctx) {
-    return Status(status_code::invalid_argument, "prompt: at least " + std::to_string(n_min) +
-                                                     " tokens, which do not fit the slot context of " +
-                                                     std::to_string(n_ctx));
-}
-
 Result<std::vector<token_id>> fast_tokenize(const vocab_tokenizer & t, const llama_vocab * vocab, std::string_view text,
                                             bool add_special, bool parse_special, uint32_t n_ctx) {
     const std::vector<special_piece> pieces = (parse_special ? t.parse_all : t.user_only).partition(text);
     if (n_ctx > 0) {
         const size_t n_min = pieces_tokens_min(t, pieces, add_special);
-        if (n_min >= n_ctx) return context_refusal(n_min, n_ctx);
+        if (n_min >= n_ctx) return context_exceeded_status(n_min, n_ctx, true);
     }
     std::vector<token_id> out;
     if (add_special) out = t.prefix;
     std::vector<token_id> buf;
     size_t n_specials_left = 0;  // special tokens after the current piece (one token each, for certain)
-    for (const special_piece & p : pieces) n_specials_left += p.token >= 0 ? 1 : 0;
+    size_t n_texts_left = 0;     // text pieces from the current one on (while any is left, a count is a bound)
+    for (const special_piece & p : pieces) (p.token >= 0 ? n_specials_left : n_texts_left) += 1;
     if (add_special) n_specials_left += t.suffix.size();
     for (const special_piece & p : pieces) {
         if (p.token >= 0) {
@@ -274,9 +272,10 @@ Result<std::vector<token_id>> fast_tokenize(const vocab_tokenizer & t, const lla
                 return Status(status_code::internal,
                               "tokenizer failed on a " + std::to_string(p.length) + "-byte text");
             out.insert(out.end(), buf.begin(), buf.begin() + n);
+            --n_texts_left;
         }
-        if (n_ctx > 0 && out.size() + n_specials_left >= n_ctx)
-            return context_refusal(out.size() + n_specials_left, n_ctx);
+        if (n_ctx > 0 && out.size() + n_specials_left >= n_ctx)  // exact once no text is left to tokenize
+            return context_exceeded_status(out.size() + n_specials_left, n_ctx, n_texts_left > 0);
     }
     if (add_special) out.insert(out.end(), t.suffix.begin(), t.suffix.end());
     return out;
@@ -290,13 +289,17 @@ Result<std::vector<token_id>> text_tokenize(const llama_vocab * vocab, std::stri
         return Status(status_code::too_large, "prompt: " + std::to_string(text.size()) + " bytes is too long");
     auto direct = [&]() -> Result<std::vector<token_id>> {
         auto out = direct_tokenize(vocab, text, add_special, parse_special);
-        if (out.ok() && n_ctx > 0 && out->size() >= n_ctx) return context_refusal(out->size(), n_ctx);
+        if (out.ok() && n_ctx > 0 && out->size() >= n_ctx) return context_exceeded_status(out->size(), n_ctx);
         return out;
     };
     if (text.size() <= k_direct_bytes_max) return direct();
     auto t = vocab_tokenizer_for(vocab);
     if (!t->fast || (add_special && !t->affixes)) return direct();
-    return fast_tokenize(*t, vocab, text, add_special, parse_special, n_ctx);
+    if (text.size() > k_exact_count_bytes_max) return fast_tokenize(*t, vocab, text, add_special, parse_special, n_ctx);
+    // Small enough to count exactly (a refusal then says how many tokens, as llama-server's does).
+    auto out = fast_tokenize(*t, vocab, text, add_special, parse_special, 0);
+    if (out.ok() && n_ctx > 0 && out->size() >= n_ctx) return context_exceeded_status(out->size(), n_ctx);
+    return out;
 }
 
 size_t text_tokens_min(const llama_vocab * vocab, std::string_view text, bool add_special, bool parse_special) {

@@ -28,7 +28,8 @@ std::string_view http_header_find(const http_headers & h, std::string_view name)
 int http_status_for(status_code code) {
     switch (code) {
         case status_code::ok: return 200;
-        case status_code::invalid_argument: return 400;
+        case status_code::invalid_argument:
+        case status_code::context_exceeded: return 400;
         case status_code::unauthenticated: return 401;
         case status_code::permission_denied: return 403;
         case status_code::not_found: return 404;
@@ -51,12 +52,58 @@ int http_status_for(status_code code) {
     return 500;
 }
 
+const char * http_error_type(status_code code) {
+    switch (code) {
+        case status_code::invalid_argument:
+        case status_code::too_large:
+        case status_code::corrupt:
+        case status_code::incompatible:
+        case status_code::unsupported: return "invalid_request_error";
+        case status_code::context_exceeded: return "exceed_context_size_error";
+        case status_code::unauthenticated: return "authentication_error";
+        case status_code::permission_denied: return "permission_error";
+        case status_code::not_found: return "not_found_error";
+        case status_code::not_implemented: return "not_supported_error";
+        case status_code::busy:
+        case status_code::unavailable:
+        case status_code::cancelled: return "unavailable_error";
+        case status_code::ok:
+        case status_code::upstream_error:
+        case status_code::dependency_failed:
+        case status_code::resource_exhausted:
+        case status_code::deadline_exceeded:
+        case status_code::io_error:
+        case status_code::engine_error:
+        case status_code::internal: return "server_error";
+    }
+    return "server_error";
+}
+
 std::string http_error_json(const Status & st, int http_status) {
-    nlohmann::json j = {{"error",
-                         {{"code", http_status ? http_status : http_status_for(st.code())},
-                          {"type", status_code_name(st.code())},
-                          {"message", st.message()}}}};
-    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    nlohmann::json e = {{"code", http_status ? http_status : http_status_for(st.code())},
+                        {"message", st.message()},
+                        {"type", http_error_type(st.code())},
+                        {"status", status_code_name(st.code())}};
+    if (const auto * over = std::get_if<context_overflow>(&st.detail())) {
+        e["n_prompt_tokens"] = over->n_prompt_tokens;
+        e["n_ctx"] = over->n_ctx;
+    }
+    return nlohmann::json{{"error", std::move(e)}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+Status http_error_status(std::string_view body) {
+    const auto j = nlohmann::json::parse(body, nullptr, false);
+    if (!j.is_object() || !j.contains("error") || !j["error"].is_object()) return {};
+    const auto & e = j["error"];
+    if (!e.contains("status") || !e["status"].is_string() || !e.contains("message") || !e["message"].is_string())
+        return {};
+    const auto code = status_code_from_name(e["status"].get<std::string>());
+    if (!code || *code == status_code::ok) return {};
+    status_detail detail;
+    if (*code == status_code::context_exceeded && e.contains("n_prompt_tokens") && e.contains("n_ctx") &&
+        e["n_prompt_tokens"].is_number_unsigned() && e["n_ctx"].is_number_unsigned())
+        detail = context_overflow{e["n_prompt_tokens"].get<uint64_t>(), e["n_ctx"].get<uint64_t>()};
+    return Status(*code, e["message"].get<std::string>(), std::move(detail));
 }
 
 http_response http_error_response_status(int http_status, const Status & st) {

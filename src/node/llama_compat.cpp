@@ -125,7 +125,7 @@ net::awaitable<void> node_impl::on_props(http_exchange & ex) {
     defaults.sampling = cfg.defaults.sampling;
     const kv_layout c = eng->layout();
     json props = {{"default_generation_settings",
-                   {{"params", openai_generation_settings(defaults, c.n_ctx)}, {"n_ctx", c.n_ctx}}},
+                   {{"params", openai_generation_settings(defaults, n_ctx_slot())}, {"n_ctx", n_ctx_slot()}}},
                   {"total_slots", c.n_seq_max},
                   {"model_alias", model_name},
                   {"model_path", cfg.model_path},
@@ -152,11 +152,10 @@ net::awaitable<void> node_impl::on_llama_slots(http_exchange & ex) {
     if (!cfg.slots_endpoint)
         co_return (void) co_await ex.respond_error(Status(
             status_code::not_implemented, "this server does not support the slots endpoint: start it with --slots"));
-    const kv_layout c = eng->layout();
     json arr = json::array();
     for (const slot_info & s : eng->slots())
         arr.push_back({{"id", s.id},
-                       {"n_ctx", c.n_ctx},
+                       {"n_ctx", n_ctx_slot()},  // a slot's share, as llama-server reports it
                        {"speculative", false},
                        {"is_processing", s.busy},
                        {"n_tokens", s.n_tokens},

@@ -111,17 +111,18 @@ void node_impl::install_routes() {
     add("GET", pd_path_kv_events.data(), none, true, &node_impl::on_kv_events);
     add("GET", pd_path_kv_snapshot.data(), none, true, &node_impl::on_kv_snapshot);
     add("POST", "/admin/drain", closed(none), false, &node_impl::on_admin_drain);
-    // The OpenAI routes, and llama-server's unprefixed aliases of them.
-    for (const char * path : {"/v1/completions", "/completions"}) {
+    // The OpenAI routes, and llama-server's unprefixed aliases of them — except /completions, which is
+    // llama-server's native /completion there (only /v1/completions is OpenAI's).
+    http->route("POST", "/v1/completions", json_body, [this](http_exchange & ex) -> net::awaitable<void> {
+        if (Status st = check_serving(); !st.ok()) co_return (void) co_await respond_not_serving(ex, st);
+        co_await on_openai(ex, openai_endpoint::completions);
+    });
+    for (const char * path : {"/completion", "/completions"}) {
         http->route("POST", path, json_body, [this](http_exchange & ex) -> net::awaitable<void> {
             if (Status st = check_serving(); !st.ok()) co_return (void) co_await respond_not_serving(ex, st);
-            co_await on_openai(ex, openai_endpoint::completions);
+            co_await on_openai(ex, openai_endpoint::completion);
         });
     }
-    http->route("POST", "/completion", json_body, [this](http_exchange & ex) -> net::awaitable<void> {
-        if (Status st = check_serving(); !st.ok()) co_return (void) co_await respond_not_serving(ex, st);
-        co_await on_openai(ex, openai_endpoint::completion);
-    });
     for (const char * path : {"/v1/chat/completions", "/chat/completions"}) {
         http->route("POST", path, json_body, [this](http_exchange & ex) -> net::awaitable<void> {
             if (Status st = check_serving(); !st.ok()) co_return (void) co_await respond_not_serving(ex, st);

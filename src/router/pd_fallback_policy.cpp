@@ -1,6 +1,8 @@
 // pd_fallback_policy.cpp — see pd_fallback_policy.h.
 #include "pd_fallback_policy.h"
 
+#include "baton/http/http_errors.h"
+
 namespace baton {
 
 pd_node_decision pd_prefill_answer_decide(const pd_prefill_reply & r) {
@@ -28,8 +30,12 @@ pd_node_decision pd_prefill_answer_decide(const pd_prefill_reply & r) {
         case pd_answer::client_error:  // no other node will accept it either
             d.action = pd_node_action::answer_client;
             d.outcome = "bad_request";
-            d.error =
-                Status(status_code::invalid_argument, "prefill node rejected the request: " + std::string(r.said));
+            // The node's own error, as it said it (type, fields, message), so a client sees what a single node
+            // sends; an answer that is not one of Baton's error bodies is quoted.
+            d.error = http_error_status(r.said);
+            if (d.error.ok())
+                d.error =
+                    Status(status_code::invalid_argument, "prefill node rejected the request: " + std::string(r.said));
             return d;
         default:  // busy (no free slot) is a failed node to a prefill hop too: the next node
             d.outcome = "http_" + std::to_string(r.status);

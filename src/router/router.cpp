@@ -42,17 +42,17 @@ void router_impl::routes() {
         render_cluster_metrics(r.body);
         co_await ex.respond(std::move(r));
     });
-    // The OpenAI routes and llama-server's unprefixed aliases; tokenizing goes to a node (its vocabulary).
+    // The OpenAI routes and llama-server's unprefixed aliases (/completions: its native shape); tokenizing goes to a node (its vocabulary).
     for (const char * path : {"/v1/models", "/models"})
         http->route("GET", path, none, [this](http_exchange & ex) { return on_models(ex); });
-    for (const char * path : {"/v1/completions", "/completions"})
-        http->route("POST", path, json_body,
-                    [this](http_exchange & ex) { return on_generation(ex, openai_endpoint::completions); });
+    http->route("POST", "/v1/completions", json_body,
+                [this](http_exchange & ex) { return on_generation(ex, openai_endpoint::completions); });
     for (const char * path : {"/v1/chat/completions", "/chat/completions"})
         http->route("POST", path, json_body,
                     [this](http_exchange & ex) { return on_generation(ex, openai_endpoint::chat); });
-    http->route("POST", "/completion", json_body,
-                [this](http_exchange & ex) { return on_generation(ex, openai_endpoint::completion); });
+    for (const char * path : {"/completion", "/completions"})  // llama-server's native shape (as a node's)
+        http->route("POST", path, json_body,
+                    [this](http_exchange & ex) { return on_generation(ex, openai_endpoint::completion); });
     // (A coroutine lambda: forward_to_node keeps a reference to its path, which must outlive the call.)
     http->route("GET", "/props", none, [this](http_exchange & ex) -> net::awaitable<void> {
         co_await forward_to_node(ex, "GET", "/props", "");

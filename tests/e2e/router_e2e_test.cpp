@@ -703,6 +703,23 @@ TEST(RouterE2E, RequestIdIsEchoedAndOnTheLogLinesOfEveryNodeItReaches) {
     EXPECT_TRUE(router_line) << c.router->stderr_text();
 }
 
+// A prompt over the slot's context is refused through PD as a single node refuses it: llama-server's
+// exceed_context_size_error with its counts, not the prefill node's body quoted inside another error.
+TEST(RouterE2E, ContextOverflowThroughPdIsTheNodesOwnError) {
+    cluster c = cluster::make(1, 1);
+    std::string text;
+    for (int i = 0; i < 1200; ++i) text += "hello world ";
+    for (const json & body : {json{{"prompt", text}, {"max_tokens", 2}},
+                              json{{"messages", {{{"role", "user"}, {"content", text}}}}, {"max_tokens", 2}}}) {
+        const std::string path = completion_path(body);
+        const http_reply via_router = post(*c.router, path, body.dump(), "application/json", "", 60);
+        const http_reply single = post(*c.decode[0], path, body.dump());
+        EXPECT_EQ(via_router.status, 400) << via_router.body;
+        EXPECT_EQ(via_router.j()["error"]["type"], "exceed_context_size_error") << via_router.body;
+        EXPECT_EQ(via_router.j(), single.j());
+    }
+}
+
 // llama-server clients use the unprefixed paths and /tokenize, /detokenize: the router answers them (the
 // token calls by a node's vocabulary), through PD for a long prompt.
 TEST(RouterE2E, LlamaServerAliasesAndTokenizeThroughTheRouter) {
@@ -714,8 +731,10 @@ TEST(RouterE2E, LlamaServerAliasesAndTokenizeThroughTheRouter) {
     const http_reply b = post(*c.router, "/v1/chat/completions", chat.dump(), "application/json", "", 60);
     ASSERT_EQ(a.status, 200) << a.body;
     EXPECT_EQ(normalized(a.j()), normalized(b.j()));
-    EXPECT_EQ(post(*c.router, "/completions", R"({"prompt":"Hi","max_tokens":2})", "application/json", "", 60).status,
-              200);
+    const http_reply native =
+        post(*c.router, "/completions", R"({"prompt":"Hi","max_tokens":2})", "application/json", "", 60);
+    ASSERT_EQ(native.status, 200) << native.body;
+    EXPECT_TRUE(native.j().contains("content") && !native.j().contains("choices")) << native.body;  // llama-server's
     EXPECT_EQ(get(*c.router, "/models").status, 200);
     const std::string tok = R"({"content":"Hello world","add_special":true})";
     const http_reply via_router = post(*c.router, "/tokenize", tok, "application/json", "", 60);

@@ -9,10 +9,14 @@ namespace {
 const std::string k_completion = R"({"prompt":"Hello there","max_tokens":6,"temperature":0})";
 const std::string k_chat = R"({"messages":[{"role":"user","content":"Hello there"}],"max_tokens":6,"temperature":0})";
 
-TEST(ServeCompat, UnprefixedAliasesAnswerLikeTheV1Routes) {
+// /completions is llama-server's native /completion (its shape: content, no choices); /chat/completions and
+// /models are the /v1 routes.
+TEST(ServeCompat, UnprefixedAliasesAnswerLikeLlamaServers) {
     auto n = node_process::start(serve_args("llama"));
-    EXPECT_EQ(normalized(post(*n, "/completions", k_completion).j()),
-              normalized(post(*n, "/v1/completions", k_completion).j()));
+    const json native = post(*n, "/completions", k_completion).j();
+    ASSERT_TRUE(native.contains("content") && !native.contains("choices")) << native;
+    EXPECT_EQ(native["content"], post(*n, "/completion", k_completion).j()["content"]);
+    EXPECT_EQ(native["content"], post(*n, "/v1/completions", k_completion).j()["choices"][0]["text"]);
     EXPECT_EQ(normalized(post(*n, "/chat/completions", k_chat).j()),
               normalized(post(*n, "/v1/chat/completions", k_chat).j()));
     const http_reply models = get(*n, "/models");

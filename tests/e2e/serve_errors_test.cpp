@@ -1,5 +1,6 @@
 // serve_errors_test.cpp — every error status of the API provoked by a real request, with the JSON error
-// shape {"error":{"code","type","message"}}.
+// shape {"error":{"code","message","type","status"}} (llama-server's, plus Baton's own name).
+#include <map>
 #include <sstream>
 
 #include "serve_test_util.h"
@@ -7,13 +8,35 @@
 namespace baton::test {
 namespace {
 
-// expect_error checks the status, the error type and (optionally) a word of the message.
-void expect_error(const http_reply & r, int status, const std::string & type, const std::string & word = "") {
+// llama_type: llama-server's error type for the kind of failure Baton names (its own name, error.status).
+std::string llama_type(const std::string & baton_status) {
+    static const std::map<std::string, std::string> types = {
+        {"invalid_argument", "invalid_request_error"},
+        {"too_large", "invalid_request_error"},
+        {"corrupt", "invalid_request_error"},
+        {"incompatible", "invalid_request_error"},
+        {"unsupported", "invalid_request_error"},
+        {"context_exceeded", "exceed_context_size_error"},
+        {"unauthenticated", "authentication_error"},
+        {"permission_denied", "permission_error"},
+        {"not_found", "not_found_error"},
+        {"not_implemented", "not_supported_error"},
+        {"busy", "unavailable_error"},
+        {"unavailable", "unavailable_error"},
+    };
+    const auto it = types.find(baton_status);
+    return it == types.end() ? "server_error" : it->second;
+}
+
+// expect_error checks the status, Baton's name for the error (error.status), llama-server's type for it and
+// (optionally) a word of the message.
+void expect_error(const http_reply & r, int status, const std::string & baton_status, const std::string & word = "") {
     EXPECT_EQ(r.status, status) << r.body;
     const json j = r.j();
     ASSERT_TRUE(j.is_object() && j.contains("error")) << r.body;
     EXPECT_EQ(j["error"]["code"].get<int>(), status) << r.body;
-    EXPECT_EQ(j["error"]["type"].get<std::string>(), type) << r.body;
+    EXPECT_EQ(j["error"]["status"].get<std::string>(), baton_status) << r.body;
+    EXPECT_EQ(j["error"]["type"].get<std::string>(), llama_type(baton_status)) << r.body;
     if (!word.empty()) {
         EXPECT_NE(j["error"]["message"].get<std::string>().find(word), std::string::npos) << r.body;
     }

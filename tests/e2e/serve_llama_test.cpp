@@ -99,7 +99,7 @@ TEST(ServeLlama, PropsReportTheDefaultsTemplateAndSlots) {
     EXPECT_EQ(j["endpoint_slots"], true);
     const http_reply post_props = post(*n, "/props", "{}");
     EXPECT_EQ(post_props.status, 501) << post_props.body;
-    EXPECT_EQ(post_props.j()["error"]["type"], "not_implemented");
+    EXPECT_EQ(post_props.j()["error"]["type"], "not_supported_error");
 }
 
 TEST(ServeLlama, SlotsListAndNoSlots) {

@@ -116,7 +116,7 @@ TEST(ServeHeldState, FetchReleaseAndRefusals) {
     EXPECT_EQ(c->Delete("/v1/states/" + id, auth_headers(key))->status, 404);
     const http_reply gone = decode_held(*dec, pre->url(), id, key);
     EXPECT_EQ(gone.status, 424) << gone.body;
-    EXPECT_EQ(gone.j()["error"]["type"], "dependency_failed") << gone.body;
+    EXPECT_EQ(gone.j()["error"]["status"], "dependency_failed") << gone.body;
     // Malformed: a bad id, a bad source, a state both named and carried.
     EXPECT_EQ(decode_held(*dec, pre->url(), "../../metrics", key).status, 400);
     EXPECT_EQ(decode_held(*dec, "ftp://x", id, key).status, 400);

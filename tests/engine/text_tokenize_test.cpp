@@ -240,15 +240,29 @@ TEST(TextTokenize, ContextBoundRefusesOnlyWhatCannotFit) {
         EXPECT_EQ(fits.value(), want);
         auto full = text_tokenize(v, text, true, true, n);  // as the engine: n tokens do not fit n
         ASSERT_FALSE(full.ok()) << c.name;
-        EXPECT_EQ(full.status().code(), status_code::invalid_argument);
-        EXPECT_NE(full.status().message().find("do not fit the slot context of " + std::to_string(n)),
+        EXPECT_EQ(full.status().code(), status_code::context_exceeded);
+        EXPECT_NE(full.status().message().find("exceeds the available context size (" + std::to_string(n) + " tokens)"),
                   std::string::npos)
             << full.status().message();
+        const Status refused = full.status();
+        const auto * over = std::get_if<context_overflow>(&refused.detail());
+        ASSERT_NE(over, nullptr) << c.name;
+        EXPECT_EQ(over->n_ctx, n);
+        EXPECT_GE(over->n_prompt_tokens, n);  // a count the tokenizer reached, at most the whole prompt
+        EXPECT_LE(over->n_prompt_tokens, want.size());
         auto small = text_tokenize(v, "short", true, true, 64);
         EXPECT_TRUE(small.ok());
         auto tiny_ctx = text_tokenize(v, text, true, true, 16);
         ASSERT_FALSE(tiny_ctx.ok());
-        EXPECT_NE(tiny_ctx.status().message().find("prompt: at least "), std::string::npos);
+        // Under 1 MiB the count is exact, as llama-server's; over it a lower bound ends the work early.
+        EXPECT_EQ(tiny_ctx.status().message(),
+                  "request (" + std::to_string(want.size()) +
+                      " tokens) exceeds the available context size (16 tokens), try increasing it");
+        std::string huge;
+        while (huge.size() <= (size_t(1) << 20)) huge += text;
+        auto bound = text_tokenize(v, huge, true, true, 16);
+        ASSERT_FALSE(bound.ok());
+        EXPECT_NE(bound.status().message().find("request (at least "), std::string::npos) << bound.status().message();
     }
 }
 

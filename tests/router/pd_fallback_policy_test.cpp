@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "baton/http/http_errors.h"
 #include "pd_fallback_policy.h"
 
 namespace baton {
@@ -134,6 +135,24 @@ TEST(PdFallbackPolicy, NodeAnswerErrorsNameTheNodeAndTheCap) {
     EXPECT_EQ(decide(r).error.message(), "every decode node is busy or draining");
     r.draining = false;
     EXPECT_EQ(decide(r).error.message(), "every decode node is busy");
+}
+
+// A prefill node's own error body (a context overflow, say) reaches the client as the node said it: the same
+// status, message and fields a single node answers, not a quote of the body inside another error.
+TEST(PdFallbackPolicy, PrefillNodesErrorBodyIsPassedOnAsItsOwnStatus) {
+    const Status said = context_exceeded_status(300, 256);
+    pd_prefill_reply in;
+    in.status = 400;
+    in.node = k_node;
+    in.max_blob_bytes = k_cap;
+    const std::string body = http_error_json(said);
+    in.said = body;
+    const pd_node_decision d = pd_prefill_answer_decide(in);
+    EXPECT_EQ(d.action, pd_node_action::answer_client);
+    EXPECT_EQ(d.error.code(), status_code::context_exceeded);
+    EXPECT_EQ(d.error.message(), said.message());
+    EXPECT_TRUE(d.error.detail() == said.detail());
+    EXPECT_EQ(http_error_json(d.error), body);
 }
 
 TEST(PdFallbackPolicy, NoNodeLeftReportsTheFirstFailureTheClientOrTheDeadlineElseTheNodesTried) {

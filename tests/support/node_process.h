@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "baton/cli/child_process.h"
+#include "support/free_port.h"
 #include "support/test_support.h"
 
 namespace baton::test {
@@ -47,15 +48,32 @@ class node_process {
         auto p = child_process::spawn(o);
         if (!p.ok()) throw std::runtime_error(p.status().message() + "; stderr: " + n->stderr_text());
         n->proc_ = std::move(p.value());
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-        while (true) {
-            auto c = n->client(5);
-            auto r = c->Get("/health");
-            if (r && r->status == 200) break;
-            if (std::chrono::steady_clock::now() > deadline) throw std::runtime_error("node never became healthy");
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        }
+        if (!n->wait_healthy(timeout_s)) throw std::runtime_error("node never became healthy");
         return n;
+    }
+
+    // start_llama_server runs Debian's llama-server (the behaviour anchor; tests skip without it) on a free
+    // loopback port with args and waits until /health answers 200. nullptr when the binary is missing.
+    static std::unique_ptr<node_process> start_llama_server(const std::vector<std::string> & args,
+                                                            double timeout_s = 90) {
+        const std::string bin = "/usr/bin/llama-server";
+        if (::access(bin.c_str(), X_OK) != 0) return nullptr;
+        for (int attempt = 0;; ++attempt) {  // another process may take the free port first: try another
+            std::unique_ptr<node_process> n(new node_process());
+            n->err_path_ = temp_dir() + "/llama-server-stderr.txt";
+            const int port = free_port();
+            child_options o;
+            o.argv = {bin, "--host", "127.0.0.1", "--port", std::to_string(port), "--no-webui"};
+            o.argv.insert(o.argv.end(), args.begin(), args.end());
+            o.stderr_path = n->err_path_;
+            o.port_zero = false;
+            o.known_url = "http://127.0.0.1:" + std::to_string(port);
+            auto p = child_process::spawn(o);
+            if (!p.ok()) throw std::runtime_error(p.status().message() + "; stderr: " + n->stderr_text());
+            n->proc_ = std::move(p.value());
+            if (n->wait_healthy(timeout_s)) return n;
+            if (attempt == 2) throw std::runtime_error("llama-server never became healthy: " + n->stderr_text());
+        }
     }
 
     ~node_process() {
@@ -100,6 +118,25 @@ class node_process {
 
   private:
     node_process() = default;
+    // exited: the child is a zombie (it exited; child_process reaps it later).
+    bool exited() const {
+        std::ifstream f("/proc/" + std::to_string(pid()) + "/stat");
+        std::string stat;
+        std::getline(f, stat);
+        const size_t paren = stat.rfind(')');
+        return paren == std::string::npos || (paren + 2 < stat.size() && stat[paren + 2] == 'Z');
+    }
+    // wait_healthy polls /health until 200 (true), the deadline, or the child's exit (false).
+    bool wait_healthy(double timeout_s) {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+        while (true) {
+            auto c = client(5);
+            auto r = c->Get("/health");
+            if (r && r->status == 200) return true;
+            if (std::chrono::steady_clock::now() > deadline || exited()) return false;
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+    }
     std::unique_ptr<child_process> proc_;
     std::string err_path_;
 };

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -34,22 +35,40 @@ enum class status_code : uint8_t {
     dependency_failed,  // what this request names on another node (a held state: direct transfer) could not be had
     not_implemented,    // an endpoint or action this server does not offer as configured (llama-server's 501)
     resource_exhausted,  // a store is full (Valkey's OOM under maxmemory with noeviction); the caller may go on without it
-    internal,            // a bug in Baton: should never happen
+    context_exceeded,  // the request's prompt does not fit the slot's context (detail: context_overflow)
+    internal,          // a bug in Baton: should never happen (stays last: status_code_from_name counts to it)
 };
 
 // status_code_name returns a stable lower_snake name ("corrupt") used in logs, metrics and JSON errors.
 const char * status_code_name(status_code code);
 
+// status_code_from_name is status_code_name's inverse (nullopt for a name it does not give).
+std::optional<status_code> status_code_from_name(std::string_view name);
+
+// context_overflow: the numbers a context_exceeded Status carries, for clients that read them (llama-server's
+// error fields n_prompt_tokens and n_ctx).
+struct context_overflow {
+    uint64_t n_prompt_tokens = 0;
+    uint64_t n_ctx = 0;  // the context one slot can use
+    bool operator==(const context_overflow &) const = default;
+};
+
+// status_detail: typed facts a Status may carry besides its message (none for most codes).
+using status_detail = std::variant<std::monostate, context_overflow>;
+
 class [[nodiscard]] Status {
   public:
     Status() = default;
     Status(status_code code, std::string message) : code_(code), message_(std::move(message)) {}
+    Status(status_code code, std::string message, status_detail detail)
+        : code_(code), message_(std::move(message)), detail_(std::move(detail)) {}
 
     static Status ok_status() { return {}; }
 
     bool ok() const { return code_ == status_code::ok; }
     status_code code() const { return code_; }
     const std::string & message() const { return message_; }
+    const status_detail & detail() const { return detail_; }
 
     // to_string returns "code: message", or "ok".
     std::string to_string() const;
@@ -57,7 +76,13 @@ class [[nodiscard]] Status {
   private:
     status_code code_ = status_code::ok;
     std::string message_;
+    status_detail detail_;
 };
+
+// context_exceeded_status: a prompt of n_prompt tokens that does not fit a slot context of n_ctx, with
+// llama-server's message ("request (N tokens) exceeds the available context size (M tokens), ..."). at_least:
+// n_prompt is a lower bound (a tokenizer that stopped counting once the prompt could not fit).
+Status context_exceeded_status(uint64_t n_prompt, uint64_t n_ctx, bool at_least = false);
 
 // invalid_input: the Status a parser returns for input it refuses (an HTTP 400 at the edge).
 inline Status invalid_input(std::string message) { return Status(status_code::invalid_argument, std::move(message)); }

@@ -1,0 +1,133 @@
+// llama_server_diff_test.cpp — the same requests to Debian's llama-server and to `baton serve` on the same
+// GGUF with the same flags, the answers compared field by field where Baton promises llama-server's behaviour
+// (docs/api.md, "llama-server compatibility"). Skipped where llama-server is not installed (it is in the build
+// root). One pair of processes per test serves all of its cases.
+#include "serve_test_util.h"
+
+namespace baton::test {
+namespace {
+
+struct server_pair {
+    std::unique_ptr<node_process> llama, baton;
+};
+
+// start_pair: both servers on the test model with `-c ctx -np np` and extra flags for both.
+server_pair start_pair(int ctx, int np, const std::vector<std::string> & both = {},
+                       const std::vector<std::string> & baton_only = {}) {
+    server_pair p;
+    std::vector<std::string> common = {
+        "-m", test_model_path("llama", 1), "-c", std::to_string(ctx), "-np", std::to_string(np), "-t", "2", "-fa",
+        "off"};
+    common.insert(common.end(), both.begin(), both.end());
+    p.llama = node_process::start_llama_server(common);
+    if (!p.llama) return p;
+    std::vector<std::string> b = {"serve"};
+    b.insert(b.end(), common.begin(), common.end());
+    b.insert(b.end(), baton_only.begin(), baton_only.end());
+    p.baton = node_process::start(b);
+    return p;
+}
+
+#define SKIP_WITHOUT_LLAMA_SERVER(p)                                                                                   \
+    if (!(p).llama) GTEST_SKIP() << "no /usr/bin/llama-server"
+
+struct diff_case {
+    std::string what, method, path, body;
+};
+
+http_reply send(const node_process & n, const diff_case & c, const std::string & key = "") {
+    if (c.method == "GET") return get(n, c.path, key);
+    return post(n, c.path, c.body, "application/json", key);
+}
+
+// expect_same_error: the same HTTP status, and an error object with the same code and type (and, for a
+// context overflow, the same counts and message).
+void expect_same_error(const diff_case & c, const http_reply & l, const http_reply & b) {
+    SCOPED_TRACE(c.what + ": llama-server " + l.body + " | baton " + b.body);
+    EXPECT_EQ(b.status, l.status);
+    const json lj = l.j(), bj = b.j();
+    ASSERT_TRUE(lj.contains("error") && bj.contains("error"));
+    EXPECT_EQ(bj["error"]["code"], lj["error"]["code"]);
+    EXPECT_EQ(bj["error"]["type"], lj["error"]["type"]);
+    for (const char * f : {"n_prompt_tokens", "n_ctx"}) {
+        EXPECT_EQ(bj["error"].value(f, json()), lj["error"].value(f, json())) << f;
+    }
+    if (lj["error"]["type"] == "exceed_context_size_error") {
+        EXPECT_EQ(bj["error"]["message"], lj["error"]["message"]);
+    }
+}
+
+TEST(LlamaServerDiff, ErrorsHaveLlamaServersStatusTypeAndFields) {
+    server_pair p = start_pair(256, 1);
+    SKIP_WITHOUT_LLAMA_SERVER(p);
+    std::string long_text;
+    for (int i = 0; i < 200; ++i) long_text += "hello world ";
+    const std::vector<diff_case> cases = {
+        {"context exceeded, /completion", "POST", "/completion", json{{"prompt", long_text}, {"n_predict", 2}}.dump()},
+        {"context exceeded, /completions", "POST", "/completions",
+         json{{"prompt", long_text}, {"n_predict", 2}}.dump()},
+        {"context exceeded, /v1/completions", "POST", "/v1/completions",
+         json{{"prompt", long_text}, {"max_tokens", 2}}.dump()},
+        {"context exceeded, token array", "POST", "/v1/completions",
+         json{{"prompt", std::vector<int>(300, 5)}, {"max_tokens", 2}}.dump()},
+        {"context exceeded, chat", "POST", "/v1/chat/completions",
+         json{{"messages", {{{"role", "user"}, {"content", long_text}}}}, {"max_tokens", 2}}.dump()},
+        {"malformed JSON", "POST", "/v1/completions", "{not json"},
+        {"a field of the wrong type", "POST", "/v1/completions", R"({"prompt":"x","temperature":"hot"})"},
+        {"unknown route", "GET", "/v1/nothing", ""},
+        {"slot action without --slot-save-path", "POST", "/slots/0?action=save", R"({"filename":"x.bin"})"},
+    };
+    for (const diff_case & c : cases) expect_same_error(c, send(*p.llama, c), send(*p.baton, c));
+}
+
+TEST(LlamaServerDiff, ApiKeyRefusalsAreAuthenticationErrors) {
+    server_pair p = start_pair(256, 1, {"--api-key", "sekret"});
+    SKIP_WITHOUT_LLAMA_SERVER(p);
+    const diff_case c{"no key", "POST", "/v1/completions", R"({"prompt":"x","max_tokens":1})"};
+    expect_same_error(c, send(*p.llama, c), send(*p.baton, c));
+    const diff_case w{"wrong key", "POST", "/v1/completions", R"({"prompt":"x","max_tokens":1})"};
+    expect_same_error(w, send(*p.llama, w, "nope"), send(*p.baton, w, "nope"));
+    EXPECT_EQ(send(*p.baton, c, "sekret").status, 200);
+}
+
+// Each slot's context is n_ctx / n_slots on both (Baton's slots share one unified KV buffer but each owns an
+// equal share of its cells), and /props and /slots report that share.
+TEST(LlamaServerDiff, PerSlotContextIsReportedAndEnforcedAlike) {
+    server_pair p = start_pair(1024, 4);
+    SKIP_WITHOUT_LLAMA_SERVER(p);
+    for (const auto * n : {p.llama.get(), p.baton.get()}) {
+        const json props = get(*n, "/props").j();
+        EXPECT_EQ(props["default_generation_settings"]["n_ctx"], 256) << props.dump().substr(0, 400);
+        EXPECT_EQ(props["total_slots"], 4);
+        for (const json & s : get(*n, "/slots").j()) EXPECT_EQ(s["n_ctx"], 256);
+    }
+    std::string text;
+    for (int i = 0; i < 120; ++i) text += "hello world ";
+    const diff_case c{"over one slot's context", "POST", "/completion",
+                      json{{"prompt", text}, {"n_predict", 1}}.dump()};
+    expect_same_error(c, send(*p.llama, c), send(*p.baton, c));
+}
+
+// Greedy text on the same GGUF and libllama is the same text, on llama-server's native route and OpenAI's.
+TEST(LlamaServerDiff, GreedyCompletionsAreTheSameText) {
+    server_pair p = start_pair(512, 1);
+    SKIP_WITHOUT_LLAMA_SERVER(p);
+    for (const std::string prompt : {"Hello there", "The quick brown fox", "1 2 3 4"}) {
+        const json native = {{"prompt", prompt}, {"n_predict", 8}, {"temperature", 0}, {"cache_prompt", false}};
+        const http_reply l = post(*p.llama, "/completions", native.dump()),
+                         b = post(*p.baton, "/completions", native.dump());
+        ASSERT_EQ(l.status, 200) << l.body;
+        ASSERT_EQ(b.status, 200) << b.body;
+        EXPECT_EQ(b.j()["content"], l.j()["content"]) << prompt;
+        EXPECT_EQ(b.j()["tokens_predicted"], l.j()["tokens_predicted"]) << prompt;
+        EXPECT_EQ(b.j()["tokens_evaluated"], l.j()["tokens_evaluated"]) << prompt;
+        const json oai = {{"prompt", prompt}, {"max_tokens", 8}, {"temperature", 0}};
+        const http_reply lo = post(*p.llama, "/v1/completions", oai.dump()),
+                         bo = post(*p.baton, "/v1/completions", oai.dump());
+        EXPECT_EQ(bo.j()["choices"][0]["text"], lo.j()["choices"][0]["text"]) << prompt;
+        EXPECT_EQ(bo.j()["usage"], lo.j()["usage"]) << prompt;
+    }
+}
+
+}  // namespace
+}  // namespace baton::test
