@@ -50,11 +50,15 @@ std::string text_token_piece(const llama_vocab * vocab, token_id token, bool spe
 // text_detokenize concatenates the pieces of tokens (special: control tokens as their text, "<s>").
 std::string text_detokenize(const llama_vocab * vocab, const std::vector<token_id> & tokens, bool special = false);
 
+// text_eog_tokens lists the vocabulary's end-of-generation tokens (llama_vocab_is_eog), ascending.
+std::vector<token_id> text_eog_tokens(const llama_vocab * vocab);
+
 // The same for the modules above the engine: the vocabulary of model.
 inline Result<std::vector<token_id>> text_tokenize(const loaded_model & model, std::string_view text, bool add_special,
                                                    bool parse_special, uint32_t n_ctx = 0) {
     return text_tokenize(model.vocab(), text, add_special, parse_special, n_ctx);
 }
+inline std::vector<token_id> text_eog_tokens(const loaded_model & model) { return text_eog_tokens(model.vocab()); }
 inline std::string text_token_piece(const loaded_model & model, token_id token, bool special = false) {
     return text_token_piece(model.vocab(), token, special);
 }

@@ -111,6 +111,7 @@ Result<std::unique_ptr<engine_impl>> engine_impl::create(std::shared_ptr<const l
     impl->partial_state = model->has_partial_state();
     impl->n_vocab = int32_t(model->identity().n_vocab);
     impl->pieces = sampling_token_pieces(model->vocab());
+    impl->eog = text_eog_tokens(model->vocab());
     impl->batch = llama_batch_init(int32_t(impl->cfg.ctx.n_batch), 0, 1);
 
     const model_identity & mi = model->identity();

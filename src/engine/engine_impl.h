@@ -63,6 +63,7 @@ class engine_impl {
     bool partial_state = false;
     int32_t n_vocab = 0;
     token_pieces pieces;  // every token's text, for grammar chains' UTF-8 guard (built at create)
+    std::vector<token_id> eog;  // the vocabulary's end-of-generation tokens, which ignore_eos bans (at create)
     llama_batch batch{};
     std::shared_ptr<const engine_test_seam> seam;  // immutable after create; null in production
 

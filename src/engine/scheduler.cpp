@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "baton/base/buffer_pool.h"
 #include "baton/base/log.h"
@@ -341,7 +342,12 @@ void engine_impl::share_prefix(slot & s, const std::vector<token_id> & prompt) {
 
 void engine_impl::bind_task(slot & s, std::unique_ptr<active_task> t, engine_task & task) {
     s.last_used = step_no;
-    auto chain = sampling_make_chain(t->req.sampling, model->vocab(), pieces);
+    // ignore_eos: as llama-server, end-of-generation tokens are never sampled (a -inf bias on each), so the
+    // text goes on instead of holding an end token it then ignores.
+    sampling_params sp = t->req.sampling;
+    if (t->req.ignore_eos)
+        for (token_id e : eog) sp.logit_bias.emplace_back(e, -std::numeric_limits<float>::infinity());
+    auto chain = sampling_make_chain(sp, model->vocab(), pieces);
     if (!chain.ok()) return deliver(t->h, event_error{chain.status()});
     t->chain = std::move(chain.value());
     t->text = text_stream(t->req.stop);

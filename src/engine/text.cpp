@@ -314,6 +314,14 @@ bool text_tokenize_linear(const llama_vocab * vocab) {
     return t->fast && t->affixes;
 }
 
+std::vector<token_id> text_eog_tokens(const llama_vocab * vocab) {
+    std::vector<token_id> out;
+    const int32_t n = llama_vocab_n_tokens(vocab);
+    for (int32_t t = 0; t < n; ++t)
+        if (llama_vocab_is_eog(vocab, t)) out.push_back(t);
+    return out;
+}
+
 std::string text_token_piece(const llama_vocab * vocab, token_id token, bool special) {
     char buf[256];
     int32_t n = llama_token_to_piece(vocab, token, buf, sizeof buf, 0, special);

@@ -386,12 +386,17 @@ net::awaitable<void> http_session::run() {
             if (r && r->opts.same_origin_only) ex.cors_origin_.clear();  // outside CORS, errors included
             const bool open = r && r->opts.open;
             if (!open && !srv_.cfg_.api_key.empty()) {
-                const std::string_view h = rq.header("Authorization");
+                // "Authorization: Bearer KEY", or Anthropic's "x-api-key: KEY" (llama-server takes both).
+                const std::string_view h = rq.header("Authorization"), x = rq.header("X-Api-Key");
                 const std::string_view prefix = "Bearer ";
+                const bool bearer_ok = h.substr(0, prefix.size()) == prefix &&
+                                       http_key_equal(h.substr(std::min(h.size(), prefix.size())), srv_.cfg_.api_key);
+                const bool x_ok = !x.empty() && http_key_equal(x, srv_.cfg_.api_key);
                 Status st;
-                if (h.empty()) st = Status(status_code::unauthenticated, "Authorization: missing (this server requires \"Bearer KEY\")");
-                else if (h.substr(0, prefix.size()) != prefix || !http_key_equal(h.substr(std::min(h.size(), prefix.size())), srv_.cfg_.api_key))
-                    st = Status(status_code::unauthenticated, "Authorization: wrong API key");
+                if (h.empty() && x.empty())
+                    st = Status(status_code::unauthenticated,
+                                "Authorization: missing (this server requires \"Bearer KEY\" or an x-api-key header)");
+                else if (!bearer_ok && !x_ok) st = Status(status_code::unauthenticated, "Authorization: wrong API key");
                 if (!st.ok()) {
                     co_await send_refusal(ex, 401, st, body_pending);
                     refused = true;

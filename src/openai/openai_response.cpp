@@ -2,7 +2,9 @@
 #include "baton/openai/openai_response.h"
 
 #include <atomic>
+#include <cmath>
 #include <ctime>
+#include <limits>
 
 namespace baton {
 
@@ -148,9 +150,17 @@ openai_response_meta openai_response_meta_make(openai_endpoint endpoint, const s
     return m;
 }
 
-json openai_generation_settings(const openai_request & r, uint32_t n_ctx) {
+json openai_generation_settings(const openai_request & r, uint32_t n_ctx, const std::vector<token_id> & eog) {
     const sampling_params & s = r.sampling;
+    json bias = json::array();
+    auto add_bias = [&](int32_t token, float b) {
+        bias.push_back({{"bias", std::isfinite(b) ? json(b) : json(nullptr)}, {"token", token}});
+    };
+    for (const auto & [token, b] : s.logit_bias) add_bias(token, b);
+    if (r.ignore_eos)
+        for (token_id e : eog) add_bias(e, -std::numeric_limits<float>::infinity());
     return {{"n_ctx", n_ctx},
+            {"logit_bias", std::move(bias)},
             {"seed", s.seed},
             {"temperature", s.temperature},
             {"top_k", s.top_k},

@@ -88,6 +88,14 @@ TEST(LlamaServerDiff, ApiKeyRefusalsAreAuthenticationErrors) {
     const diff_case w{"wrong key", "POST", "/v1/completions", R"({"prompt":"x","max_tokens":1})"};
     expect_same_error(w, send(*p.llama, w, "nope"), send(*p.baton, w, "nope"));
     EXPECT_EQ(send(*p.baton, c, "sekret").status, 200);
+    // Anthropic's header carries the key too, on both; a wrong one is refused alike.
+    for (const std::string key : {"sekret", "nope"}) {
+        const httplib::Headers h = {{"x-api-key", key}};
+        const http_reply lr = to_reply(p.llama->client()->Post(c.path, h, c.body, "application/json"));
+        const http_reply br = to_reply(p.baton->client()->Post(c.path, h, c.body, "application/json"));
+        EXPECT_EQ(br.status, lr.status) << key << ": " << br.body;
+        EXPECT_EQ(br.status, key == "sekret" ? 200 : 401) << br.body;
+    }
 }
 
 // Each slot's context is n_ctx / n_slots on both (Baton's slots share one unified KV buffer but each owns an
@@ -127,6 +135,33 @@ TEST(LlamaServerDiff, GreedyCompletionsAreTheSameText) {
         EXPECT_EQ(bo.j()["choices"][0]["text"], lo.j()["choices"][0]["text"]) << prompt;
         EXPECT_EQ(bo.j()["usage"], lo.j()["usage"]) << prompt;
     }
+}
+
+// ignore_eos bans the end-of-generation tokens (a -inf bias on each, listed in generation_settings.logit_bias
+// as llama-server lists them), so even a bias that makes one the likeliest token cannot end or hold the text.
+TEST(LlamaServerDiff, IgnoreEosBansEndTokensAsLlamaServerDoes) {
+    server_pair p = start_pair(512, 1);
+    SKIP_WITHOUT_LLAMA_SERVER(p);
+    const json probe = {{"prompt", "Hello"}, {"n_predict", 1}, {"ignore_eos", true}};
+    const json eog_bias = post(*p.llama, "/completion", probe.dump()).j()["generation_settings"]["logit_bias"];
+    ASSERT_FALSE(eog_bias.empty()) << eog_bias;
+    const int eos = eog_bias[0]["token"].get<int>();
+    const json body = {{"prompt", "Hello there"},
+                       {"n_predict", 8},
+                       {"temperature", 0},
+                       {"ignore_eos", true},
+                       {"cache_prompt", false},
+                       {"logit_bias", {{eos, 50}}},
+                       {"n_probs", 0},
+                       {"return_tokens", true}};
+    const http_reply l = post(*p.llama, "/completion", body.dump()), b = post(*p.baton, "/completion", body.dump());
+    ASSERT_EQ(l.status, 200) << l.body;
+    ASSERT_EQ(b.status, 200) << b.body;
+    EXPECT_EQ(b.j()["content"], l.j()["content"]);
+    EXPECT_EQ(b.j()["tokens_predicted"], 8);
+    EXPECT_EQ(b.j()["tokens"], l.j()["tokens"]);
+    for (const json & t : b.j()["tokens"]) EXPECT_NE(t.get<int>(), eos);
+    EXPECT_EQ(b.j()["generation_settings"]["logit_bias"], l.j()["generation_settings"]["logit_bias"]);
 }
 
 }  // namespace

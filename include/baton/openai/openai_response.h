@@ -41,7 +41,10 @@ openai_response_meta openai_response_meta_make(openai_endpoint endpoint, const s
                                                const std::string & system_fingerprint);
 
 // openai_generation_settings: llama-server's generation_settings object of a request (/completion, /props).
-nlohmann::json openai_generation_settings(const openai_request & r, uint32_t n_ctx);
+// Its logit_bias lists the request's token biases and, with ignore_eos, a -inf bias (null in JSON, as
+// llama-server writes it) on each of eog, the model's end-of-generation tokens.
+nlohmann::json openai_generation_settings(const openai_request & r, uint32_t n_ctx,
+                                          const std::vector<token_id> & eog = {});
 
 // openai_finish_name: "stop" | "length" (anything else renders as "stop").
 const char * openai_finish_name(finish_reason r);
