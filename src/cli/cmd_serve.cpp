@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -41,7 +42,8 @@ struct serve_options {
     node_cluster_config cluster;
     cli_device_flags device;  // -ngl, -dev, -fa, -ctk, ... folded into cfg.offload and cfg.engine.ctx
     // llama-server's chat flags, folded into cfg.chat by serve_check_chat.
-    std::string chat_template, chat_template_file, chat_template_kwargs, reasoning_format = "auto";
+    std::string chat_template, chat_template_file, chat_template_kwargs, reasoning_format = "auto", reasoning = "auto";
+    std::string tags;
     std::string
         state_secret_file;  // --state-secret-file (or BATON_STATE_SECRET_FILE): folded into cfg.engine.limits.key
     // --tier-* (docs/tier.md): folded into cfg.tier by serve_check_tier.
@@ -112,6 +114,15 @@ Status serve_check_chat(serve_options & o) {
         c.kwargs = nlohmann::json::parse(o.chat_template_kwargs, nullptr, false);
         if (!c.kwargs.is_object())
             return {status_code::invalid_argument, "--chat-template-kwargs: must be a JSON object"};
+    }
+    if (o.reasoning != "auto") {  // --reasoning on|off: the templates' enable_thinking, unless the kwargs name it
+        if (c.kwargs.is_null()) c.kwargs = nlohmann::json::object();
+        if (!c.kwargs.contains("enable_thinking")) c.kwargs["enable_thinking"] = o.reasoning == "on";
+    }
+    for (size_t at = 0; !o.tags.empty() && at <= o.tags.size();) {
+        const size_t comma = std::min(o.tags.find(',', at), o.tags.size());
+        if (comma > at) o.cfg.tags.push_back(o.tags.substr(at, comma - at));
+        at = comma + 1;
     }
     auto f = reasoning_format_parse(o.reasoning_format);
     if (!f.ok()) return {status_code::invalid_argument, "--reasoning-format: " + f.status().message()};
@@ -350,6 +361,12 @@ void cli_add_serve(CLI::App & app, cli_run_fn & run) {
     sub->add_option("--chat-template-file", o->chat_template_file, "File holding the chat template (Jinja)");
     sub->add_option("--chat-template-kwargs", o->chat_template_kwargs,
                     "JSON object of extra template variables, e.g. '{\"enable_thinking\":false}' (requests' own win)");
+    sub->add_option(
+           "-rea,--reasoning", o->reasoning,
+           "on | off | auto: reasoning in chats (the templates' enable_thinking; auto: the template's default)")
+        ->check(CLI::IsMember({"on", "off", "auto"}))
+        ->capture_default_str();
+    sub->add_option("--tags", o->tags, "Comma-separated model tags (informational: /v1/models meta.tags)");
     sub->add_option("--reasoning-format", o->reasoning_format,
                     "none | deepseek | deepseek-legacy | auto (= deepseek): where a reasoning model's thought goes")
         ->capture_default_str();

@@ -41,7 +41,8 @@ net::awaitable<void> node_impl::on_models(http_exchange & ex) {
                  {"n_ctx", c.n_ctx},
                  {"n_slots", c.n_seq_max},
                  {"kv_unified", c.kv_unified},
-                 {"role", node_role_name(cfg.role)}};
+                 {"role", node_role_name(cfg.role)},
+                 {"tags", cfg.tags}};
     json m = {{"id", model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "baton"}, {"meta", meta}};
     co_await ex.respond(json_response({{"object", "list"}, {"data", json::array({m})}}));
 }

@@ -2,6 +2,8 @@
 // GGUF with the same flags, the answers compared field by field where Baton promises llama-server's behaviour
 // (docs/api.md, "llama-server compatibility"). Skipped where llama-server is not installed (it is in the build
 // root). One pair of processes per test serves all of its cases.
+#include <map>
+
 #include "serve_test_util.h"
 
 namespace baton::test {
@@ -162,6 +164,38 @@ TEST(LlamaServerDiff, IgnoreEosBansEndTokensAsLlamaServerDoes) {
     EXPECT_EQ(b.j()["tokens"], l.j()["tokens"]);
     for (const json & t : b.j()["tokens"]) EXPECT_NE(t.get<int>(), eos);
     EXPECT_EQ(b.j()["generation_settings"]["logit_bias"], l.j()["generation_settings"]["logit_bias"]);
+}
+
+// --reasoning on|off sets the templates' enable_thinking (a request's chat_template_kwargs still win); the
+// prompts /apply-template renders are the same on both servers.
+TEST(LlamaServerDiff, ReasoningFlagSetsTheTemplatesEnableThinking) {
+    const std::string tmpl =
+        "{% if enable_thinking is defined %}[thinking={{ enable_thinking }}]{% endif %}"
+        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+    const json chat = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}};
+    json kw = chat;
+    kw["chat_template_kwargs"] = {{"enable_thinking", true}};
+    std::map<std::string, std::string> prompts;
+    for (const std::string mode : {"off", "on", "auto"}) {
+        server_pair p = start_pair(512, 1, {"--jinja", "--chat-template", tmpl, "--reasoning", mode});
+        SKIP_WITHOUT_LLAMA_SERVER(p);
+        for (const json & body : {chat, kw}) {
+            // auto without kwargs: Baton leaves enable_thinking to the template's default, llama-server passes
+            // what its format detection decides (docs/api.md: compatibility); templates that think default to it.
+            if (mode == "auto" && !body.contains("chat_template_kwargs")) continue;
+            const http_reply l = post(*p.llama, "/apply-template", body.dump());
+            const http_reply b = post(*p.baton, "/apply-template", body.dump());
+            ASSERT_EQ(b.status, 200) << b.body;
+            EXPECT_EQ(b.j()["prompt"], l.j()["prompt"]) << mode << ": " << body.dump();
+        }
+        prompts[mode] = post(*p.baton, "/apply-template", chat.dump()).j()["prompt"];
+        EXPECT_NE(post(*p.baton, "/apply-template", kw.dump()).j()["prompt"].get<std::string>().find("[thinking=True]"),
+                  std::string::npos);
+    }
+    EXPECT_NE(prompts["off"].find("[thinking=False]"), std::string::npos) << prompts["off"];
+    EXPECT_NE(prompts["on"].find("[thinking=True]"), std::string::npos) << prompts["on"];
+    EXPECT_EQ(prompts["auto"].find("[thinking="), std::string::npos) << prompts["auto"];
 }
 
 }  // namespace

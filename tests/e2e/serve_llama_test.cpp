@@ -270,12 +270,13 @@ TEST(ServeLlama, FlagsMistakesExitWithUsage) {
     EXPECT_NE(t.err.find("--chat-template"), std::string::npos) << t.err;
 }
 
-TEST(ServeLlama, ContextZeroIsTheModelsTrainingContextAndAliasNamesTheModel) {
-    auto n =
-        node_process::start({"serve", "-m", test_model_path("llama"), "-c", "0", "-t", "2", "--alias", "my-model"});
+TEST(ServeLlama, ContextZeroIsTheModelsTrainingContextAndAliasNamesTheModelWithItsTags) {
+    auto n = node_process::start({"serve", "-m", test_model_path("llama"), "-c", "0", "-t", "2", "--alias", "my-model",
+                                  "--tags", "chat,,small"});
     const json props = get(*n, "/props").j();
     EXPECT_GT(props["default_generation_settings"]["n_ctx"].get<int>(), 2048) << props.dump();
     EXPECT_EQ(get(*n, "/v1/models").j()["data"][0]["id"], "my-model");
+    EXPECT_EQ(get(*n, "/v1/models").j()["data"][0]["meta"]["tags"], json({"chat", "small"}));
     const json r = post(*n, "/v1/completions", R"({"prompt":"Hi","max_tokens":2,"model":"some-other-name"})").j();
     EXPECT_EQ(r["model"], "my-model")
         << "as llama-server: a node answers with its own model whatever the request names";

@@ -69,6 +69,7 @@ struct node_config {
     std::optional<node_cluster_config> cluster;   // register in etcd when set
     std::optional<node_tier_config> tier;         // the shared prefix-cache tier when set
     std::string alias;                            // the model's name in /v1/models and responses (cluster records)
+    std::vector<std::string> tags;                // --tags: informational model tags (/v1/models meta.tags)
     openai_defaults defaults;                     // --temp, --top-k, ..., --seed, -n: what requests leave out
     chat_format_config chat;     // --jinja, --chat-template(-file), --chat-template-kwargs, --reasoning-format
     bool slots_endpoint = true;  // --slots / --no-slots: GET /slots
