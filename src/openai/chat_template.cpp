@@ -157,7 +157,17 @@ minja::Value context_values(const ojson & messages, const chat_template_options 
     values.set("add_generation_prompt", minja::Value(opts.add_generation_prompt));
     values.set("bos_token", minja::Value(bos));
     values.set("eos_token", minja::Value(eos));
-    values.set("strftime_now", strftime_now(opts.now.value_or(std::chrono::system_clock::now())));
+    const auto now = opts.now.value_or(std::chrono::system_clock::now());
+    values.set("strftime_now", strftime_now(now));
+    // Llama 3.x templates print "Today Date: {{ date_string }}", their own date when it is undefined; as
+    // llama-server, it is today's ("05 Dec 2026", local time). A kwarg of that name replaces it.
+    {
+        const std::time_t t = std::chrono::system_clock::to_time_t(now);
+        std::tm local{};
+        localtime_r(&t, &local);
+        char buf[32];
+        values.set("date_string", minja::Value(std::string(buf, std::strftime(buf, sizeof buf, "%d %b %Y", &local))));
+    }
     if (!opts.tools.is_null()) values.set("tools", minja::Value(ojson(opts.tools)));
     if (opts.kwargs.is_object())
         for (const auto & [key, value] : opts.kwargs.items()) values.set(key, minja::Value(ojson(value)));

@@ -141,6 +141,20 @@ std::string render_ok(const chat_template & t, const std::vector<chat_message> &
     return r.ok() ? r.value() : std::string();
 }
 
+// Llama 3.x templates fall back to their own date ("26 Jul 2024") when date_string is undefined; llama-server
+// gives them today's, and so does Baton; a chat_template_kwargs date_string wins.
+TEST(ChatTemplate, DateStringIsTodayUnlessAKwargGivesOne) {
+    const chat_template t =
+        parse_ok("{%- if not date_string is defined %}{%- set date_string = \"26 Jul 2024\" %}{%- endif %}"
+                 "Today Date: {{ date_string }}|{{ messages[0]['content'] }}");
+    using namespace std::chrono;
+    chat_template_options o;
+    o.now = sys_days{year{2026} / December / 5} + hours{12};
+    EXPECT_EQ(render_ok(t, {{"user", "Hi"}}, o), "Today Date: 05 Dec 2026|Hi");
+    o.kwargs = {{"date_string", "01 Jan 2000"}};
+    EXPECT_EQ(render_ok(t, {{"user", "Hi"}}, o), "Today Date: 01 Jan 2000|Hi");
+}
+
 // llama_builtin renders messages with one of libllama's built-in formatters, named ("chatml", "llama3").
 std::string llama_builtin(const char * name, const std::vector<chat_message> & messages, bool add_ass) {
     std::vector<chat_builtin_message> msgs;

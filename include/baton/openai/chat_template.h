@@ -13,7 +13,8 @@
 // failed render's too. Tools for a template that does not render them are refused (invalid_argument).
 //
 // Variables a template sees: messages ([{role, content}]), add_generation_prompt, bos_token, eos_token,
-// strftime_now(format) (local time of `now`), tools (only when non-null: minja, unlike Jinja, cannot tell an
+// strftime_now(format) (local time of `now`), date_string (that day as "%d %b %Y", as llama-server gives Llama 3.x
+// templates; a kwarg may replace it), tools (only when non-null: minja, unlike Jinja, cannot tell an
 // undefined variable from none), every key of kwargs, and minja's builtins (raise_exception, namespace,
 // tojson, trim, selectattr, ...). Inputs come from clients and are checked before minja sees them: a string
 // that is not valid UTF-8, tools or kwargs nested deeper than chat_template_json_depth_max, or a kwargs key
