@@ -6,7 +6,9 @@
 //   bit 0: endpoint (0 completions or completion, 1 chat)
 //   bit 1: the body is an embedded request (pd_request_decode) instead of a client's (openai_parse)
 //   bit 2: with bit 0 clear, llama-server's /completion instead of /v1/completions
-//   bits 3..7: ignored (so mutations of the selector still land on one of the cases)
+//   bit 3: with bits 0 and 2 clear, llama-server's /infill (its fields parsed; the request then goes on as the
+//          /completion of token ids derived from them, as a node makes it with infill_tokens)
+//   bits 4..7: ignored (so mutations of the selector still land on one of the cases)
 //
 // For any input: the parser must return (never crash, hang or touch memory it does not own, which
 // ASan/UBSan check) and a failure must carry a message. For a client's request that parses, the embedded
@@ -108,6 +110,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     if (size == 0) return 0;
     const openai_endpoint endpoint = (data[0] & 1)   ? openai_endpoint::chat
                                      : (data[0] & 4) ? openai_endpoint::completion
+                                     : (data[0] & 8) ? openai_endpoint::infill
                                                      : openai_endpoint::completions;
     const bool embedded = (data[0] & 2) != 0;
     const std::string_view body(reinterpret_cast<const char *>(data) + 1, size - 1);
@@ -127,6 +130,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
         return 0;
     }
     if (const auto * chat = std::get_if<openai_chat>(&r->input)) r->input = rendered(*chat);
+    if (const auto * in = std::get_if<openai_infill>(&r->input)) {
+        if (endpoint != openai_endpoint::infill || r->endpoint != openai_endpoint::infill)
+            fail("infill fields from another endpoint", std::string(body), "");
+        if (pd_request_encode(r.value()).ok()) fail("an unbuilt /infill was embedded", std::string(body), "");
+        openai_prompt_tokens t;  // one token per text, its length: the fields reach the builder intact
+        for (const std::string * x : {&in->prefix, &in->suffix, &in->prompt}) t.tokens.push_back(token_id(x->size()));
+        for (const auto & c : in->extra) t.tokens.push_back(token_id(c.filename.size() + c.text.size()));
+        r->input = std::move(t);
+        r->endpoint = openai_endpoint::completion;
+    }
     // The decoder holds the grammar to its limits (the same defaults the parser used).
     embedded_round_trip(r.value());
     return 0;

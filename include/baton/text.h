@@ -50,6 +50,14 @@ std::string text_token_piece(const llama_vocab * vocab, token_id token, bool spe
 // text_detokenize concatenates the pieces of tokens (special: control tokens as their text, "<s>").
 std::string text_detokenize(const llama_vocab * vocab, const std::vector<token_id> & tokens, bool special = false);
 
+// text_special: the vocabulary's fill-in-the-middle tokens (-1 where it has none) and the BOS token it adds to
+// a tokenized text (-1 when it adds none).
+struct text_special {
+    token_id fim_pre = -1, fim_suf = -1, fim_mid = -1, fim_rep = -1, fim_sep = -1;
+    token_id bos_added = -1;
+};
+text_special text_special_tokens(const llama_vocab * vocab);
+
 // text_eog_tokens lists the vocabulary's end-of-generation tokens (llama_vocab_is_eog), ascending.
 std::vector<token_id> text_eog_tokens(const llama_vocab * vocab);
 
@@ -58,6 +66,7 @@ inline Result<std::vector<token_id>> text_tokenize(const loaded_model & model, s
                                                    bool parse_special, uint32_t n_ctx = 0) {
     return text_tokenize(model.vocab(), text, add_special, parse_special, n_ctx);
 }
+inline text_special text_special_tokens(const loaded_model & model) { return text_special_tokens(model.vocab()); }
 inline std::vector<token_id> text_eog_tokens(const loaded_model & model) { return text_eog_tokens(model.vocab()); }
 inline std::string text_token_piece(const loaded_model & model, token_id token, bool special = false) {
     return text_token_piece(model.vocab(), token, special);

@@ -25,6 +25,7 @@ void cli_add_mkmodel(CLI::App & app, cli_run_fn & run) {
     sub->add_option("--vocab", p->vocab, "Vocabulary: spm (SentencePiece byte fallback) or bpe (GPT-2 byte-level)")
         ->capture_default_str();
     sub->add_flag("!--no-chat-template", p->chat_template, "Write no tokenizer.chat_template (default: ChatML)");
+    sub->add_flag("--fim", p->fim, "Add fill-in-the-middle tokens (<|fim_prefix|>, <|fim_suffix|>, ...) for /infill");
     sub->callback([&run, p, out] {
         run = [p, out] {
             Status st = mkmodel_check_params(*p);

@@ -314,6 +314,17 @@ bool text_tokenize_linear(const llama_vocab * vocab) {
     return t->fast && t->affixes;
 }
 
+text_special text_special_tokens(const llama_vocab * vocab) {
+    text_special s;
+    s.fim_pre = llama_vocab_fim_pre(vocab);
+    s.fim_suf = llama_vocab_fim_suf(vocab);
+    s.fim_mid = llama_vocab_fim_mid(vocab);
+    s.fim_rep = llama_vocab_fim_rep(vocab);
+    s.fim_sep = llama_vocab_fim_sep(vocab);
+    if (llama_vocab_get_add_bos(vocab)) s.bos_added = llama_vocab_bos(vocab);
+    return s;  // (LLAMA_TOKEN_NULL is -1)
+}
+
 std::vector<token_id> text_eog_tokens(const llama_vocab * vocab) {
     std::vector<token_id> out;
     const int32_t n = llama_vocab_n_tokens(vocab);

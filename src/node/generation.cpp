@@ -15,6 +15,7 @@
 #include "baton/base/log.h"
 #include "baton/blob.h"
 #include "baton/http/sse.h"
+#include "baton/openai/infill.h"
 #include "baton/openai/openai_response.h"
 #include "baton/pd/pd_protocol.h"
 #include "baton/pd/pd_request.h"
@@ -372,8 +373,19 @@ void node_impl::log_generation(std::string_view request_id, const openai_request
 net::awaitable<Result<openai_request>> node_impl::prepare(std::string_view body, openai_endpoint endpoint) {
     auto oreq = openai_parse(body, endpoint, cfg.defaults);
     if (!oreq.ok()) co_return oreq.status();
-    if (!std::holds_alternative<openai_chat>(oreq->input)) co_return oreq;
     const uint32_t n_ctx = n_ctx_slot();
+    if (const auto * in = std::get_if<openai_infill>(&oreq->input)) {
+        // /infill: its prompt is built here (the layout takes the vocabulary's FIM tokens), and the request
+        // goes on as the /completion of those tokens — so a blob embeds it as one, and a decode node needs
+        // nothing of /infill.
+        auto toks = co_await http->offload(
+            [&] { return infill_tokens(*in, *model, cfg.engine.ctx.n_batch, cfg.defaults.max_tokens, n_ctx); });
+        if (!toks.ok()) co_return toks.status();
+        oreq->input = openai_prompt_tokens{std::move(toks.value())};
+        oreq->endpoint = openai_endpoint::completion;
+        co_return oreq;
+    }
+    if (!std::holds_alternative<openai_chat>(oreq->input)) co_return oreq;
     co_return co_await http->offload([&] { return chat->render_request(std::move(oreq.value()), *model, n_ctx); });
 }
 

@@ -117,6 +117,10 @@ void node_impl::install_routes() {
         if (Status st = check_serving(); !st.ok()) co_return (void) co_await respond_not_serving(ex, st);
         co_await on_openai(ex, openai_endpoint::completions);
     });
+    http->route("POST", "/infill", json_body, [this](http_exchange & ex) -> net::awaitable<void> {
+        if (Status st = check_serving(); !st.ok()) co_return (void) co_await respond_not_serving(ex, st);
+        co_await on_openai(ex, openai_endpoint::infill);
+    });
     for (const char * path : {"/completion", "/completions"}) {
         http->route("POST", path, json_body, [this](http_exchange & ex) -> net::awaitable<void> {
             if (Status st = check_serving(); !st.ok()) co_return (void) co_await respond_not_serving(ex, st);

@@ -20,16 +20,18 @@ const char * openai_endpoint_name(openai_endpoint e) {
     switch (e) {
         case openai_endpoint::chat: return "chat";
         case openai_endpoint::completion: return "completion";
+        case openai_endpoint::infill: return "infill";
         case openai_endpoint::completions: break;
     }
     return "completions";
 }
 
 Result<openai_endpoint> openai_endpoint_parse(std::string_view name) {
-    for (openai_endpoint e : {openai_endpoint::completions, openai_endpoint::chat, openai_endpoint::completion})
+    for (openai_endpoint e :
+         {openai_endpoint::completions, openai_endpoint::chat, openai_endpoint::completion, openai_endpoint::infill})
         if (name == openai_endpoint_name(e)) return e;
-    return Status(status_code::invalid_argument,
-                  "endpoint: \"" + std::string(name.substr(0, 32)) + "\" is not completions, chat or completion");
+    return Status(status_code::invalid_argument, "endpoint: \"" + std::string(name.substr(0, 32)) +
+                                                     "\" is not completions, chat, completion or infill");
 }
 
 namespace {
@@ -202,6 +204,45 @@ Status parse_prompt(const json & j, const prompt_limits & lim, openai_request & 
     if (it->is_array() && it->size() > 1)
         return invalid_input("prompt: several prompts in one request are not supported: send one request per prompt");
     return invalid_input("prompt: must be a string or an array of token ids");
+}
+
+// parse_infill: llama-server's /infill fields. input_prefix and input_suffix (strings, absent: ""), prompt (a
+// string, absent: "": text the middle starts with), input_extra ([{"filename", "text"}]: other files of the
+// project, as context). Every text counts against --max-prompt-mb together.
+Status parse_infill(const json & j, const prompt_limits & lim, openai_request & r) {
+    openai_infill in;
+    size_t bytes = 0;
+    auto text = [&](const json & o, const char * key, std::string & out, const std::string & where) -> Status {
+        auto it = o.find(key);
+        if (it == o.end() || it->is_null()) return {};
+        if (!it->is_string()) return invalid_input(where + key + ": must be a string");
+        out = it->get<std::string>();
+        bytes += out.size();
+        return {};
+    };
+    BATON_RETURN_IF_ERROR(text(j, "input_prefix", in.prefix, ""));
+    BATON_RETURN_IF_ERROR(text(j, "input_suffix", in.suffix, ""));
+    BATON_RETURN_IF_ERROR(text(j, "prompt", in.prompt, ""));
+    if (auto it = j.find("input_extra"); it != j.end() && !it->is_null()) {
+        if (!it->is_array()) return invalid_input("input_extra: must be an array of {\"filename\", \"text\"} objects");
+        if (it->size() > openai_infill_extra_max)
+            return invalid_input("input_extra: at most " + std::to_string(openai_infill_extra_max) + " chunks");
+        for (size_t i = 0; i < it->size(); ++i) {
+            const json & c = (*it)[i];
+            const std::string where = "input_extra[" + std::to_string(i) + "].";
+            if (!c.is_object()) return invalid_input("input_extra[" + std::to_string(i) + "]: must be an object");
+            openai_infill_chunk chunk;
+            chunk.filename = "tmp";  // llama-server's name for a chunk that gives none
+            BATON_RETURN_IF_ERROR(text(c, "filename", chunk.filename, where));
+            BATON_RETURN_IF_ERROR(text(c, "text", chunk.text, where));
+            in.extra.push_back(std::move(chunk));
+        }
+    }
+    if (bytes > lim.max_prompt_bytes)
+        return too_large("input: " + std::to_string(bytes) + " bytes of text, more than --max-prompt-mb allows (" +
+                         std::to_string(lim.max_prompt_bytes) + " bytes)");
+    r.input = std::move(in);
+    return {};
 }
 
 // json_plain: nested at most as deep as a chat template takes (chat_template_json_depth_max), every number
@@ -464,7 +505,8 @@ Status parse_grammar(const json & j, const ordered_json & ordered, sampling_gram
 // completions' "logprobs" (the number of top tokens). -1: none.
 Status parse_logprobs(const json & j, openai_endpoint endpoint, openai_request & r) {
     BATON_RETURN_IF_ERROR(get_int(j, "n_probs", r.n_probs, -1, gen_top_probs_max));
-    if (r.n_probs == 0 && endpoint == openai_endpoint::completion) r.n_probs = -1;  // llama-server: 0 is off
+    const bool native = endpoint == openai_endpoint::completion || endpoint == openai_endpoint::infill;
+    if (r.n_probs == 0 && native) r.n_probs = -1;  // llama-server: 0 is off
     auto lp = j.find("logprobs");
     if (endpoint == openai_endpoint::chat) {
         bool on = false;
@@ -476,7 +518,7 @@ Status parse_logprobs(const json & j, openai_endpoint endpoint, openai_request &
         else if (lp != j.end() && !lp->is_null()) r.n_probs = -1;
         return {};
     }
-    if (endpoint == openai_endpoint::completion) return {};  // llama-server's /completion: n_probs only
+    if (native) return {};  // llama-server's /completion and /infill: n_probs only
     if (lp != j.end() && !lp->is_null()) {
         if (lp->is_boolean()) r.n_probs = lp->get<bool>() ? std::max(r.n_probs, 0) : -1;
         else BATON_RETURN_IF_ERROR(get_int(j, "logprobs", r.n_probs, 0, gen_top_probs_max));
@@ -492,6 +534,8 @@ Status parse_fields(const json & j, const ordered_json & ordered, openai_endpoin
     if (auto it = j.find("model"); it != j.end() && it->is_string()) r.model = it->get<std::string>();
     if (endpoint == openai_endpoint::chat) {
         BATON_RETURN_IF_ERROR(parse_messages(j, ordered, d.prompt, r));
+    } else if (endpoint == openai_endpoint::infill) {
+        BATON_RETURN_IF_ERROR(parse_infill(j, d.prompt, r));
     } else {
         BATON_RETURN_IF_ERROR(parse_prompt(j, d.prompt, r));
     }
@@ -500,9 +544,9 @@ Status parse_fields(const json & j, const ordered_json & ordered, openai_endpoin
     BATON_RETURN_IF_ERROR(get_int(j, "max_completion_tokens", r.max_tokens, -1, INT32_MAX));
     BATON_RETURN_IF_ERROR(get_int(j, "n_predict", r.max_tokens, -1, INT32_MAX));
     BATON_RETURN_IF_ERROR(get_int(j, "n", r.n, 1, std::max(d.n_max, 1)));
-    if (r.n > 1 && endpoint == openai_endpoint::completion)
-        return invalid_input(
-            "n: /completion returns one result; ask /v1/completions or /v1/chat/completions for several choices");
+    if (r.n > 1 && (endpoint == openai_endpoint::completion || endpoint == openai_endpoint::infill))
+        return invalid_input("n: /completion and /infill return one result; ask /v1/completions or "
+                             "/v1/chat/completions for several choices");
     BATON_RETURN_IF_ERROR(parse_logprobs(j, endpoint, r));
     sampling_params & s = r.sampling;
     BATON_RETURN_IF_ERROR(get_number(j, "temperature", s.temperature, 0, 100));
@@ -558,6 +602,8 @@ Result<gen_request> openai_to_gen(const openai_request & r, const loaded_model &
     g.n_probs = r.n_probs;
     if (std::holds_alternative<openai_chat>(r.input)) {
         return invalid_input("messages: the chat was not rendered by a chat template");
+    } else if (std::holds_alternative<openai_infill>(r.input)) {
+        return invalid_input("input_prefix: the infill prompt was not built (infill_tokens)");
     } else if (const auto * rendered = std::get_if<openai_chat_rendered>(&r.input)) {
         g.prompt = rendered->tokens;
     } else if (const auto * ids = std::get_if<openai_prompt_tokens>(&r.input)) {

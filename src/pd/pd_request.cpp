@@ -257,6 +257,8 @@ Result<openai_request> decode(const json & j, const pd_request_limits & lim) {
     BATON_RETURN_IF_ERROR(get_string(j, "", "endpoint", endpoint));
     auto ep = openai_endpoint_parse(endpoint);
     if (!ep.ok()) return corrupt("endpoint", ep.status().message());
+    if (ep.value() == openai_endpoint::infill)  // a prefill node embeds /infill as the /completion it became
+        return corrupt("endpoint", "infill is never embedded (its prompt is built before the blob)");
     r.endpoint = ep.value();
     BATON_RETURN_IF_ERROR(get_string(j, "", "model", r.model));
     BATON_RETURN_IF_ERROR(decode_input(j.at("input"), r.endpoint, lim.prompt, r));
@@ -297,6 +299,10 @@ Result<openai_request> decode(const json & j, const pd_request_limits & lim) {
 }  // namespace
 
 Result<std::string> pd_request_encode(const openai_request & r) {
+    if (std::holds_alternative<openai_infill>(r.input) || r.endpoint == openai_endpoint::infill)
+        return Status(
+            status_code::invalid_argument,
+            "embedded request: /infill is embedded as the /completion of its prompt's tokens (build it first)");
     ordered_json j;
     j["version"] = pd_request_version;
     j["endpoint"] = openai_endpoint_name(r.endpoint);

@@ -25,6 +25,10 @@ uint32_t router_impl::count_tokens(const openai_request & r, std::vector<token_i
     if (const auto * text = std::get_if<openai_prompt_text>(&r.input)) bytes = text->text.size();
     if (const auto * chat = std::get_if<openai_chat>(&r.input))
         for (const auto & m : chat->messages) bytes += m.content.size() + m.role.size() + 8;
+    if (const auto * in = std::get_if<openai_infill>(&r.input)) {  // (its layout is a node's to build)
+        bytes += in->prefix.size() + in->suffix.size() + in->prompt.size();
+        for (const auto & c : in->extra) bytes += c.filename.size() + c.text.size() + 4;
+    }
     return uint32_t(bytes / 4);
 }
 

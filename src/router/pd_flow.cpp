@@ -22,6 +22,7 @@ net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpo
     ctx.deadline = ctx.t_arrival + std::chrono::milliseconds(int64_t(cfg.timeout_s * 1000));
     ctx.path = ep == openai_endpoint::chat         ? "/v1/chat/completions"
                : ep == openai_endpoint::completion ? "/completion"
+               : ep == openai_endpoint::infill     ? "/infill"
                                                    : "/v1/completions";
     const std::string_view body = ex.request().body_text();
     // Parsed for routing (model, affinity, token count); the nodes apply their own limits (n: --n-max).

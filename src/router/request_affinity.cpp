@@ -14,6 +14,10 @@ uint64_t request_affinity_key(const openai_request & r) {
     if (const auto * text = std::get_if<openai_prompt_text>(&r.input)) prefix = text->text;
     if (const auto * chat = std::get_if<openai_chat>(&r.input))
         for (const auto & m : chat->messages) prefix += m.role + ":" + m.content + "\n";
+    if (const auto * in = std::get_if<openai_infill>(&r.input)) {  // the other files lead its prompt, then the prefix
+        for (const auto & c : in->extra) prefix += c.filename + "\n" + c.text;
+        prefix += "\x01" + in->prefix;
+    }
     if (const auto * ids = std::get_if<openai_prompt_tokens>(&r.input))  // the ids' bytes: 4 per token
         prefix.assign(reinterpret_cast<const char *>(ids->tokens.data()), ids->tokens.size() * sizeof(token_id));
     return affinity_key(prefix);

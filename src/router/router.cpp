@@ -50,6 +50,8 @@ void router_impl::routes() {
     for (const char * path : {"/v1/chat/completions", "/chat/completions"})
         http->route("POST", path, json_body,
                     [this](http_exchange & ex) { return on_generation(ex, openai_endpoint::chat); });
+    http->route("POST", "/infill", json_body,
+                [this](http_exchange & ex) { return on_generation(ex, openai_endpoint::infill); });
     for (const char * path : {"/completion", "/completions"})  // llama-server's native shape (as a node's)
         http->route("POST", path, json_body,
                     [this](http_exchange & ex) { return on_generation(ex, openai_endpoint::completion); });

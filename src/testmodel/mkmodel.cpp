@@ -82,7 +82,8 @@ Status mkmodel_ensure(const mkmodel_params & params, const std::string & path) {
 
 Status mkmodel_write(const mkmodel_params & mp, const std::string & path) {
     BATON_RETURN_IF_ERROR(mkmodel_check_params(mp));
-    const vocab_data vocab = mp.vocab == "bpe" ? build_bpe_vocab() : build_spm_vocab();
+    vocab_data vocab = mp.vocab == "bpe" ? build_bpe_vocab() : build_spm_vocab();
+    if (mp.fim) add_fim_tokens(vocab, mp.vocab == "bpe");
     const arch_shape s = shape_of(mp, int(vocab.tokens.size()));
 
     // Open the temporary file first so an unwritable path fails before any work, with the OS reason.

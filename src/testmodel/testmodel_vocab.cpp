@@ -167,6 +167,29 @@ vocab_data build_bpe_vocab() {
     return vd;
 }
 
+void add_fim_tokens(vocab_data & vd, bool bpe) {
+    static const char * texts[] = {"<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>",
+                                   "<|fim_pad|>",    "<|repo_name|>",  "<|file_sep|>"};
+    const size_t at = bpe ? vd.tokens.size() - 3 : vd.tokens.size();
+    std::vector<vocab_entry> fim;
+    for (const char * t : texts) {
+        vd.fim.push_back(int32_t(at + fim.size()));
+        fim.push_back({t, 0.0f, 3});
+    }
+    vd.tokens.insert(vd.tokens.begin() + ptrdiff_t(at), fim.begin(), fim.end());
+}
+
+namespace {
+
+void set_fim(gguf_context * g, const vocab_data & vd) {
+    static const char * keys[] = {"tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.fim_suf_token_id",
+                                  "tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.fim_pad_token_id",
+                                  "tokenizer.ggml.fim_rep_token_id", "tokenizer.ggml.fim_sep_token_id"};
+    for (size_t i = 0; i < vd.fim.size() && i < std::size(keys); ++i) gguf_set_val_u32(g, keys[i], uint32_t(vd.fim[i]));
+}
+
+}  // namespace
+
 void set_spm_vocab(gguf_context * g, const vocab_data & vd, bool chat_template) {
     gguf_set_val_str(g, "tokenizer.ggml.model", "llama");
     set_tokens(g, vd, true);
@@ -179,6 +202,7 @@ void set_spm_vocab(gguf_context * g, const vocab_data & vd, bool chat_template) 
     // No SentencePiece space prefix: detokenize(tokenize(text)) == text byte for byte.
     gguf_set_val_bool(g, "tokenizer.ggml.add_space_prefix", false);
     if (chat_template) gguf_set_val_str(g, "tokenizer.chat_template", k_chat_template);
+    set_fim(g, vd);
 }
 
 void set_bpe_vocab(gguf_context * g, const vocab_data & vd, bool chat_template) {
@@ -198,6 +222,7 @@ void set_bpe_vocab(gguf_context * g, const vocab_data & vd, bool chat_template) 
     gguf_set_val_bool(g, "tokenizer.ggml.add_bos_token", false);
     gguf_set_val_bool(g, "tokenizer.ggml.add_eos_token", false);
     if (chat_template) gguf_set_val_str(g, "tokenizer.chat_template", k_chat_template);
+    set_fim(g, vd);
 }
 
 }  // namespace baton::testmodel

@@ -42,12 +42,12 @@ std::string baton_test_node_bin() {
 }
 
 std::string test_model_path(const std::string & arch, unsigned seed, int n_embd, int n_layer, const std::string & wtype,
-                            const std::string & vocab) {
+                            const std::string & vocab, bool fim) {
     const std::string dir = BATON_TEST_MODELS;
     ::mkdir(dir.c_str(), 0755);
     const std::string path = dir + "/" + arch + "-s" + std::to_string(seed) + "-e" + std::to_string(n_embd) + "-l" +
                              std::to_string(n_layer) + (wtype == "f32" ? "" : "-w" + wtype) +
-                             (vocab == "spm" ? "" : "-" + vocab) + ".gguf";
+                             (vocab == "spm" ? "" : "-" + vocab) + (fim ? "-fim" : "") + ".gguf";
     mkmodel_params p;
     p.arch = arch;
     p.seed = seed;
@@ -55,6 +55,7 @@ std::string test_model_path(const std::string & arch, unsigned seed, int n_embd,
     p.n_layer = n_layer;
     p.wtype = wtype;
     p.vocab = vocab;
+    p.fim = fim;
     Status s = mkmodel_ensure(p, path);
     if (!s.ok()) throw std::runtime_error("mkmodel failed: " + s.to_string());
     return path;

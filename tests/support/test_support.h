@@ -34,9 +34,9 @@ inline const bool k_sanitized = [] {
 // test_model_path returns a test model of arch (made by mkmodel with the given seed and default size on
 // first use, then cached in the build tree). Safe when test processes race: files appear by rename.
 // wtype and vocab are mkmodel_params' (f32/spm, the defaults, keep the file names they always had; others
-// add "-w<wtype>" / "-<vocab>" to the name).
+// add "-w<wtype>" / "-<vocab>" to the name; fim adds the fill-in-the-middle tokens and "-fim").
 std::string test_model_path(const std::string & arch, unsigned seed = 1, int n_embd = 64, int n_layer = 4,
-                            const std::string & wtype = "f32", const std::string & vocab = "spm");
+                            const std::string & wtype = "f32", const std::string & vocab = "spm", bool fim = false);
 
 struct proc_result {
     int exit_code = -1;   // -1 when killed by a signal or the timeout

@@ -27,8 +27,10 @@ namespace baton {
 
 // completions: /v1/completions (OpenAI's text completions); chat: /v1/chat/completions; completion:
 // llama-server's own /completion (same prompt shapes as completions, llama-server's response shape).
-enum class openai_endpoint : uint8_t { completions, chat, completion };
-const char * openai_endpoint_name(openai_endpoint e);  // "completions" | "chat" | "completion"
+// infill: llama-server's /infill, answered in /completion's shape (a node builds its prompt, infill.h, and goes
+// on as /completion with those tokens).
+enum class openai_endpoint : uint8_t { completions, chat, completion, infill };
+const char * openai_endpoint_name(openai_endpoint e);  // "completions" | "chat" | "completion" | "infill"
 // openai_endpoint_parse: the endpoint of a name openai_endpoint_name returns (invalid_argument otherwise).
 Result<openai_endpoint> openai_endpoint_parse(std::string_view name);
 
@@ -68,7 +70,21 @@ struct openai_chat_rendered {
     std::optional<tool_call_format> tools = std::nullopt;
     bool operator==(const openai_chat_rendered &) const = default;
 };
-using openai_input = std::variant<openai_prompt_text, openai_prompt_tokens, openai_chat, openai_chat_rendered>;
+// infill: /infill's fields (parse_infill in openai.cpp), turned into tokens by infill_tokens (infill.h) on the
+// node that prefills, so a blob never carries this shape.
+inline constexpr size_t openai_infill_extra_max = 1024;  // input_extra chunks per request
+struct openai_infill_chunk {
+    std::string filename, text;
+    bool operator==(const openai_infill_chunk &) const = default;
+};
+struct openai_infill {
+    std::string prefix, suffix;              // input_prefix, input_suffix
+    std::string prompt;                      // what the middle starts with
+    std::vector<openai_infill_chunk> extra;  // input_extra: other files as context
+    bool operator==(const openai_infill &) const = default;
+};
+using openai_input =
+    std::variant<openai_prompt_text, openai_prompt_tokens, openai_chat, openai_chat_rendered, openai_infill>;
 
 struct openai_request {
     openai_endpoint endpoint = openai_endpoint::completions;  // decides the response shape

@@ -48,6 +48,7 @@ struct mkmodel_params {
     bool chat_template = true;  // write tokenizer.chat_template (ChatML); false: a model without a template
     std::string wtype = "f32";  // weight matrices: f32 | f16 | q8_0 | q4_K (fallback rule above)
     std::string vocab = "spm";  // spm (SentencePiece byte fallback) | bpe (GPT-2 byte-level BPE)
+    bool fim = false;           // add fill-in-the-middle tokens (<|fim_prefix|>, ...: /infill)
 };
 
 // mkmodel_archs lists the supported architecture names.
