@@ -718,6 +718,12 @@ TEST(RouterE2E, ContextOverflowThroughPdIsTheNodesOwnError) {
         EXPECT_EQ(via_router.j()["error"]["type"], "exceed_context_size_error") << via_router.body;
         EXPECT_EQ(via_router.j(), single.j());
     }
+    // /infill goes the same way (its prompt is built on the prefill node): this model has no FIM tokens, and
+    // the client gets the node's own 501, as from a single node.
+    const std::string infill = R"j({"input_prefix":"def f(","input_suffix":")"})j";
+    const http_reply via_router = post(*c.router, "/infill", infill, "application/json", "", 60);
+    EXPECT_EQ(via_router.status, 501) << via_router.body;
+    EXPECT_EQ(via_router.j(), post(*c.decode[0], "/infill", infill).j());
 }
 
 // llama-server clients use the unprefixed paths and /tokenize, /detokenize: the router answers them (the
