@@ -694,12 +694,22 @@ class json_schema_converter {
         if (!lo_r.ok()) return lo_r.status();
         auto hi_r = count(s, "maxItems", ptr, -1);
         if (!hi_r.ok()) return hi_r.status();
-        const int64_t lo = lo_r.value();
+        int64_t lo = lo_r.value();
         int64_t hi = hi_r.value();
         std::vector<std::string> prefix;
-        if (s.contains("prefixItems")) {
-            const ojson & p = s["prefixItems"];
-            const std::string pptr = child(ptr, "prefixItems");
+        // "items" as an array: the tuple form of older drafts (draft 4-2019's prefixItems), taken as
+        // llama-server takes it: exactly those items, in order.
+        const bool tuple = s.contains("items") && s["items"].is_array();
+        if (tuple && s.contains("prefixItems"))
+            return refuse(child(ptr, "items"), "an array of schemas (the old tuple form) together with prefixItems");
+        if (s.contains("prefixItems") || tuple) {
+            const char * key = tuple ? "items" : "prefixItems";
+            const ojson & p = s[key];
+            const std::string pptr = child(ptr, key);
+            if (tuple) {
+                lo = std::max<int64_t>(lo, int64_t(p.size()));
+                hi = hi < 0 ? int64_t(p.size()) : std::min<int64_t>(hi, int64_t(p.size()));
+            }
             if (!p.is_array()) return refuse(pptr, "must be an array of schemas");
             for (size_t i = 0; i < p.size() && (hi < 0 || int64_t(i) < hi); ++i) {
                 if (p[i].is_boolean() && !p[i].get<bool>()) {
@@ -712,7 +722,9 @@ class json_schema_converter {
             }
         }
         std::string item;
-        if (s.contains("items")) {
+        if (tuple) {
+            // (no items past the tuple)
+        } else if (s.contains("items")) {
             const ojson & it = s["items"];
             if (it.is_boolean() && !it.get<bool>()) {
                 const int64_t n = int64_t(prefix.size());

@@ -316,6 +316,13 @@ TEST_F(JsonSchemaGrammar, ArraysItemsPrefixAndCounts) {
     EXPECT_ACCEPTS(rest, "[null,true,false,true]");
     EXPECT_REJECTS(rest, "[null, true]");
     EXPECT_REJECTS(rest, "[true, true, true]");
+    // "items" as an array (the old drafts' tuple form), as llama-server takes it: exactly those items.
+    const std::string old_tuple = gbnf_of({{"items", json::array({{{"type", "integer"}}, {{"type", "string"}}})}});
+    EXPECT_ACCEPTS(old_tuple, "[-3000, \"a\"]");
+    for (const char * bad : {"[]", "[1]", "[1, \"a\", 2]", "[\"a\", 1]"}) EXPECT_REJECTS(old_tuple, bad);
+    const std::string one = gbnf_of({{"items", json::array({{{"type", "integer"}}})}});
+    EXPECT_ACCEPTS(one, "[ -3000 ]");
+    EXPECT_REJECTS(one, "[]");
 }
 
 TEST_F(JsonSchemaGrammar, EnumAndConst) {
