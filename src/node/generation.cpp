@@ -89,6 +89,12 @@ openai_reasoning reasoning_of(const openai_request & r) {
     return {};
 }
 
+// The prefilled start of the answer (a chat that ended with an assistant message), "" otherwise.
+std::string prefill_of(const openai_request & r) {
+    if (const auto * c = std::get_if<openai_chat_rendered>(&r.input)) return c->prefill;
+    return {};
+}
+
 // The tool-call format the answer is parsed in (none unless a rendered chat with tools).
 std::optional<tool_call_format> tools_of(const openai_request & r) {
     if (const auto * c = std::get_if<openai_chat_rendered>(&r.input)) return c->tools;
@@ -129,10 +135,15 @@ struct choice_state {
     std::optional<tool_call_stream> tools;
     openai_result res;
     std::vector<openai_logprob> unsent;  // streamed: probabilities of tokens whose text is not out yet
+    // The answer's prefilled start: read by the reasoning split before the first event's text, and part of a
+    // whole answer's content; a stream does not send it (the client has it), as llama-server's does not.
+    std::string prefill;
+    bool emit_prefill = true;
     bool finished = false;
 
-    choice_state(uint32_t index, const openai_reasoning & rs, std::optional<tool_call_format> tf)
-        : split(rs.format, rs.tags, rs.starts_open) {
+    choice_state(uint32_t index, const openai_reasoning & rs, std::optional<tool_call_format> tf, std::string pre,
+                 bool stream)
+        : split(rs.format, rs.tags, rs.starts_open), prefill(std::move(pre)), emit_prefill(!stream) {
         res.index = index;
         if (tf) tools.emplace(*tf);
     }
@@ -149,7 +160,15 @@ struct choice_state {
                 d.logprobs.push_back(res.logprobs.back());
             }
         }
-        reasoning_delta rd = split.feed(engine_event_text(e));
+        reasoning_delta rd;
+        if (!prefill.empty()) {
+            reasoning_delta pre = split.feed(prefill);
+            prefill.clear();
+            if (emit_prefill) rd = std::move(pre);
+        }
+        reasoning_delta more = split.feed(engine_event_text(e));
+        rd.reasoning += more.reasoning;
+        rd.content += more.content;
         const auto * done = std::get_if<event_done>(&e);
         if (done) {
             reasoning_delta tail = split.finish();
@@ -244,7 +263,8 @@ net::awaitable<void> node_impl::respond_generation(http_exchange & ex, engine_ta
     const openai_reasoning rs = reasoning_of(oreq);
     const auto tf = tools_of(oreq);
     std::vector<choice_state> choices;
-    for (size_t i = 0; i < n; ++i) choices.emplace_back(uint32_t(i), rs, tf);
+    const std::string pre = prefill_of(oreq);
+    for (size_t i = 0; i < n; ++i) choices.emplace_back(uint32_t(i), rs, tf, pre, oreq.stream);
     auto results = [&] {
         std::vector<openai_result> out;
         for (const auto & c : choices) {

@@ -90,10 +90,20 @@ Result<chat_formatter> chat_formatter::create(const model_info & model, const ch
     return f;
 }
 
-Result<chat_prompt> chat_formatter::render(const openai_chat & chat) const {
+Result<chat_prompt> chat_formatter::render(const openai_chat & in) const {
     const state & st = *s_;
     if (!st.broken.ok()) return st.broken;
     chat_prompt out;
+    // An assistant message last (without tool calls, with the generation prompt asked for): prefill it.
+    const bool prefill = in.add_generation_prompt && in.messages.size() > 1 && in.messages.back().role == "assistant" &&
+                         in.messages.back().tool_calls.empty();
+    openai_chat trimmed;
+    if (prefill) {
+        trimmed = in;
+        out.prefill = std::move(trimmed.messages.back().content);
+        trimmed.messages.pop_back();
+    }
+    const openai_chat & chat = prefill ? trimmed : in;
     if (st.jinja) {
         chat_template_options o;
         o.add_generation_prompt = chat.add_generation_prompt;
@@ -132,6 +142,7 @@ Result<chat_prompt> chat_formatter::render(const openai_chat & chat) const {
     out.reasoning.format = chat.reasoning.value_or(st.reasoning);
     out.reasoning.tags = st.tags;
     out.reasoning.starts_open = chat.add_generation_prompt && reasoning_prompt_opens(out.text, st.tags);
+    out.text += out.prefill;  // (the reasoning split reads the prefill as the answer's start: see chat_prompt)
     return out;
 }
 
@@ -144,7 +155,7 @@ Result<openai_request> chat_formatter::render_request(openai_request r, const lo
     auto toks = text_tokenize(model, p->text, true, true, n_ctx);
     if (!toks.ok()) return toks.status();
     if (toks->empty()) return invalid_input("messages: the rendered prompt is empty");
-    openai_chat_rendered rendered{std::move(toks.value()), p->reasoning, std::nullopt};
+    openai_chat_rendered rendered{std::move(toks.value()), p->reasoning, std::nullopt, std::move(p->prefill)};
     if (chat->tools.is_array() && !std::holds_alternative<tool_choice_none>(chat->choice)) {
         const tool_call_format f = tool_call_format_detect(s_->source);
         auto g = tool_calls_grammar(f, chat->tools, chat->choice, chat->parallel_tool_calls);

@@ -375,6 +375,9 @@ Status parse_messages(const json & j, const ordered_json & ordered, const prompt
         }
         chat.messages.push_back(std::move(cm));
     }
+    if (chat.messages.size() >= 2 && chat.messages.back().role == "assistant" &&
+        chat.messages[chat.messages.size() - 2].role == "assistant")  // (llama-server's refusal, in its words)
+        return invalid_input("messages: Cannot have 2 or more assistant messages at the end of the list.");
     if (auto k = j.find("chat_template_kwargs"); k != j.end() && !k->is_null()) {
         if (!k->is_object()) return invalid_input("chat_template_kwargs: must be an object");
         if (!json_plain(*k, 0))

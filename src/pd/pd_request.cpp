@@ -30,6 +30,8 @@ constexpr std::initializer_list<const char *> k_reasoning = {"format", "open", "
 constexpr std::initializer_list<const char *> k_input_text = {"kind", "text"};
 constexpr std::initializer_list<const char *> k_input_tokens = {"kind", "tokens"};
 constexpr std::initializer_list<const char *> k_input_chat = {"kind", "tokens", "reasoning", "tool_format"};
+constexpr std::initializer_list<const char *> k_input_chat_v2 = {"kind", "tokens", "reasoning", "tool_format",
+                                                                 "prefill"};
 
 Status corrupt(const std::string & field, const std::string & what) {
     return {status_code::corrupt, "embedded request: " + field + ": " + what};
@@ -146,7 +148,8 @@ Status decode_reasoning(const json & j, openai_reasoning & x) {
     return get_bool(j, "input.reasoning", "starts_open", x.starts_open);
 }
 
-Status decode_input(const json & j, openai_endpoint endpoint, const prompt_limits & lim, openai_request & r) {
+Status decode_input(const json & j, openai_endpoint endpoint, const prompt_limits & lim, int64_t version,
+                    openai_request & r) {
     if (!j.is_object() || !j.contains("kind") || !j.at("kind").is_string())
         return corrupt("input.kind", "must be \"text\", \"tokens\" or \"chat_rendered\"");
     const std::string kind = j.at("kind").get<std::string>();
@@ -169,8 +172,15 @@ Status decode_input(const json & j, openai_endpoint endpoint, const prompt_limit
         return {};
     }
     if (kind == "chat_rendered" && chat) {
-        BATON_RETURN_IF_ERROR(exactly(j, "input", k_input_chat));
+        BATON_RETURN_IF_ERROR(exactly(j, "input", version >= 2 ? k_input_chat_v2 : k_input_chat));
         openai_chat_rendered c;
+        if (version >= 2) {
+            BATON_RETURN_IF_ERROR(get_string(j, "input", "prefill", c.prefill));
+            if (c.prefill.empty()) return corrupt("input.prefill", "is empty (version 1 carries no prefill)");
+            if (c.prefill.size() > lim.max_prompt_bytes)
+                return Status(status_code::incompatible, "embedded request: input.prefill: more than this node's "
+                                                         "--max-prompt-mb allows");
+        }
         BATON_RETURN_IF_ERROR(get_tokens(j.at("tokens"), "input.tokens", c.tokens));
         BATON_RETURN_IF_ERROR(decode_reasoning(j.at("reasoning"), c.reasoning));
         const json & tf = j.at("tool_format");
@@ -248,8 +258,10 @@ Result<openai_request> decode(const json & j, const pd_request_limits & lim) {
     auto v = j.find("version");
     if (v == j.end() || !v->is_number_integer())
         return Status(status_code::incompatible, "embedded request: no version (a blob made by an older Baton?)");
-    if (v->get<int64_t>() != pd_request_version)
+    const int64_t version = v->get<int64_t>();
+    if (version < pd_request_version_min || version > pd_request_version)
         return Status(status_code::incompatible, "embedded request: version " + v->dump() + ", this node reads " +
+                                                     std::to_string(pd_request_version_min) + ".." +
                                                      std::to_string(pd_request_version));
     BATON_RETURN_IF_ERROR(exactly(j, "", k_top));
     openai_request r;
@@ -261,7 +273,7 @@ Result<openai_request> decode(const json & j, const pd_request_limits & lim) {
         return corrupt("endpoint", "infill is never embedded (its prompt is built before the blob)");
     r.endpoint = ep.value();
     BATON_RETURN_IF_ERROR(get_string(j, "", "model", r.model));
-    BATON_RETURN_IF_ERROR(decode_input(j.at("input"), r.endpoint, lim.prompt, r));
+    BATON_RETURN_IF_ERROR(decode_input(j.at("input"), r.endpoint, lim.prompt, version, r));
     BATON_RETURN_IF_ERROR(get_int(j, "", "max_tokens", r.max_tokens, -1, INT32_MAX));
     BATON_RETURN_IF_ERROR(get_int(j, "", "n", r.n, 1, INT32_MAX));
     if (r.n > std::max(lim.n_max, 1))
@@ -304,7 +316,9 @@ Result<std::string> pd_request_encode(const openai_request & r) {
             status_code::invalid_argument,
             "embedded request: /infill is embedded as the /completion of its prompt's tokens (build it first)");
     ordered_json j;
-    j["version"] = pd_request_version;
+    const auto * chat_in = std::get_if<openai_chat_rendered>(&r.input);
+    const bool v2 = chat_in && !chat_in->prefill.empty();  // (version 1 otherwise: older nodes read it)
+    j["version"] = v2 ? 2 : 1;
     j["endpoint"] = openai_endpoint_name(r.endpoint);
     j["model"] = r.model;
     ordered_json in;
@@ -319,6 +333,7 @@ Result<std::string> pd_request_encode(const openai_request & r) {
         in["tokens"] = c->tokens;
         in["reasoning"] = reasoning_json(c->reasoning);
         in["tool_format"] = c->tools ? ordered_json(tool_call_format_name(*c->tools)) : ordered_json(nullptr);
+        if (v2) in["prefill"] = c->prefill;
     } else {
         return Status(status_code::invalid_argument, "embedded request: a chat is embedded rendered (render it first)");
     }

@@ -652,7 +652,7 @@ TEST(ClusterE2E, TwoModelsRequestsGoOnlyToTheirNodes) {
     unknown["model"] = "no-such-model";
     const reply x = send(*r, unknown);
     EXPECT_EQ(x.status, 404) << x.body;
-    EXPECT_NE(x.body.find("\"type\":\"not_found\""), std::string::npos) << x.body;
+    EXPECT_NE(x.body.find("\"type\":\"not_found_error\""), std::string::npos) << x.body;
     EXPECT_NE(x.body.find("(m1)"), std::string::npos) << "the message names the models by alias too: " << x.body;
     // No blob ever reached a node of the other model: no rejection anywhere, every PD blob restored.
     const std::string rm = metrics_of(*r);

@@ -77,6 +77,9 @@ TEST(LlamaServerDiff, ErrorsHaveLlamaServersStatusTypeAndFields) {
         {"malformed JSON", "POST", "/v1/completions", "{not json"},
         {"a field of the wrong type", "POST", "/v1/completions", R"({"prompt":"x","temperature":"hot"})"},
         {"unknown route", "GET", "/v1/nothing", ""},
+        {"two assistant messages at the end", "POST", "/v1/chat/completions",
+         R"({"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},)"
+         R"({"role":"assistant","content":"c"}],"max_tokens":2})"},
         {"slot action without --slot-save-path", "POST", "/slots/0?action=save", R"({"filename":"x.bin"})"},
     };
     for (const diff_case & c : cases) expect_same_error(c, send(*p.llama, c), send(*p.baton, c));
@@ -196,6 +199,42 @@ TEST(LlamaServerDiff, ReasoningFlagSetsTheTemplatesEnableThinking) {
     EXPECT_NE(prompts["off"].find("[thinking=False]"), std::string::npos) << prompts["off"];
     EXPECT_NE(prompts["on"].find("[thinking=True]"), std::string::npos) << prompts["on"];
     EXPECT_EQ(prompts["auto"].find("[thinking="), std::string::npos) << prompts["auto"];
+}
+
+// A chat that ends with an assistant message is continued (llama-server's assistant prefill): the same prompt,
+// so the same greedy text, whose content starts with the prefilled words (a stream sends only what follows); and through PD (the
+// blob's embedded request carries the prefill) the same as on one node.
+TEST(LlamaServerDiff, ATrailingAssistantMessageIsContinued) {
+    server_pair p = start_pair(512, 1);
+    SKIP_WITHOUT_LLAMA_SERVER(p);
+    for (const bool stream : {false, true}) {
+        const json body = {{"messages",
+                            {{{"role", "system"}, {"content", "Be brief."}},
+                             {{"role", "user"}, {"content", "What is the answer?"}},
+                             {{"role", "assistant"}, {"content", "The answer is"}}}},
+                           {"max_tokens", 6},
+                           {"temperature", 0},
+                           {"stream", stream}};
+        const http_reply l = post(*p.llama, "/v1/chat/completions", body.dump());
+        const http_reply b = post(*p.baton, "/v1/chat/completions", body.dump());
+        ASSERT_EQ(l.status, 200) << l.body;
+        ASSERT_EQ(b.status, 200) << b.body;
+        auto content = [&](const http_reply & r) {
+            return stream ? stream_text(normalized_stream(r.body))
+                          : r.j()["choices"][0]["message"]["content"].get<std::string>();
+        };
+        EXPECT_EQ(content(b), content(l)) << stream;
+        // A whole answer's content starts with the prefilled words; a stream sends only what follows them.
+        EXPECT_EQ(content(b).rfind("The answer is", 0) == 0, !stream) << content(b);
+        if (!stream) {
+            EXPECT_EQ(b.j()["usage"], l.j()["usage"]);
+            const http_reply blob = post_prefill(*p.baton, "chat", body.dump());
+            ASSERT_EQ(blob.status, 200) << blob.body;
+            const http_reply pd = post(*p.baton, "/v1/decode", blob.body, "application/octet-stream");
+            ASSERT_EQ(pd.status, 200) << pd.body;
+            EXPECT_EQ(content(pd), content(b));
+        }
+    }
 }
 
 }  // namespace

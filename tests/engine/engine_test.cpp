@@ -257,7 +257,7 @@ TEST(EngineSubmit, BadRequestsAreTypedErrors) {
     r.prompt = {1, 100000};
     EXPECT_EQ(e->submit(task_generate{r}).status().code(), status_code::invalid_argument);  // id out of range
     r.prompt = make_prompt(300, 1, 300);
-    EXPECT_EQ(e->submit(task_generate{r}).status().code(), status_code::invalid_argument);  // over the context
+    EXPECT_EQ(e->submit(task_generate{r}).status().code(), status_code::context_exceeded);  // over the context
     EXPECT_EQ(e->submit(task_slot_save{7}).status().code(), status_code::not_found);
     EXPECT_EQ(e->submit(task_slot_erase{-1}).status().code(), status_code::not_found);
     engine_result s = run_task(*e, task_slot_save{0});

@@ -64,8 +64,35 @@ TEST(PdRequest, EveryShapeAPrefillNodeEmbedsRoundTripsExactly) {
         ASSERT_TRUE(back.ok()) << text << ": " << back.status().message();
         EXPECT_TRUE(back.value() == r) << body << "\n -> " << text;
         EXPECT_EQ(encode(back.value()), text) << "not a fixed point: " << body;
-        EXPECT_EQ(json::parse(text).at("version"), pd_request_version);
+        EXPECT_EQ(json::parse(text).at("version"), 1);  // nothing of version 2's: what older nodes read
     }
+}
+
+// Version 2 carries a rendered chat's prefill (a trailing assistant message the answer continues); it is
+// written only for such a request, and each version holds exactly its own fields.
+TEST(PdRequest, APrefillIsVersionTwoAndOnlyThere) {
+    openai_request r =
+        resolved(R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":3})", openai_endpoint::chat);
+    std::get<openai_chat_rendered>(r.input).prefill = "Sure, ";
+    const std::string text = encode(r);
+    const json j = json::parse(text);
+    EXPECT_EQ(j.at("version"), 2);
+    EXPECT_EQ(j.at("input").at("prefill"), "Sure, ");
+    auto back = pd_request_decode(text, pd_request_limits{});
+    ASSERT_TRUE(back.ok()) << back.status().message();
+    EXPECT_TRUE(back.value() == r);
+    EXPECT_EQ(encode(back.value()), text);
+    json v1 = j;  // version 1 has no prefill field
+    v1["version"] = 1;
+    auto refused = pd_request_decode(v1.dump(), pd_request_limits{});
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find("input.prefill"), std::string::npos) << refused.status().message();
+    json empty = j;  // a version 2 prefill is never empty (that request is written as version 1)
+    empty["input"]["prefill"] = "";
+    EXPECT_EQ(pd_request_decode(empty.dump(), pd_request_limits{}).status().code(), status_code::corrupt);
+    json missing = j;
+    missing["input"].erase("prefill");
+    EXPECT_EQ(pd_request_decode(missing.dump(), pd_request_limits{}).status().code(), status_code::corrupt);
 }
 
 TEST(PdRequest, FloatsAndNeverSampledBiasesSurviveBitForBit) {
@@ -124,6 +151,8 @@ TEST(PdRequest, AFieldOutsideTheTableIsRefusedByName) {
 TEST(PdRequest, AnotherOrNoVersionIsIncompatible) {
     json j = valid_json();
     j["version"] = pd_request_version + 1;
+    EXPECT_EQ(decode(j).code(), status_code::incompatible);
+    j["version"] = pd_request_version_min - 1;
     EXPECT_EQ(decode(j).code(), status_code::incompatible);
     j.erase("version");
     EXPECT_EQ(decode(j).code(), status_code::incompatible);

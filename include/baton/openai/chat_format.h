@@ -45,6 +45,10 @@ struct chat_format_config {
 struct chat_prompt {
     std::string text;  // what is tokenized (a leading BOS / trailing EOS removed when the tokenizer adds one)
     openai_reasoning reasoning;
+    // A chat that ends with an assistant message is continued, as llama-server does (its --prefill-assistant,
+    // on by default): the other messages are rendered with the generation prompt, then that message's text
+    // follows; the answer's content starts with it (prefill).
+    std::string prefill;
 };
 
 class chat_formatter {

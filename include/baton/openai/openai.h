@@ -68,6 +68,7 @@ struct openai_chat_rendered {
     openai_reasoning reasoning;
     // The output is parsed into tool_calls in this format (tools were given and tool_choice is not none).
     std::optional<tool_call_format> tools = std::nullopt;
+    std::string prefill;  // the trailing assistant message the prompt ends with: the answer's content starts with it
     bool operator==(const openai_chat_rendered &) const = default;
 };
 // infill: /infill's fields (parse_infill in openai.cpp), turned into tokens by infill_tokens (infill.h) on the

@@ -20,8 +20,12 @@
 
 namespace baton {
 
-// The embedded request's format version ("version" field). A decoder refuses any other (incompatible).
-inline constexpr int pd_request_version = 1;
+// The embedded request's format version ("version" field). Version 2 adds a rendered chat's "prefill" (the
+// trailing assistant message the prompt continues); the encoder writes 2 only for a request that has one, so
+// nodes that read version 1 still take every other request. A decoder reads 1..pd_request_version and refuses
+// any other (incompatible).
+inline constexpr int pd_request_version = 2;
+inline constexpr int pd_request_version_min = 1;
 
 // What a decode node holds an embedded request to: its own limits, never its defaults (the prefill node
 // filled in every field).
