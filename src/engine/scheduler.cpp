@@ -732,6 +732,9 @@ void engine_impl::sample_one(slot & s) {
     const token_id tok = sampled.value();
     if (tok < 0) return finish(s, finish_reason::stop);  // no token may follow (see sample_from_logits)
     if (!t.req.ignore_eos && llama_vocab_is_eog(model->vocab(), tok)) return finish(s, finish_reason::stop);
+    // The context is full when the prompt and the answer fill it: a token that would stand past its last cell
+    // is not emitted (llama-server's count: prompt + generated <= the slot's context).
+    if (t.seq.size() + 1 > env.n_ctx_slot) return finish(s, finish_reason::length);
     event_token ev;
     ev.token = tok;
     if (t.req.n_probs >= 0) ev.probs = probs_of(s.logits, tok, t.req.n_probs);
@@ -742,7 +745,7 @@ void engine_impl::sample_one(slot & s) {
     bump([](engine_metrics & m) { ++m.generated_tokens; });
     if (t.text.stopped()) return finish(s, finish_reason::stop);
     if (t.n_generated >= uint32_t(t.req.n_predict)) return finish(s, finish_reason::length);
-    if (t.seq.size() + 1 > env.n_ctx_slot) return finish(s, finish_reason::length);
+    if (t.seq.size() + 1 >= env.n_ctx_slot) return finish(s, finish_reason::length);  // (the next would not fit)
     t.seq.push_back(tok);
     t.plan = {uint32_t(t.seq.size())};
     if (seam && seam->desync_after && seam->desync_after(t.h->id(), t.n_generated))

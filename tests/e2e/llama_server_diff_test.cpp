@@ -237,5 +237,37 @@ TEST(LlamaServerDiff, ATrailingAssistantMessageIsContinued) {
     }
 }
 
+// A generation that runs until the context is full ends where llama-server's does: prompt + answer fill the
+// slot's context exactly, finish_reason "length", the same text.
+TEST(LlamaServerDiff, AGenerationThatFillsTheContextEndsWhereLlamaServersDoes) {
+    server_pair p = start_pair(256, 1);
+    SKIP_WITHOUT_LLAMA_SERVER(p);
+    for (const bool stream : {false, true}) {
+        const json body = {{"prompt", "hello world hello world"},
+                           {"temperature", 0},
+                           {"stream", stream},
+                           {"logit_bias", {{2, false}, {4, false}}},
+                           {"stream_options", {{"include_usage", true}}}};
+        const http_reply l = post(*p.llama, "/v1/completions", body.dump()),
+                         b = post(*p.baton, "/v1/completions", body.dump());
+        ASSERT_EQ(l.status, 200) << l.body;
+        ASSERT_EQ(b.status, 200) << b.body;
+        auto usage = [&](const http_reply & r) {
+            if (!stream) return r.j()["usage"];
+            json u;
+            for (const auto & c : sse_payloads(r.body))
+                if (c != "[DONE]" && json::parse(c).contains("usage") && !json::parse(c)["usage"].is_null())
+                    u = json::parse(c)["usage"];
+            return u;
+        };
+        EXPECT_EQ(usage(b)["completion_tokens"], usage(l)["completion_tokens"]) << stream;
+        EXPECT_EQ(usage(b)["total_tokens"], 256) << stream;
+        if (!stream) {
+            EXPECT_EQ(b.j()["choices"][0]["text"], l.j()["choices"][0]["text"]);
+            EXPECT_EQ(b.j()["choices"][0]["finish_reason"], "length");
+        }
+    }
+}
+
 }  // namespace
 }  // namespace baton::test
