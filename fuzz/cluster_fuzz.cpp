@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "base64.h"
+#include "baton/base/base64.h"
 #include "baton/cluster/node_record.h"
 
 using namespace baton;

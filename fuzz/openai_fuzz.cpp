@@ -8,7 +8,9 @@
 //   bit 2: with bit 0 clear, llama-server's /completion instead of /v1/completions
 //   bit 3: with bits 0 and 2 clear, llama-server's /infill (its fields parsed; the request then goes on as the
 //          /completion of token ids derived from them, as a node makes it with infill_tokens)
-//   bits 4..7: ignored (so mutations of the selector still land on one of the cases)
+//   bit 4: the body is an embeddings request (openai_embedding_parse); one that parses renders, in both
+//          shapes, to JSON that parses back with one result per input
+//   bits 5..7: ignored (so mutations of the selector still land on one of the cases)
 //
 // For any input: the parser must return (never crash, hang or touch memory it does not own, which
 // ASan/UBSan check) and a failure must carry a message. For a client's request that parses, the embedded
@@ -33,6 +35,7 @@
 #include <string>
 #include <string_view>
 
+#include "baton/openai/embeddings.h"
 #include "baton/openai/openai.h"
 #include "baton/pd/pd_request.h"
 
@@ -114,6 +117,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
                                                      : openai_endpoint::completions;
     const bool embedded = (data[0] & 2) != 0;
     const std::string_view body(reinterpret_cast<const char *>(data) + 1, size - 1);
+
+    if (data[0] & 16) {
+        auto e = openai_embedding_parse(body, prompt_limits{});
+        if (!e.ok()) {
+            if (e.status().message().empty()) fail("error without a message");
+            return 0;
+        }
+        if (e->inputs.empty() || e->inputs.size() > openai_embedding_inputs_max) fail("inputs out of bounds");
+        std::vector<embedding_result> results(e->inputs.size());
+        for (auto & r : results) r.vectors = {{0.5f, -0.25f}};
+        for (const bool oai : {false, true}) {
+            const auto j = nlohmann::json::parse(openai_embedding_json(e.value(), results, oai, "m"), nullptr, false);
+            if (j.is_discarded()) fail("an embeddings answer that is not JSON");
+            if ((oai ? j["data"].size() : j.size()) != results.size()) fail("not one result per input");
+        }
+        return 0;
+    }
 
     if (embedded) {
         auto r = pd_request_decode(body, pd_request_limits{});

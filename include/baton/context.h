@@ -33,6 +33,10 @@ struct context_config : kv_layout {
     bool flash_attn_auto = false;
     // Where prompts are cut and checkpointed (models with recurrent/SWA state): part of the numerics.
     checkpoint_policy checkpoints;
+    // An embedding context (embedder.h): outputs embeddings, pooled as pooling_type says (libllama's
+    // llama_pooling_type; -1 the model's default). Generation contexts leave these alone.
+    bool embeddings = false;
+    int32_t pooling_type = -1;
 };
 
 // context_normalized clamps n_batch and n_ubatch to n_ctx (a batch can never exceed the context).

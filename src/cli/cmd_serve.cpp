@@ -44,6 +44,10 @@ struct serve_options {
     // llama-server's chat flags, folded into cfg.chat by serve_check_chat.
     std::string chat_template, chat_template_file, chat_template_kwargs, reasoning_format = "auto", reasoning = "auto";
     std::string tags;
+    // --embedding, --pooling, --embd-normalize: folded into cfg.embedding by serve_check.
+    bool embedding = false;
+    std::string pooling;
+    int32_t embd_normalize = 2;
     std::string
         state_secret_file;  // --state-secret-file (or BATON_STATE_SECRET_FILE): folded into cfg.engine.limits.key
     // --tier-* (docs/tier.md): folded into cfg.tier by serve_check_tier.
@@ -172,6 +176,22 @@ Status serve_check(serve_options & o) {
     o.cfg.role = role.value();
     if (o.n_slots < 1 || o.n_slots > 256) return {status_code::invalid_argument, "parallel: " + std::to_string(o.n_slots) + " is not in 1..256"};
     o.cfg.engine.ctx.n_seq_max = o.n_slots;
+    if (o.embedding) {
+        embedder_config e;
+        if (!o.pooling.empty()) {
+            auto p = pooling_kind_parse(o.pooling);
+            if (!p.ok()) return p.status();
+            e.pooling = p.value();
+        }
+        if (o.embd_normalize < -1 || o.embd_normalize > 64)
+            return {status_code::invalid_argument,
+                    "embd-normalize: " + std::to_string(o.embd_normalize) + " is not in -1..64"};
+        e.normalize = o.embd_normalize;
+        e.n_batch = o.cfg.engine.ctx.n_batch;
+        o.cfg.embedding = e;
+    } else if (!o.pooling.empty()) {
+        return {status_code::invalid_argument, "pooling: needs --embedding"};
+    }
     if (!(o.max_blob_mb > 0) || !(o.max_json_mb > 0)) return {status_code::invalid_argument, "max-blob-mb/max-json-mb: must be > 0"};
     o.cfg.max_blob_bytes = uint64_t(o.max_blob_mb * 1024 * 1024);
     if (!(o.state_hold_mb > 0) || o.state_hold_mb > 1 << 20)
@@ -365,6 +385,14 @@ void cli_add_serve(CLI::App & app, cli_run_fn & run) {
            "-rea,--reasoning", o->reasoning,
            "on | off | auto: reasoning in chats (the templates' enable_thinking; auto: the template's default)")
         ->check(CLI::IsMember({"on", "off", "auto"}))
+        ->capture_default_str();
+    sub->add_flag(
+        "--embedding,--embeddings", o->embedding,
+        "Serve /embedding and /v1/embeddings (an embedding context beside the engine; inputs up to -b tokens)");
+    sub->add_option("--pooling", o->pooling,
+                    "With --embedding: none | mean | cls | last | rank (default: the model's)");
+    sub->add_option("--embd-normalize", o->embd_normalize,
+                    "With --embedding: -1 none, 0 max-abs int16, 1 taxicab, 2 euclidean, >2 p-norm")
         ->capture_default_str();
     sub->add_option("--tags", o->tags, "Comma-separated model tags (informational: /v1/models meta.tags)");
     sub->add_option("--reasoning-format", o->reasoning_format,

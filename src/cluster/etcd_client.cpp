@@ -5,7 +5,7 @@
 
 #include <charconv>
 
-#include "base64.h"
+#include "baton/base/base64.h"
 
 namespace baton {
 

@@ -125,6 +125,8 @@ Result<context_ptr> context_make(const loaded_model & model, const context_confi
     p.type_k = ggml_type(c.type_k);
     p.type_v = ggml_type(c.type_v);
     p.no_perf = true;
+    p.embeddings = c.embeddings;
+    p.pooling_type = static_cast<enum llama_pooling_type>(c.pooling_type);
     // A sliding-window cache of the window's size (llama-server's default; libllama's is full size): SWA
     // layers keep only the last n_swa positions, so the engine treats them as partial state.
     p.swa_full = false;

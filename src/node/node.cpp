@@ -88,6 +88,13 @@ void node_impl::install_routes() {
     add("GET", "/v1/models", none, true, &node_impl::on_models);
     add("GET", "/models", none, true, &node_impl::on_models);
     add("POST", "/tokenize", json_body, true, &node_impl::on_tokenize);
+    for (const char * path : {"/embedding", "/embeddings", "/v1/embeddings"}) {
+        const bool oai = std::string_view(path) == "/v1/embeddings";
+        http->route("POST", path, json_body, [this, oai](http_exchange & ex) -> net::awaitable<void> {
+            if (Status st = check_serving(); !st.ok()) co_return (void) co_await respond_not_serving(ex, st);
+            co_await on_embeddings(ex, oai);
+        });
+    }
     add("POST", "/detokenize", json_body, true, &node_impl::on_detokenize);
     add("POST", "/apply-template", json_body, true, &node_impl::on_apply_template);
     add("GET", "/props", none, true, &node_impl::on_props);
@@ -178,6 +185,14 @@ Status node_impl::load() {
     auto e = engine::create(model, cfg.engine);
     if (!e.ok()) return e.status();
     eng = std::move(e.value());
+    if (cfg.embedding) {
+        cfg.embedding->n_threads = cfg.engine.ctx.n_threads;
+        auto em = embedder::create(*model, *cfg.embedding);
+        if (!em.ok()) return em.status();
+        emb = std::move(em.value());
+        log_info("serve: embeddings on (pooling {}, {} dimensions, batches of {} tokens)",
+                 pooling_kind_name(emb->pooling()), emb->n_embd(), emb->config().n_batch);
+    }
     if (Status v = eng->state_validation(); !v.ok())
         log_warn("serve: state validation is unavailable, so this node restores no states: {}", v.message());
     if (const auto & key = cfg.engine.limits.key)

@@ -91,6 +91,7 @@ class node_impl {
     std::unique_ptr<tier_link> tier;
     std::atomic<tier_link *> tier_ptr{nullptr};
     std::unique_ptr<engine> eng;
+    std::unique_ptr<embedder> emb;       // with --embedding, from load() on
     std::string model_file;              // the model's file name (cluster records' model id)
     std::string model_name;              // --alias, else the model's file name: /v1/models and responses
     std::optional<chat_formatter> chat;  // from load() on
@@ -174,6 +175,9 @@ class node_impl {
 
     // ---- llama_compat.cpp ----
     net::awaitable<void> on_tokenize(http_exchange & ex);
+    // ---- embeddings.cpp ----
+    // on_embeddings: /embedding (/embeddings) in llama-server's shape, /v1/embeddings (oai) in OpenAI's.
+    net::awaitable<void> on_embeddings(http_exchange & ex, bool oai);
     net::awaitable<void> on_detokenize(http_exchange & ex);
     net::awaitable<void> on_apply_template(http_exchange & ex);
     net::awaitable<void> on_props(http_exchange & ex);

@@ -3,7 +3,7 @@
 // tests/e2e/etcd_client_e2e_test.cpp.
 #include <gtest/gtest.h>
 
-#include "base64.h"
+#include "baton/base/base64.h"
 #include "baton/cluster/etcd_client.h"
 #include "baton/cluster/node_record.h"
 

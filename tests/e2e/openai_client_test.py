@@ -291,6 +291,36 @@ class Alias(unittest.TestCase):
         self.assertEqual(r.choices[0].message.content, ORACLE.chat().choices[0].message.content)
 
 
+class Embeddings(unittest.TestCase):
+    """The OpenAI client's embeddings call against a node started with --embedding (float and base64)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.node = serve("embedding node", "--embedding", "--pooling", "mean", cleanup=cls.addClassCleanup)
+        cls.client = client_for(cls.node.url)
+
+    def test_embeddings_have_the_openai_shape_and_unit_length(self):
+        r = self.client.embeddings.create(model="m", input=["hello world", "the quick brown fox"])
+        self.assertEqual(len(r.data), 2)
+        self.assertEqual([d.index for d in r.data], [0, 1])
+        self.assertEqual(len(r.data[0].embedding), 64)
+        self.assertAlmostEqual(sum(x * x for x in r.data[0].embedding), 1.0, places=4)
+        self.assertNotEqual(r.data[0].embedding, r.data[1].embedding)
+        self.assertGreater(r.usage.prompt_tokens, 2)
+        # The client asks for base64 by default when numpy is there and decodes it; both give the same vector.
+        b = self.client.embeddings.create(model="m", input="hello world", encoding_format="base64")
+        f = self.client.embeddings.create(model="m", input="hello world", encoding_format="float")
+        if isinstance(b.data[0].embedding, str):
+            import base64
+            import struct
+            raw = base64.b64decode(b.data[0].embedding)
+            vec = list(struct.unpack("<%df" % (len(raw) // 4), raw))
+        else:
+            vec = b.data[0].embedding
+        for x, y in zip(vec, f.data[0].embedding):
+            self.assertAlmostEqual(x, y, places=6)
+
+
 class RouterPD(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

@@ -23,6 +23,7 @@
 #include "baton/cluster/etcd_client.h"
 #include "baton/cluster/node_record.h"
 #include "baton/device.h"
+#include "baton/embedder.h"
 #include "baton/engine.h"
 #include "baton/http/http_server.h"
 #include "baton/openai/chat_format.h"
@@ -70,6 +71,9 @@ struct node_config {
     std::optional<node_tier_config> tier;         // the shared prefix-cache tier when set
     std::string alias;                            // the model's name in /v1/models and responses (cluster records)
     std::vector<std::string> tags;                // --tags: informational model tags (/v1/models meta.tags)
+    // --embedding (--pooling, --embd-normalize, -b): the embedding endpoints (an embedder beside the engine);
+    // unset: they answer 501, as llama-server without --embeddings.
+    std::optional<embedder_config> embedding;
     openai_defaults defaults;                     // --temp, --top-k, ..., --seed, -n: what requests leave out
     chat_format_config chat;     // --jinja, --chat-template(-file), --chat-template-kwargs, --reasoning-format
     bool slots_endpoint = true;  // --slots / --no-slots: GET /slots

@@ -1,5 +1,5 @@
 // base64.cpp — see base64.h.
-#include "base64.h"
+#include "baton/base/base64.h"
 
 #include <cstdint>
 

@@ -1,4 +1,5 @@
-// base64.h — standard base64 (RFC 4648, with padding), as etcd's JSON gateway encodes keys and values.
+// base64.h — standard base64 (RFC 4648, with padding): etcd's JSON gateway (keys, values) and OpenAI's
+// base64 embeddings.
 #pragma once
 
 #include <optional>
