@@ -89,6 +89,7 @@ class bench_process {
     const std::string & host() const { return proc_->host(); }
     int port() const { return proc_->port(); }
     std::string url() const { return proc_->url(); }
+    const std::string & name() const { return name_; }
     pid_t pid() const { return proc_->pid(); }  // the child's pid (taskset execs the program in place)
 
     std::string stderr_tail() const {

@@ -245,6 +245,14 @@ const std::vector<figure_doc> & figures() {
          "attention on): bytes per token with and without the logits section, and the 4096-token entry's MEMORY USAGE "
          "in Valkey summed over its keys, next to the same blob as one raw string.",
          "MB/s", "entry (MiB)", "MB/s", false, "", true, false},
+        {20, "Embeddings throughput vs llama-server",
+         "bench/embed_bench.cpp. A 512x8 llama served by `baton serve --embedding --pooling mean` (its embedder packs a "
+         "request's inputs into one decode) and by `llama-server --embedding --pooling mean -np 32` (a request's inputs "
+         "spread over slots that decode together), both 2 threads, -b/-ub 2048, flash attention off. Inputs: random "
+         "48-token arrays. Batch 1 (64 requests of one input) and batch 32 (8 requests of 32 inputs), back to back; "
+         "inputs/s = inputs / wall time; the servers alternate run by run after a warm-up; ratio Baton / llama-server per "
+         "run pair, median of 5. Target: >= 1.0 at both.",
+         "inputs/s", "inputs per request", "inputs/s", false, "", true, false},
     };
     return f;
 }

@@ -2,8 +2,8 @@
 // many inputs decoded together.
 //
 // An embedder owns one llama_context made with embeddings on and the pooling asked for (none, mean, cls,
-// last, rank; unspecified: the model's own). embed() packs the inputs into batches of at most n_batch tokens
-// and n_seq_max sequences, one sequence per input, decodes each batch from an empty memory and reads the
+// last, rank; unspecified: the model's own). embed() packs the inputs into batches of at most
+// embedder_pack_tokens_max tokens (an input longer than that goes alone, up to n_batch) and n_seq_max sequences, one sequence per input, decodes each batch from an empty memory and reads the
 // pooled vector of each sequence (pooling none: one vector per token). Pooled vectors are normalized as
 // llama-server's --embd-normalize says: -1 none, 0 max-abs scaled to int16 range, 1 taxicab, 2 euclidean
 // (default), p > 2 the p-norm; per-token vectors are not.
@@ -24,6 +24,10 @@
 #include "baton/text.h"
 
 namespace baton {
+
+// With one unified memory every token of a batch attends over every cell the batch fills, so packing more
+// inputs into a decode costs attention quadratically: 256 tokens measured best (figure 20, docs/benchmarks.md).
+inline constexpr size_t embedder_pack_tokens_max = 256;
 
 enum class pooling_kind : int8_t { none = 0, mean = 1, cls = 2, last = 3, rank = 4 };
 const char * pooling_kind_name(pooling_kind p);  // "none" | "mean" | "cls" | "last" | "rank"

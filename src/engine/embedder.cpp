@@ -98,7 +98,10 @@ Result<std::vector<embedding_result>> embedder::embed(const std::vector<std::vec
     for (size_t first = 0; first < inputs.size() && st.ok();) {
         // One batch: as many whole inputs as fit.
         size_t last = first, n_tok = 0;
-        while (last < inputs.size() && last - first < cfg_.n_seq_max && n_tok + inputs[last].size() <= cfg_.n_batch)
+        // Packing: with one unified memory every token of a batch attends over every cell the batch fills, so
+        // a batch is kept to about embedder_pack_tokens_max (one long input still goes alone).
+        const size_t cap = std::max<size_t>(std::min<size_t>(cfg_.n_batch, embedder_pack_tokens_max), inputs[first].size());
+        while (last < inputs.size() && last - first < cfg_.n_seq_max && n_tok + inputs[last].size() <= cap)
             n_tok += inputs[last++].size();
         batch.n_tokens = 0;
         for (size_t i = first; i < last; ++i)

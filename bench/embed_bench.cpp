@@ -1,0 +1,95 @@
+// embed_bench.cpp — figure 20: embeddings throughput, Baton vs Debian's llama-server on the same GGUF.
+//
+// A llama model (512x8; quick: 128x2) served by `baton serve --embedding --pooling mean` and by `llama-server
+// --embedding --pooling mean -np 32` (its inputs of one request spread over slots that decode together), both
+// 2 threads, -b/-ub 2048, flash attention off. Inputs are random 48-token arrays (no text tokenizer in the
+// measurement). For batch 1 (one input per request) and batch 32 (32 inputs per request): R requests back to
+// back per run, inputs/s = inputs / wall time; the servers interleave run by run; ratio Baton / llama-server
+// per run pair, median of the runs. Target: >= 1.0 at both batch sizes.
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+
+#include "bench_net.h"
+#include "bench_util.h"
+
+using namespace baton;
+using namespace baton::bench;
+using json = nlohmann::json;
+
+namespace {
+
+// inputs_per_s posts `requests` /v1/embeddings requests of `batch` inputs each and returns inputs per second.
+double inputs_per_s(const bench_process & p, int requests, int batch, int n_vocab, uint32_t seed) {
+    httplib::Client c(p.host(), p.port());
+    c.set_read_timeout(std::chrono::seconds(300));
+    std::vector<std::string> bodies;
+    for (int r = 0; r < requests; ++r) {
+        json in = json::array();
+        for (int i = 0; i < batch; ++i) in.push_back(random_prompt(48, seed + uint32_t(r * batch + i), n_vocab));
+        bodies.push_back(json{{"input", in}}.dump());
+    }
+    const double t0 = now_ms();
+    for (const auto & b : bodies) {
+        auto res = c.Post("/v1/embeddings", b, "application/json");
+        if (!res || res->status != 200)
+            throw std::runtime_error(p.name() + ": /v1/embeddings failed: " + (res ? res->body.substr(0, 200) : "no answer"));
+    }
+    return double(requests) * batch / ((now_ms() - t0) / 1000.0);
+}
+
+}  // namespace
+
+int main(int argc, char ** argv) try {
+    const bool quick = quick_mode(argc, argv);
+    const int runs = quick ? 2 : 5;
+    const std::string model = quick ? bench_model("llama", 128, 2) : bench_model("llama", 512, 8);
+    const int n_vocab = model_n_vocab(model);
+    const std::vector<std::string> common = {"-m", model, "-t", "2", "-tb", "2", "-b", "2048", "-ub", "2048",
+                                             "-fa", "off", "--embedding", "--pooling", "mean"};
+    std::vector<std::string> baton_argv = {baton_exe(), "serve", "-c", "2048", "-np", "1"};
+    baton_argv.insert(baton_argv.end(), common.begin(), common.end());
+    auto baton_srv = bench_process::start(baton_argv, "baton");
+    const int lp = free_port();
+    std::vector<std::string> llama_argv = {"/usr/bin/llama-server", "-c", "4096", "-np", "32", "--no-webui",
+                                           "--host", "127.0.0.1", "--port", std::to_string(lp)};
+    llama_argv.insert(llama_argv.end(), common.begin(), common.end());
+    auto llama_srv = bench_process::start(llama_argv, "llama-server", 120, "http://127.0.0.1:" + std::to_string(lp));
+
+    std::printf("%-6s %14s %14s %8s\n", "batch", "baton in/s", "llama in/s", "ratio");
+    bool all_ok = true;
+    stats worst;
+    for (const int batch : {1, 32}) {
+        const int requests = batch == 1 ? (quick ? 16 : 64) : (quick ? 2 : 8);
+        std::vector<double> b, l, ratio;
+        for (int r = -1; r < runs; ++r) {  // r == -1: warm-up
+            const uint32_t seed = uint32_t(1000 * (r + 2));
+            double tb = 0, tl = 0;
+            if (r % 2 == 0) {
+                tb = inputs_per_s(*baton_srv, requests, batch, n_vocab, seed);
+                tl = inputs_per_s(*llama_srv, requests, batch, n_vocab, seed);
+            } else {
+                tl = inputs_per_s(*llama_srv, requests, batch, n_vocab, seed);
+                tb = inputs_per_s(*baton_srv, requests, batch, n_vocab, seed);
+            }
+            if (r < 0) continue;
+            b.push_back(tb);
+            l.push_back(tl);
+            ratio.push_back(tb / tl);
+        }
+        const stats sb = summarize(b), sl = summarize(l), sr = summarize(ratio);
+        std::printf("%-6d %14.1f %14.1f %7.2fx\n", batch, sb.median, sl.median, sr.median);
+        const std::string tag = "embed/batch" + std::to_string(batch);
+        result_at(tag + "/baton_inputs_per_s", sb, "inputs/s", "reported", true, {20, "baton", double(batch)});
+        result_at(tag + "/llama_server_inputs_per_s", sl, "inputs/s", "reported", true, {20, "llama-server", double(batch)});
+        const bool ok = sr.median >= 1.0;
+        result(tag + "/ratio", sr, "x", ">= 1.0", ok);
+        all_ok = all_ok && ok;
+        if (worst.n == 0 || sr.median < worst.median) worst = sr;
+    }
+    headline(20, "embed/worst_ratio", worst, "x", ">= 1.0", all_ok);
+    return 0;
+} catch (const std::exception & e) {
+    std::fprintf(stderr, "embed_bench: %s\n", e.what());
+    return 1;
+}
