@@ -59,7 +59,19 @@ Result<std::optional<etcd_config>> cli_etcd_config(const cli_etcd_flags & f) {
     return std::optional<etcd_config>(std::move(c.value()));
 }
 
-void cli_add_http_flags(CLI::App & sub, http_limits & l, uint32_t & threads, http_cors & cors) {
+std::string cli_static_dir(const cli_static_flags & f) {
+    if (!f.path.empty()) return f.path;
+    return f.webui ? cli_webui_dir : "";
+}
+
+void cli_add_http_flags(CLI::App & sub, http_limits & l, uint32_t & threads, http_cors & cors,
+                        cli_static_flags & statics) {
+    sub.add_option("--path", statics.path,
+                   "Directory of static files served at the paths no endpoint takes, without the API key (as "
+                   "llama-server's --path; default: the web UI of llama.cpp-tools when installed)");
+    sub.add_flag("--webui,--ui,!--no-webui,!--no-ui", statics.webui,
+                 std::string("Serve llama.cpp-tools' web UI (") + cli_webui_dir +
+                     ") at / when no --path is given (default on)");
     sub.add_option("--header-timeout", l.header_timeout_s,
                    "Seconds a client has to send a request's line and headers, in total (a client trickling bytes does not extend it)")
         ->capture_default_str();

@@ -52,7 +52,19 @@ struct http_cors;
 // --body-timeout, --write-timeout, --max-header-bytes, --max-headers, --max-connections, --http-threads) and
 // llama-server's CORS flags (--cors-origins, --cors-methods, --cors-headers, --cors-credentials) to a
 // subcommand: `baton serve` and `baton route` take the same flags with the same defaults.
-void cli_add_http_flags(CLI::App & sub, http_limits & limits, uint32_t & threads, http_cors & cors);
+// Also llama-server's static-file flags (--path DIR, --webui/--ui and --no-webui/--no-ui) into statics.
+struct cli_static_flags {
+    std::string path;   // --path
+    bool webui = true;  // --webui / --no-webui
+};
+void cli_add_http_flags(CLI::App & sub, http_limits & limits, uint32_t & threads, http_cors & cors,
+                        cli_static_flags & statics);
+
+// cli_webui_dir: the web UI Debian installs with llama.cpp-tools (llama-server's default pages).
+inline constexpr const char * cli_webui_dir = "/usr/share/llama.cpp/llama-server/default-ui";
+// cli_static_dir: --path when given; else with --webui (the default) cli_webui_dir; else "" (no static files).
+// (A directory that is not there serves nothing: the edge checks it, http_static.h.)
+std::string cli_static_dir(const cli_static_flags & f);
 
 struct sampling_params;
 // cli_add_sampling_flags adds llama-server's sampling flags with its defaults and meanings: --temp, --top-k,

@@ -112,10 +112,12 @@ void cli_add_route(CLI::App & app, cli_run_fn & run) {
     sub->add_option("--node-queue", cfg->node_queue,
                     "Requests the router lets wait at a node beyond its slots, the rest wait at the router (-1: as many as the node has slots)")
         ->capture_default_str();
-    cli_add_http_flags(*sub, cfg->limits, cfg->http_threads, cfg->cors);
+    auto statics = std::make_shared<cli_static_flags>();
+    cli_add_http_flags(*sub, cfg->limits, cfg->http_threads, cfg->cors, *statics);
     sub->add_option("-m,--model", cfg->model_path, "GGUF file whose vocabulary counts prompt tokens exactly (else ~4 bytes per token)");
-    sub->callback([&run, cfg, prefill, decode, fallback, transfer, max_blob_mb, max_prompt_mb, etcd] {
-        run = [cfg, prefill, decode, fallback, transfer, max_blob_mb, max_prompt_mb, etcd] {
+    sub->callback([&run, cfg, prefill, decode, fallback, transfer, max_blob_mb, max_prompt_mb, etcd, statics] {
+        run = [cfg, prefill, decode, fallback, transfer, max_blob_mb, max_prompt_mb, etcd, statics] {
+            cfg->static_dir = cli_static_dir(*statics);
             if (!(*max_blob_mb > 0) || *max_blob_mb > 1 << 20)
                 return cli_fail(k_exit_usage, "--max-blob-mb: must be in (0, 1048576]");
             cfg->max_blob_bytes = uint64_t(*max_blob_mb * 1024 * 1024);

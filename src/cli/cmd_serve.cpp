@@ -44,6 +44,7 @@ struct serve_options {
     // llama-server's chat flags, folded into cfg.chat by serve_check_chat.
     std::string chat_template, chat_template_file, chat_template_kwargs, reasoning_format = "auto", reasoning = "auto";
     std::string tags;
+    cli_static_flags statics;  // --path, --webui: folded into cfg.static_dir by serve_check
     // --embedding, --pooling, --embd-normalize: folded into cfg.embedding by serve_check.
     bool embedding = false;
     std::string pooling;
@@ -176,6 +177,7 @@ Status serve_check(serve_options & o) {
     o.cfg.role = role.value();
     if (o.n_slots < 1 || o.n_slots > 256) return {status_code::invalid_argument, "parallel: " + std::to_string(o.n_slots) + " is not in 1..256"};
     o.cfg.engine.ctx.n_seq_max = o.n_slots;
+    o.cfg.static_dir = cli_static_dir(o.statics);
     if (o.embedding) {
         embedder_config e;
         if (!o.pooling.empty()) {
@@ -329,7 +331,7 @@ void cli_add_serve(CLI::App & app, cli_run_fn & run) {
     sub->add_option("--queue-max", c.engine.queue_max,
                     "Requests that may wait for a slot; beyond this: 503 with Retry-After")
         ->capture_default_str();
-    cli_add_http_flags(*sub, c.limits, c.http_threads, c.cors);
+    cli_add_http_flags(*sub, c.limits, c.http_threads, c.cors, o->statics);
     cli_add_etcd_flags(*sub, o->etcd, o->cluster.cluster, "Register this node in etcd");
     sub->add_option("--advertise", o->cluster.advertise,
                     "With --etcd: the URL routers reach this node at, http://HOST:PORT");

@@ -8,6 +8,7 @@
 
 #include "baton/base/buffer_pool.h"
 #include "baton/base/log.h"
+#include "baton/http/http_static.h"
 #include "http_request_head.h"
 
 namespace baton {
@@ -383,9 +384,18 @@ net::awaitable<void> http_session::run() {
         } else {
             r = srv_.match(ex.head_ ? "GET" : rq.method, rq.path, rq.params, path_known);
             if (r) rq.route = r->pattern;
+            if (!r && !srv_.static_root_.empty() && (ex.head_ || rq.method == "GET")) {
+                // A static file (the web UI): open to all, as llama-server's pages are.
+                if (auto file = http_static_file(srv_.static_root_, rq.path)) {
+                    rq.route = "static";
+                    if (body_pending) ex.keep_alive_ = false;
+                    co_await ex.respond(std::move(*file));
+                    refused = true;
+                }
+            }
             if (r && r->opts.same_origin_only) ex.cors_origin_.clear();  // outside CORS, errors included
             const bool open = r && r->opts.open;
-            if (!open && !srv_.cfg_.api_key.empty()) {
+            if (!refused && !open && !srv_.cfg_.api_key.empty()) {
                 // "Authorization: Bearer KEY", or Anthropic's "x-api-key: KEY" (llama-server takes both).
                 const std::string_view h = rq.header("Authorization"), x = rq.header("X-Api-Key");
                 const std::string_view prefix = "Bearer ";
@@ -676,8 +686,8 @@ net::awaitable<bool> http_exchange::wait(async_notify & n, std::chrono::steady_c
 // ---- http_server ----
 
 http_server::http_server(http_server_config cfg)
-    : cfg_(std::move(cfg)), body_budget_(cfg_.limits.max_body_memory), accept_strand_(net::make_strand(ioc_)),
-      acceptor_(accept_strand_) {}
+    : cfg_(std::move(cfg)), static_root_(http_static_root(cfg_.static_dir)), body_budget_(cfg_.limits.max_body_memory),
+      accept_strand_(net::make_strand(ioc_)), acceptor_(accept_strand_) {}
 
 http_server::~http_server() { stop(); }
 

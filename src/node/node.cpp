@@ -24,7 +24,8 @@ node_impl::node_impl(node_config c)
                                                                                .threads = cfg.http_threads,
                                                                                .api_key = cfg.api_key,
                                                                                .log_name = "serve",
-                                                                               .cors = cfg.cors})) {
+                                                                               .cors = cfg.cors,
+                                                                               .static_dir = cfg.static_dir})) {
     cfg.engine.limits.max_bytes = cfg.max_blob_bytes;
     state_hold_limits hl;
     hl.max_bytes = cfg.state_hold_bytes;

@@ -113,7 +113,8 @@ Result<std::unique_ptr<router>> router::create(const router_config & cfg) {
                                                                   .threads = cfg.http_threads,
                                                                   .api_key = cfg.api_key,
                                                                   .log_name = "route",
-                                                                  .cors = cfg.cors});
+                                                                  .cors = cfg.cors,
+                                                                  .static_dir = cfg.static_dir});
     impl->routes();
     return std::unique_ptr<router>(new router(std::move(impl)));
 }

@@ -104,6 +104,9 @@ struct http_server_config {
     std::string api_key;            // empty: no authentication
     std::string log_name = "http";  // prefix of log lines ("serve", "route")
     http_cors cors;
+    // Static files (http_static.h): GET/HEAD paths no route takes are served from this directory without the
+    // API key, as llama-server serves its web UI (--path). Empty, or not a readable directory: none.
+    std::string static_dir;
 };
 
 struct http_route_options {
@@ -235,6 +238,7 @@ class http_server {
     void connection_closed();
 
     http_server_config cfg_;
+    std::string static_root_;       // cfg_.static_dir's real path ("" when none)
     http_body_budget body_budget_;  // before ioc_: sessions destroyed with the context still release into it
     net::io_context ioc_;
     std::optional<net::executor_work_guard<net::io_context::executor_type>> work_;

@@ -65,6 +65,7 @@ struct node_config {
     double timeout_s = 600;                       // per request, from arrival to the last byte; 0: none
     http_limits limits;                           // the HTTP edge's limits and per-phase deadlines (http_server.h)
     http_cors cors;                               // CORS (--cors-origins ...)
+    std::string static_dir;  // static files at the paths no endpoint takes (--path, the web UI; http_static.h)
     uint32_t http_threads = 2;                    // event-loop threads of the HTTP edge
     double drain_s = 0;                           // shutdown: wait this long for in-flight requests before cancelling
     std::optional<node_cluster_config> cluster;   // register in etcd when set

@@ -72,6 +72,7 @@ struct router_config {
     int32_t node_queue = -1;    // requests the router lets wait at a node beyond its slots; -1: as many as it has slots
     http_limits limits;         // the HTTP edge's limits and deadlines (http/http_server.h)
     http_cors cors;             // CORS (--cors-origins ...)
+    std::string static_dir;     // static files at the paths no endpoint takes (--path, the web UI; http_static.h)
     uint32_t http_threads = 2;  // event-loop threads
     std::optional<etcd_config> etcd;  // follow the cluster's registrations (docs/cluster.md)
     std::string cluster = "baton";    // with etcd: keys under /baton/<cluster>/
