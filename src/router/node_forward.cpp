@@ -11,6 +11,10 @@
 
 namespace baton {
 
+namespace {
+constexpr size_t node_answer_bytes_max = size_t(512) << 20;  // an embeddings answer the router relays
+}  // namespace
+
 net::awaitable<void> router_impl::forward_to_node(http_exchange & ex, const char * method, const std::string & path,
                                                   std::string_view body) {
     // The model the call is about: the body's "model" or ?model= (in a cluster of several models); else any.
@@ -24,7 +28,12 @@ net::awaitable<void> router_impl::forward_to_node(http_exchange & ex, const char
     auto node = decode.pick_least_loaded({}, filter.value());
     if (!node) co_return (void) co_await ex.respond_error(Status(status_code::unavailable, "no healthy decode node"));
     const http_url url = decode.address(node->index);
-    const auto deadline = steady::now() + std::chrono::seconds(10);
+    // Embeddings grow with their inputs (2048 x 4096 floats are ~170 MB of JSON): the request's own deadline
+    // and a larger answer; other calls are small.
+    const bool embeddings = path.find("embedding") != std::string::npos;
+    const auto deadline = steady::now() + (embeddings ? std::chrono::milliseconds(int64_t(cfg.timeout_s * 1000))
+                                                      : std::chrono::milliseconds(10000));
+    const size_t answer_max = embeddings ? node_answer_bytes_max : size_t(16) << 20;
     auto conn = co_await http_upstream::connect(url, deadline);
     call_guard guard;  // (after conn: destroyed before the upstream its cancellation closes)
     if (conn.ok()) guard = decode_calls.enter(node->index, ex.executor(), [u = conn.value().get()] { u->close(); });
@@ -35,7 +44,7 @@ net::awaitable<void> router_impl::forward_to_node(http_exchange & ex, const char
     Result<http_response_head> head(st);
     if (st.ok()) head = co_await conn.value()->read_head();
     Result<std::string> answer(head.status());
-    if (head.ok()) answer = co_await conn.value()->read_all(size_t(16) << 20);
+    if (head.ok()) answer = co_await conn.value()->read_all(answer_max);
     if (!answer.ok())
         co_return (void) co_await ex.respond_error(
             Status(status_code::upstream_error, url.text + path + ": " + guard.failure(answer.status()).message()));
