@@ -228,9 +228,7 @@ TEST(LlamaServerDiff, ATrailingAssistantMessageIsContinued) {
         EXPECT_EQ(content(b).rfind("The answer is", 0) == 0, !stream) << content(b);
         if (!stream) {
             EXPECT_EQ(b.j()["usage"], l.j()["usage"]);
-            const http_reply blob = post_prefill(*p.baton, "chat", body.dump());
-            ASSERT_EQ(blob.status, 200) << blob.body;
-            const http_reply pd = post(*p.baton, "/v1/decode", blob.body, "application/octet-stream");
+            const http_reply pd = via_pd(*p.baton, *p.baton, "chat", body.dump());
             ASSERT_EQ(pd.status, 200) << pd.body;
             EXPECT_EQ(content(pd), content(b));
         }

@@ -156,9 +156,7 @@ TEST(ServeChat, PdWithTemplateAndReasoningMatchesSingleNode) {
             body["chat_template_kwargs"] = {{"enable_thinking", thinking}};
             const http_reply single = post(*both, "/v1/chat/completions", body.dump());
             ASSERT_EQ(single.status, 200) << single.body;
-            const http_reply blob = post_prefill(*pre, "chat", body.dump());
-            ASSERT_EQ(blob.status, 200) << blob.body;
-            const http_reply pd = post(*dec, "/v1/decode", blob.body, "application/octet-stream");
+            const http_reply pd = via_pd(*pre, *dec, "chat", body.dump());
             ASSERT_EQ(pd.status, 200) << pd.body;
             if (stream) {
                 EXPECT_EQ(normalized_stream(single.body), normalized_stream(pd.body));

@@ -99,9 +99,7 @@ TEST(ServeInfill, PrefillThenDecodeMatchesSingleNode) {
             SCOPED_TRACE(body.dump().substr(0, 200));
             const http_reply want = post(*single, "/infill", body.dump());
             ASSERT_EQ(want.status, 200) << want.body;
-            const http_reply blob = post_prefill(*pre, "infill", body.dump());
-            ASSERT_EQ(blob.status, 200) << blob.body;
-            const http_reply got = post(*dec, "/v1/decode", blob.body, "application/octet-stream");
+            const http_reply got = via_pd(*pre, *dec, "infill", body.dump());
             ASSERT_EQ(got.status, 200) << got.body;
             EXPECT_EQ(content_of(got, body), content_of(want, body));
             if (!body.value("stream", false)) {

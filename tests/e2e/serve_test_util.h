@@ -83,6 +83,15 @@ inline http_reply post_prefill(const node_process & n, const std::string & endpo
     return to_reply(c->Post(std::string(pd_path_prefill), h, body, "application/json"));
 }
 
+// via_pd: body prefilled on pre (endpoint: the X-Baton-Endpoint name) and its blob decoded on dec — the decode
+// node's reply, or the prefill node's when it did not answer 200.
+inline http_reply via_pd(const node_process & pre, const node_process & dec, const std::string & endpoint,
+                         const std::string & body) {
+    const http_reply blob = post_prefill(pre, endpoint, body);
+    if (blob.status != 200) return blob;
+    return post(dec, "/v1/decode", blob.body, "application/octet-stream");
+}
+
 // prefill_held: a held prefill (direct transfer): the node keeps the state and answers {"state", "bytes"}.
 inline http_reply prefill_held(const node_process & n, const std::string & endpoint, const std::string & body,
                                const std::string & key = "") {
