@@ -150,6 +150,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
         return 0;
     }
     if (const auto * chat = std::get_if<openai_chat>(&r->input)) r->input = rendered(*chat);
+    if (const auto * m = std::get_if<openai_prompt_mixed>(&r->input)) {
+        if (pd_request_encode(r.value()).ok()) fail("an untokenized mixed prompt was embedded", std::string(body), "");
+        openai_prompt_tokens t;  // as a node makes it: texts become tokens (here: one per text, its length)
+        for (const auto & part : m->parts)
+            t.tokens.push_back(std::holds_alternative<token_id>(part) ? std::get<token_id>(part)
+                                                                      : token_id(std::get<std::string>(part).size()));
+        r->input = std::move(t);
+    }
     if (const auto * in = std::get_if<openai_infill>(&r->input)) {
         if (endpoint != openai_endpoint::infill || r->endpoint != openai_endpoint::infill)
             fail("infill fields from another endpoint", std::string(body), "");

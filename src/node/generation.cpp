@@ -405,6 +405,13 @@ net::awaitable<Result<openai_request>> node_impl::prepare(std::string_view body,
         oreq->endpoint = openai_endpoint::completion;
         co_return oreq;
     }
+    if (const auto * m = std::get_if<openai_prompt_mixed>(&oreq->input)) {
+        // Texts and ids in one prompt: tokenized here, so the request goes on (and is embedded) as token ids.
+        auto toks = co_await http->offload([&] { return openai_mixed_tokens(*m, *model); });
+        if (!toks.ok()) co_return toks.status();
+        oreq->input = openai_prompt_tokens{std::move(toks.value())};
+        co_return oreq;
+    }
     if (!std::holds_alternative<openai_chat>(oreq->input)) co_return oreq;
     co_return co_await http->offload([&] { return chat->render_request(std::move(oreq.value()), *model, n_ctx); });
 }

@@ -193,12 +193,37 @@ Status parse_prompt(const json & j, const prompt_limits & lim, openai_request & 
         r.input = std::move(p);
         return {};
     }
-    if (it->is_array() && !it->empty() && (*it)[0].is_number_integer()) {
+    bool any_id = false, any_text = false, other = false;
+    if (it->is_array())
+        for (const auto & t : *it) {
+            any_id = any_id || t.is_number_integer();
+            any_text = any_text || t.is_string();
+            other = other || (!t.is_number_integer() && !t.is_string());
+        }
+    if (any_id && !any_text && !other) {
         openai_prompt_tokens p;
-        for (const auto & t : *it)
-            if (t.is_string()) return invalid_input("prompt: arrays that mix token ids and strings are not supported");
         BATON_RETURN_IF_ERROR(parse_token_ids(*it, "prompt", p.tokens));
         r.input = std::move(p);
+        return {};
+    }
+    if (any_id && any_text && !other) {  // llama-server's direct token input: texts and ids in one prompt
+        openai_prompt_mixed m;
+        size_t bytes = 0;
+        for (size_t i = 0; i < it->size(); ++i) {
+            const json & t = (*it)[i];
+            if (t.is_string()) {
+                bytes += t.get_ref<const std::string &>().size();
+                m.parts.emplace_back(t.get<std::string>());
+            } else {
+                std::vector<token_id> one;
+                BATON_RETURN_IF_ERROR(parse_token_ids(json::array({t}), "prompt", one));
+                m.parts.emplace_back(one[0]);
+            }
+        }
+        if (bytes > lim.max_prompt_bytes)
+            return too_large("prompt: " + std::to_string(bytes) + " bytes of text, more than --max-prompt-mb allows (" +
+                             std::to_string(lim.max_prompt_bytes) + " bytes)");
+        r.input = std::move(m);
         return {};
     }
     if (it->is_array() && it->size() > 1)
@@ -596,6 +621,20 @@ Result<openai_request> openai_parse(std::string_view body, openai_endpoint endpo
     return r;
 }
 
+Result<std::vector<token_id>> openai_mixed_tokens(const openai_prompt_mixed & m, const loaded_model & model) {
+    std::vector<token_id> out;
+    for (size_t i = 0; i < m.parts.size(); ++i) {
+        if (const auto * id = std::get_if<token_id>(&m.parts[i])) {
+            out.push_back(*id);
+            continue;
+        }
+        auto t = text_tokenize(model, std::get<std::string>(m.parts[i]), i == 0, true);
+        if (!t.ok()) return t.status();
+        out.insert(out.end(), t->begin(), t->end());
+    }
+    return out;
+}
+
 Result<gen_request> openai_to_gen(const openai_request & r, const loaded_model & model, uint32_t n_ctx) {
     gen_request g;
     g.n_predict = r.max_tokens < 0 ? INT32_MAX : r.max_tokens;
@@ -605,6 +644,10 @@ Result<gen_request> openai_to_gen(const openai_request & r, const loaded_model &
     g.n_probs = r.n_probs;
     if (std::holds_alternative<openai_chat>(r.input)) {
         return invalid_input("messages: the chat was not rendered by a chat template");
+    } else if (const auto * m = std::get_if<openai_prompt_mixed>(&r.input)) {
+        auto toks = openai_mixed_tokens(*m, model);
+        if (!toks.ok()) return toks.status();
+        g.prompt = std::move(toks.value());
     } else if (std::holds_alternative<openai_infill>(r.input)) {
         return invalid_input("input_prefix: the infill prompt was not built (infill_tokens)");
     } else if (const auto * rendered = std::get_if<openai_chat_rendered>(&r.input)) {

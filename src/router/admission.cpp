@@ -25,6 +25,9 @@ uint32_t router_impl::count_tokens(const openai_request & r, std::vector<token_i
     if (const auto * text = std::get_if<openai_prompt_text>(&r.input)) bytes = text->text.size();
     if (const auto * chat = std::get_if<openai_chat>(&r.input))
         for (const auto & m : chat->messages) bytes += m.content.size() + m.role.size() + 8;
+    if (const auto * m = std::get_if<openai_prompt_mixed>(&r.input))
+        for (const auto & part : m->parts)
+            bytes += std::holds_alternative<token_id>(part) ? 4 : std::get<std::string>(part).size();
     if (const auto * in = std::get_if<openai_infill>(&r.input)) {  // (its layout is a node's to build)
         bytes += in->prefix.size() + in->suffix.size() + in->prompt.size();
         for (const auto & c : in->extra) bytes += c.filename.size() + c.text.size() + 4;

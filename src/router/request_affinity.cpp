@@ -14,6 +14,12 @@ uint64_t request_affinity_key(const openai_request & r) {
     if (const auto * text = std::get_if<openai_prompt_text>(&r.input)) prefix = text->text;
     if (const auto * chat = std::get_if<openai_chat>(&r.input))
         for (const auto & m : chat->messages) prefix += m.role + ":" + m.content + "\n";
+    if (const auto * m = std::get_if<openai_prompt_mixed>(&r.input))
+        for (const auto & part : m->parts) {
+            if (const auto * id = std::get_if<token_id>(&part))
+                prefix.append(reinterpret_cast<const char *>(id), sizeof *id);
+            else prefix += std::get<std::string>(part);
+        }
     if (const auto * in = std::get_if<openai_infill>(&r.input)) {  // the other files lead its prompt, then the prefix
         for (const auto & c : in->extra) prefix += c.filename + "\n" + c.text;
         prefix += "\x01" + in->prefix;

@@ -267,5 +267,24 @@ TEST(LlamaServerDiff, AGenerationThatFillsTheContextEndsWhereLlamaServersDoes) {
     }
 }
 
+// llama-server's direct token input: a prompt array mixing texts and token ids is the same tokens (BOS only
+// before a leading text), so the same greedy text on both, and through PD as on one node.
+TEST(LlamaServerDiff, APromptMixingTextsAndTokenIdsIsTheSamePrompt) {
+    server_pair p = start_pair(512, 1);
+    SKIP_WITHOUT_LLAMA_SERVER(p);
+    for (const json & prompt : {json::array({"Hello", 5, 17, " world"}), json::array({1, 9, "the quick brown", 30})}) {
+        const json body = {{"prompt", prompt}, {"n_predict", 6}, {"temperature", 0}, {"cache_prompt", false}};
+        const http_reply l = post(*p.llama, "/completion", body.dump()), b = post(*p.baton, "/completion", body.dump());
+        ASSERT_EQ(l.status, 200) << l.body;
+        ASSERT_EQ(b.status, 200) << b.body;
+        EXPECT_EQ(b.j()["content"], l.j()["content"]) << prompt;
+        EXPECT_EQ(b.j()["tokens_evaluated"], l.j()["tokens_evaluated"]) << prompt;
+        EXPECT_EQ(b.j()["prompt"], l.j()["prompt"]) << prompt;
+        const http_reply pd = via_pd(*p.baton, *p.baton, "completion", body.dump());
+        ASSERT_EQ(pd.status, 200) << pd.body;
+        EXPECT_EQ(pd.j()["content"], b.j()["content"]);
+    }
+}
+
 }  // namespace
 }  // namespace baton::test

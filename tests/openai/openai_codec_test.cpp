@@ -23,6 +23,21 @@ void expect_refused(const std::string & body, const std::string & field,
     EXPECT_NE(r.status().message().find(field), std::string::npos) << body << " -> " << r.status().message();
 }
 
+// llama-server's direct token input: texts and ids in one prompt array (its parts kept in order); an array of
+// texts alone is several prompts, refused.
+TEST(OpenaiParse, APromptMixingTextsAndIdsKeepsItsParts) {
+    auto r = parse(R"({"prompt":["Hi", 5, " there", 7]})", openai_endpoint::completion);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    const auto & m = std::get<openai_prompt_mixed>(r->input);
+    ASSERT_EQ(m.parts.size(), 4u);
+    EXPECT_EQ(std::get<std::string>(m.parts[0]), "Hi");
+    EXPECT_EQ(std::get<token_id>(m.parts[1]), 5);
+    EXPECT_EQ(std::get<std::string>(m.parts[2]), " there");
+    expect_refused(R"({"prompt":["a", -1]})", "prompt");
+    expect_refused(R"({"prompt":["a", 1.5]})", "prompt");
+    expect_refused(R"({"prompt":["a", "b"]})", "several prompts");
+}
+
 TEST(OpenaiParse, CompletionTextPromptTakesTheDefaultsItLeavesOut) {
     openai_defaults d;
     d.sampling.temperature = 0.3f;

@@ -148,6 +148,17 @@ TEST(PdRequest, AFieldOutsideTheTableIsRefusedByName) {
     EXPECT_NE(decode(j).message().find("sampling.mirostat"), std::string::npos);
 }
 
+// Shapes a node turns into tokens before a blob embeds them (a mixed prompt, /infill) are refused here.
+TEST(PdRequest, UnbuiltPromptsAreNeverEmbedded) {
+    for (const auto & [body, ep] : std::vector<std::pair<std::string, openai_endpoint>>{
+             {R"({"prompt":["Hi", 5]})", openai_endpoint::completion},
+             {R"({"input_prefix":"a","input_suffix":"b"})", openai_endpoint::infill}}) {
+        auto r = openai_parse(body, ep);
+        ASSERT_TRUE(r.ok()) << r.status().message();
+        EXPECT_EQ(pd_request_encode(r.value()).status().code(), status_code::invalid_argument) << body;
+    }
+}
+
 TEST(PdRequest, AnotherOrNoVersionIsIncompatible) {
     json j = valid_json();
     j["version"] = pd_request_version + 1;

@@ -84,8 +84,18 @@ struct openai_infill {
     std::vector<openai_infill_chunk> extra;  // input_extra: other files as context
     bool operator==(const openai_infill &) const = default;
 };
-using openai_input =
-    std::variant<openai_prompt_text, openai_prompt_tokens, openai_chat, openai_chat_rendered, openai_infill>;
+// mixed: llama-server's direct token input, "prompt" as an array mixing texts and token ids. The node that
+// prefills turns it into openai_prompt_tokens (openai_mixed_tokens), so a blob never carries this shape.
+struct openai_prompt_mixed {
+    std::vector<std::variant<std::string, token_id>> parts;
+    bool operator==(const openai_prompt_mixed &) const = default;
+};
+using openai_input = std::variant<openai_prompt_text, openai_prompt_tokens, openai_chat, openai_chat_rendered,
+                                  openai_infill, openai_prompt_mixed>;
+
+// openai_mixed_tokens tokenizes a mixed prompt as llama-server does: texts with their control tokens parsed,
+// the first part (when it is a text) with the model's BOS; ids as they are.
+Result<std::vector<token_id>> openai_mixed_tokens(const openai_prompt_mixed & m, const loaded_model & model);
 
 struct openai_request {
     openai_endpoint endpoint = openai_endpoint::completions;  // decides the response shape
