@@ -7,8 +7,8 @@
 // pooled vector of each sequence (pooling none: one vector per token). Pooled vectors are normalized as
 // llama-server's --embd-normalize says: -1 none, 0 max-abs scaled to int16 range, 1 taxicab, 2 euclidean
 // (default), p > 2 the p-norm; per-token vectors are not.
-// Errors: an input longer than n_batch (a sequence must fit one batch) or empty is invalid_argument naming
-// its index; libllama refusing a batch is engine_error.
+// Errors: an input longer than n_batch (a sequence must fit one batch), empty, or holding a token outside
+// the vocabulary is invalid_argument naming its index; libllama refusing a batch is engine_error.
 // Thread-safety: embed() may be called from any thread; calls are serialized (one context).
 #pragma once
 
@@ -70,6 +70,7 @@ class embedder {
     embedder_config cfg_;
     pooling_kind pooling_ = pooling_kind::mean;
     int32_t n_embd_ = 0;
+    int32_t n_vocab_ = 0;
     mutable mutex mu_;
     context_ptr ctx_ BATON_GUARDED_BY(mu_);
 };

@@ -74,6 +74,7 @@ Result<std::unique_ptr<embedder>> embedder::create(const loaded_model & model, c
                   : pt == LLAMA_POOLING_TYPE_LAST ? pooling_kind::last
                   : pt == LLAMA_POOLING_TYPE_RANK ? pooling_kind::rank
                                                   : pooling_kind::mean;
+    e->n_vocab_ = int32_t(model.identity().n_vocab);
     e->n_embd_ = e->pooling_ == pooling_kind::rank ? int32_t(std::max<uint32_t>(1, llama_model_n_cls_out(model.get())))
                                                    : llama_model_n_embd(model.get());
     lock_guard lk(e->mu_);
@@ -85,6 +86,10 @@ Result<std::vector<embedding_result>> embedder::embed(const std::vector<std::vec
                                                       int32_t normalize) {
     for (size_t i = 0; i < inputs.size(); ++i) {
         if (inputs[i].empty()) return invalid_input("input[" + std::to_string(i) + "]: is empty");
+        for (token_id t : inputs[i])
+            if (t < 0 || t >= n_vocab_)
+                return invalid_input("input[" + std::to_string(i) + "]: token " + std::to_string(t) + " is not in 0.." +
+                                     std::to_string(n_vocab_ - 1));
         if (inputs[i].size() > cfg_.n_batch)
             return invalid_input("input[" + std::to_string(i) + "]: " + std::to_string(inputs[i].size()) +
                                  " tokens, more than the batch size (-b " + std::to_string(cfg_.n_batch) +

@@ -17,7 +17,6 @@ net::awaitable<void> node_impl::on_embeddings(http_exchange & ex, bool oai) {
     if (oai && emb->pooling() == pooling_kind::none)
         co_return (void) co_await ex.respond_error(invalid_input(
             "Pooling type 'none' is not OAI compatible. Please use a different pooling type (--pooling)"));
-    const int32_t n_vocab = int32_t(model->identity().n_vocab);
     auto body = co_await http->offload([&]() -> Result<std::string> {
         std::vector<std::vector<token_id>> inputs;
         for (size_t i = 0; i < req->inputs.size(); ++i) {
@@ -26,11 +25,7 @@ net::awaitable<void> node_impl::on_embeddings(http_exchange & ex, bool oai) {
                 if (!t.ok()) return t.status();
                 inputs.push_back(std::move(t.value()));
             } else {
-                inputs.push_back(std::get<std::vector<token_id>>(req->inputs[i]));
-                for (token_id t : inputs.back())
-                    if (t >= n_vocab)
-                        return invalid_input("input[" + std::to_string(i) + "]: token " + std::to_string(t) +
-                                             " is not in 0.." + std::to_string(n_vocab - 1));
+                inputs.push_back(std::get<std::vector<token_id>>(req->inputs[i]));  // (embed() checks the ids)
             }
         }
         auto results = emb->embed(inputs, req->normalize.value_or(cfg.embedding->normalize));

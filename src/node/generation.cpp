@@ -229,7 +229,7 @@ net::awaitable<void> node_impl::respond_generation(http_exchange & ex, engine_ta
     meta.logprobs = oreq.n_probs >= 0;
     if (oreq.endpoint == openai_endpoint::completion) {
         // llama-server's "prompt": the prompt as the model saw it, special tokens written out ("<s>...").
-        meta.generation_settings = openai_generation_settings(oreq, n_ctx_slot(), text_eog_tokens(*model));
+        meta.generation_settings = openai_generation_settings(oreq, n_ctx_slot(), eog);
         if (req) meta.prompt_text = text_detokenize(*model, req->prompt, true);
     }
     if (const auto * g = std::get_if<task_generate>(&task)) co_await tier_warm(g->req.prompt);

@@ -165,6 +165,7 @@ Status node_impl::load() {
     const std::string & p = cfg.model_path;
     model_file = p.substr(p.find_last_of('/') == std::string::npos ? 0 : p.find_last_of('/') + 1);
     model_name = cfg.alias.empty() ? model_file : cfg.alias;
+    eog = text_eog_tokens(*model);
     auto formatter = chat_formatter::create(model->info(), cfg.chat);
     if (!formatter.ok()) return formatter.status();
     chat = std::move(formatter.value());

@@ -92,6 +92,7 @@ class node_impl {
     std::atomic<tier_link *> tier_ptr{nullptr};
     std::unique_ptr<engine> eng;
     std::unique_ptr<embedder> emb;       // with --embedding, from load() on
+    std::vector<token_id> eog;           // the model's end-of-generation tokens (generation_settings), from load()
     std::string model_file;              // the model's file name (cluster records' model id)
     std::string model_name;              // --alias, else the model's file name: /v1/models and responses
     std::optional<chat_formatter> chat;  // from load() on
