@@ -356,7 +356,8 @@ class gbnf_scan {
                     ++n;
                 }
                 if (hi >= lo && hi - lo >= 256) first.set();
-                for (uint32_t cp = lo; cp <= hi && hi - lo < 256; ++cp) first.set(char_bucket(cp));
+                // (64-bit: a range ending at U+FFFFFFFF, which \U escapes can name, must not wrap the counter.)
+                for (uint64_t cp = lo; cp <= hi && hi - lo < 256; ++cp) first.set(char_bucket(uint32_t(cp)));
             }
             if (!count_elements(n, here)) return false;
             symbol_done(f, {k_terminal, n, negated ? 0 : class_of(first)});

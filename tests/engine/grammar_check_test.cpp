@@ -287,6 +287,16 @@ TEST(GrammarCheckRegression, ExponentialLeftRecursionCheckIsRefused) {
     EXPECT_REFUSED_WITH(g + "r40 ::= \"\"\n", "(--grammar-max-fanout)");
 }
 
+// The fuzzer's timeout (grammar_check_fuzz, 2026-12-05): a character class naming U+FFFFFFFF (a \U escape
+// takes any 8 hex digits) made the class scan's 32-bit counter wrap and never end. Each returns now.
+TEST(GrammarCheckRegression, ClassEndingAtTheLargestCodePointEnds) {
+    for (const char * g : {"root ::= [\\Uffffffff]", "root ::= [^\\Ufffffff0-\\Uffffffff]",
+                           "root ::= [\\Uffffff00-\\Uffffffff] \"a\""}) {
+        const Status st = grammar_check(g);  // (before the fix: no return)
+        EXPECT_TRUE(st.ok()) << g << ": " << st.to_string();
+    }
+}
+
 // ---- through libllama ----
 
 class GrammarCheckLibllama : public ::testing::Test {
