@@ -26,11 +26,13 @@ namespace baton {
 
 namespace {
 
-// Latency metrics of one generation.
+// Latency metrics of one generation (its first choice's tokens).
 struct latency_probe {
     node_metrics & m;
     steady_clock::time_point t_start, t_last;
     bool saw_token = false;
+    steady_clock::time_point t_first{};
+    uint32_t tokens = 0;
 
     void observe(const engine_event & ev) {
         if (!std::holds_alternative<event_token>(ev)) return;
@@ -38,8 +40,36 @@ struct latency_probe {
         const double s = std::chrono::duration<double>(now - (saw_token ? t_last : t_start)).count();
         if (saw_token) m.observe_itl(s);
         else m.observe_ttft(s);
+        if (!saw_token) t_first = now;
         saw_token = true;
         t_last = now;
+        ++tokens;
+    }
+};
+
+// view_trace: however a generation ends, its timeline (prompt, then generation) goes to the live view.
+struct view_trace {
+    live_log & log;
+    const latency_probe & probe;
+    const http_exchange & ex;
+    live_request r;
+
+    ~view_trace() {
+        auto secs = [&](steady_clock::time_point t) {
+            return std::chrono::duration<double>(t - probe.t_start).count();
+        };
+        r.id = ex.request().id;
+        r.path = ex.request().path;
+        r.status = ex.status();
+        r.total_s = secs(steady_clock::now());
+        r.generated_tokens = probe.tokens;
+        if (probe.saw_token) {
+            r.ttft_s = secs(probe.t_first);
+            r.steps.push_back(live_step{"prompt", "", 0, r.ttft_s, 0});
+            r.steps.push_back(live_step{"generate", "", r.ttft_s, secs(probe.t_last), 0});
+            if (probe.tokens > 1) r.tpot_s = (secs(probe.t_last) - r.ttft_s) / double(probe.tokens - 1);
+        }
+        log.record(std::move(r));
     }
 };
 
@@ -211,6 +241,10 @@ struct choice_state {
 
 net::awaitable<void> node_impl::respond_generation(http_exchange & ex, engine_task task, const openai_request & oreq) {
     latency_probe probe{metrics, steady_clock::now(), {}, false};
+    view_trace trace{live, probe, ex, {}};
+    trace.r.unix_ms = live_log::now_unix_ms();
+    trace.r.stream = oreq.stream;
+    trace.r.route = std::holds_alternative<task_decode>(task) ? "decode" : "local";
     const auto lim = wait_limits(deadline_from_now());
     const size_t n = size_t(std::max(oreq.n, 1));
     std::vector<admission_ptr> tickets;
@@ -223,6 +257,7 @@ net::awaitable<void> node_impl::respond_generation(http_exchange & ex, engine_ta
     if (const auto * g = std::get_if<task_generate>(&task)) req = &g->req;
     if (const auto * d = std::get_if<task_decode>(&task)) req = &d->req;
     const uint32_t n_prompt = req ? uint32_t(req->prompt.size()) : 0;
+    trace.r.prompt_tokens = n_prompt;
     openai_response_meta meta = openai_response_meta_make(
         oreq.endpoint, model_name, "fp_" + identity_fingerprint_hex(model->identity().fingerprint).substr(0, 12));
     meta.return_tokens = oreq.return_tokens;

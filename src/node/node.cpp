@@ -101,6 +101,8 @@ void node_impl::install_routes() {
     add("GET", "/props", none, true, &node_impl::on_props);
     add("POST", "/props", json_body, true, &node_impl::on_props);
     add("GET", "/slots", none, true, &node_impl::on_llama_slots);
+    // The live view: the page, its chart library, and the state it polls (answers while the model loads).
+    live_view_routes(*http, [this] { return view_state(); });
     // State changes and state (issue 22): outside CORS, and refused to browser pages (CSRF), so no web page
     // can drain a node, save/restore/erase a slot, read or replace its state, or feed it a blob.
     auto closed = [](http_route_options o) {

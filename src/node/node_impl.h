@@ -19,6 +19,7 @@
 #include "baton/cluster/node_registrar.h"
 #include "baton/engine.h"
 #include "baton/http/http_server.h"
+#include "baton/http/live_view.h"
 #include "baton/model.h"
 #include "baton/node/node.h"
 #include "baton/openai/chat_format.h"
@@ -97,6 +98,7 @@ class node_impl {
     std::string model_name;              // --alias, else the model's file name: /v1/models and responses
     std::optional<chat_formatter> chat;  // from load() on
     node_metrics metrics;
+    live_log live;  // the live view's last generations and series (GET /view/state)
     std::atomic<uint32_t> n_admitted{0};
     std::atomic<bool> drain_requested_{false};
     std::unique_ptr<node_registrar> registrar;  // when cfg.cluster is set, from load() on
@@ -167,6 +169,8 @@ class node_impl {
     net::awaitable<void> on_models(http_exchange & ex);
     net::awaitable<void> on_metrics(http_exchange & ex);
     net::awaitable<void> on_slots(http_exchange & ex);
+    // view_state: the live view's state (live_view.h): this node, its slots, its last generations, series.
+    nlohmann::json view_state();
 
     // ---- slot_state.cpp ----
     net::awaitable<void> on_state_get(http_exchange & ex);

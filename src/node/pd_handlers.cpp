@@ -83,7 +83,40 @@ net::awaitable<void> node_impl::send_blob(http_exchange & ex, std::vector<uint8_
     buffer_pool::shared().give(std::move(blob));
 }
 
+namespace {
+
+// prefill_trace: however a prefill ends, its timeline (the prompt, then the state sent) goes to the live view.
+struct prefill_trace {
+    prefill_trace(live_log & l, const http_exchange & e) : log(l), ex(e) { r.unix_ms = live_log::now_unix_ms(); }
+    prefill_trace(const prefill_trace &) = delete;
+    prefill_trace & operator=(const prefill_trace &) = delete;
+
+    live_log & log;
+    const http_exchange & ex;
+    steady_clock::time_point t0 = steady_clock::now(), t_run{}, t_done{};
+    live_request r;
+
+    double secs(steady_clock::time_point t) const { return std::chrono::duration<double>(t - t0).count(); }
+    ~prefill_trace() {
+        const auto now = steady_clock::now();
+        r.id = ex.request().id;
+        r.path = ex.request().path;
+        r.route = "prefill";
+        r.status = ex.status();
+        r.total_s = secs(now);
+        if (t_done != steady_clock::time_point{}) {
+            r.steps.push_back(live_step{"prompt", "", secs(t_run), secs(t_done), 0});
+            r.steps.push_back(live_step{"send", "", secs(t_done), secs(now), bytes});
+        }
+        log.record(std::move(r));
+    }
+    uint64_t bytes = 0;
+};
+
+}  // namespace
+
 net::awaitable<void> node_impl::on_prefill(http_exchange & ex) {
+    prefill_trace trace(live, ex);
     Status st = check_role(cfg.role != node_role::decode, pd_path_prefill.data());
     if (!st.ok()) co_return (void) co_await ex.respond_error(st);
     // The body is the client's request as the client wrote it; the router names its endpoint in a header
@@ -115,8 +148,12 @@ net::awaitable<void> node_impl::on_prefill(http_exchange & ex) {
     auto ticket = admit();
     if (!ticket.ok()) co_return (void) co_await ex.respond_error(ticket.status());
     co_await tier_warm(gen->prompt);
+    trace.t_run = steady_clock::now();
     auto done = co_await run_to_done(ex, task_prefill{std::move(gen.value())});
     if (!done.ok()) co_return (void) co_await ex.respond_error(done.status());
+    trace.t_done = steady_clock::now();
+    trace.bytes = done->blob.size();
+    trace.r.prompt_tokens = done->usage.prompt_tokens;
     if (ex.request().header(pd_header_state_hold) == "1") {
         const uint64_t bytes = done->blob.size();
         auto id = held->put(std::move(done->blob), steady_clock::now());

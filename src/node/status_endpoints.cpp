@@ -97,4 +97,41 @@ net::awaitable<void> node_impl::on_slots(http_exchange & ex) {
     co_await ex.respond(json_response(arr));
 }
 
+nlohmann::json node_impl::view_state() {
+    const int64_t now = live_log::now_unix_ms();
+    const bool is_ready = ready.load(std::memory_order_acquire);
+    json slots = json::array();
+    uint32_t busy = 0;
+    if (is_ready)
+        for (const slot_info & s : eng->slots()) {
+            busy += s.busy ? 1 : 0;
+            slots.push_back({{"id", s.id}, {"busy", s.busy}, {"n_tokens", s.n_tokens}, {"parked", s.parked}});
+        }
+    const uint32_t admitted = n_admitted.load();
+    live.gauge(now, double(admitted > busy ? admitted - busy : 0), double(busy));
+    json j = live.json(now);
+    j["kind"] = "node";
+    const std::string name = is_ready ? model_name : std::string();
+    j["title"] = std::string("node (") + node_role_name(cfg.role) + ")" + (name.empty() ? "" : " serving " + name);
+    j["now_ms"] = now;
+    const std::string url = cfg.cluster ? cfg.cluster->advertise : std::string();
+    const char * health = stopping.load() || drain_requested_.load() ? "draining" : is_ready ? "up" : "loading";
+    j["nodes"] = json::array({{{"pool", node_role_name(cfg.role)},
+                               {"url", url.empty() ? std::string("this node") : url},
+                               {"health", health},
+                               {"model", name},
+                               {"outstanding", admitted},
+                               {"capacity", is_ready ? json(slots.size()) : json(nullptr)}}});
+    j["slots"] = std::move(slots);
+    json summary = {{"role", node_role_name(cfg.role)}, {"slots busy", busy}, {"requests admitted", admitted}};
+    if (is_ready) {
+        const engine_metrics m = eng->metrics();
+        summary["prompt tokens"] = m.prompt_tokens;
+        summary["cached tokens"] = m.cached_tokens;
+        summary["generated tokens"] = m.generated_tokens;
+    }
+    j["summary"] = std::move(summary);
+    return j;
+}
+
 }  // namespace baton

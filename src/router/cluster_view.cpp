@@ -147,4 +147,55 @@ net::awaitable<void> router_impl::on_models(http_exchange & ex) {
     co_await forward_to_node(ex, "GET", "/v1/models", "");
 }
 
+// ---- the live view (live_view.h) ----
+
+void router_impl::record_trace(route_ctx & ctx, const http_exchange & ex) {
+    ctx.trace.id = ctx.request_id;
+    ctx.trace.route = ctx.route;
+    ctx.trace.status = ex.status();
+    ctx.trace.stream = ctx.req.stream;
+    ctx.trace.total_s = ctx.since_arrival(steady::now());
+    live.record(std::move(ctx.trace));
+    live.gauge(live_log::now_unix_ms(), double(prefill_gate.waiting() + decode_gate.waiting()), 0);
+}
+
+nlohmann::json router_impl::view_state() {
+    const int64_t now = live_log::now_unix_ms();
+    nlohmann::json nodes = nlohmann::json::array();
+    size_t up = 0, busy = 0;
+    for (auto [name, pool] : {std::pair{"prefill", &prefill}, std::pair{"decode", &decode}})
+        for (const node_status & n : pool->status()) {
+            // A node that left the cluster (its record is gone) is shown as gone while the view remembers it.
+            const char * health = !n.member ? "gone" : n.draining ? "draining" : n.healthy ? "up" : "down";
+            if (n.member && n.healthy && !n.draining) ++up;
+            busy += n.outstanding;
+            nlohmann::json j = {{"pool", name},
+                                {"url", n.url},
+                                {"health", health},
+                                {"outstanding", n.outstanding},
+                                {"registered", n.registered}};
+            j["capacity"] = n.capacity == UINT32_MAX ? nlohmann::json(nullptr) : nlohmann::json(n.capacity);
+            j["model"] = n.meta.alias.empty() ? n.meta.model_id : n.meta.alias;
+            if (!n.meta.group.empty()) j["group"] = n.meta.group;
+            nodes.push_back(std::move(j));
+        }
+    const size_t waiting = prefill_gate.waiting() + decode_gate.waiting();
+    live.gauge(now, double(waiting), double(busy));
+    nlohmann::json j = live.json(now);
+    j["kind"] = "router";
+    j["title"] = watch ? "router of cluster " + cfg.cluster : "router";
+    j["now_ms"] = now;
+    j["nodes"] = std::move(nodes);
+    nlohmann::json summary = {{"nodes up", up},
+                              {"prefill nodes", prefill.n_members()},
+                              {"decode nodes", decode.n_members()},
+                              {"requests in flight", busy},
+                              {"queued at the router", waiting},
+                              {"joins", joins.load()},
+                              {"leaves", leaves.load()}};
+    if (watch) summary["etcd"] = watch->connected() ? "connected" : "disconnected";
+    j["summary"] = std::move(summary);
+    return j;
+}
+
 }  // namespace baton

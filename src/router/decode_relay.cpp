@@ -60,6 +60,7 @@ net::awaitable<relay_result> router_impl::relay(http_exchange & ex, route_ctx & 
         call_guard guard;  // (after conn: destroyed before the upstream its cancellation closes)
         if (conn.ok()) guard = decode_calls.enter(i, ex.executor(), [u = conn.value().get()] { u->close(); });
         Status st = conn.status();
+        const steady::time_point t_send = steady::now();
         if (conn.ok() && stream_body) st = co_await send_relayed(*conn.value(), *stream_body, ctx);
         else if (conn.ok()) st = co_await conn.value()->send("POST", path, headers, ctype, body);
         if (stream_body && stream_body->failed()) {  // the blob never fully arrived: not this node's fault
@@ -97,7 +98,10 @@ net::awaitable<relay_result> router_impl::relay(http_exchange & ex, route_ctx & 
         }
         if (d.action == pd_node_action::relay_stream) {
             std::optional<Status> early = co_await stream_to_client(ex, ctx, up, head.value(), i, url.text, guard);
-            if (!early) co_return relay_result{relay_outcome::done, {}};
+            if (!early) {
+                ctx.step("decode", url.text, t_send, steady::now());
+                co_return relay_result{relay_outcome::done, {}};
+            }
             last = *early;  // nothing reached the client: the policy said another node
             continue;
         }
@@ -112,7 +116,11 @@ net::awaitable<relay_result> router_impl::relay(http_exchange & ex, route_ctx & 
             if (router_call_action({fault, false, false}) == call_action::next_node) continue;
             co_return relay_result{relay_outcome::failed, last};
         }
-        if (code == 200) metrics.ttft(seconds_between(ctx.t_arrival, steady::now()));
+        if (code == 200) {
+            metrics.ttft(seconds_between(ctx.t_arrival, steady::now()));
+            ctx.trace.ttft_s = ctx.since_arrival(steady::now());  // (a whole answer: its first token is its end)
+        }
+        ctx.step("decode", url.text, t_send, steady::now());
         http_response res;
         res.status = code;
         res.content_type = head->content_type.empty() ? "application/json" : head->content_type;
@@ -166,6 +174,7 @@ net::awaitable<std::optional<Status>> router_impl::stream_to_client(http_exchang
                 co_return std::nullopt;
             }
             metrics.ttft(seconds_between(ctx.t_arrival, steady::now()));
+            ctx.trace.ttft_s = ctx.since_arrival(steady::now());
         }
         if (n.value() == 0) {
             co_await ex.end();

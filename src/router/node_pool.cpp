@@ -233,6 +233,16 @@ void node_pool::mark_draining(size_t i) {
     nodes_[i].draining = true;
 }
 
+std::vector<node_status> node_pool::status() const {
+    lock_guard lk(mu_);
+    std::vector<node_status> out;
+    out.reserve(nodes_.size());
+    for (const entry & e : nodes_)
+        out.push_back(node_status{e.address.text, e.meta, e.registered, e.member, e.healthy, e.draining, e.outstanding,
+                                  e.capacity});
+    return out;
+}
+
 bool node_pool::healthy(size_t i) const {
     lock_guard lk(mu_);
     return nodes_[i].healthy;

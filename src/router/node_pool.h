@@ -39,6 +39,15 @@ struct node_meta {
     uint32_t capacity = 0;  // requests the router lets it hold (slots + --node-queue); 0: unknown yet
 };
 
+// node_status: one entry as the live view shows it.
+struct node_status {
+    std::string url;
+    node_meta meta;
+    bool registered = false, member = false, healthy = false, draining = false;
+    uint32_t outstanding = 0;
+    uint32_t capacity = UINT32_MAX;  // unknown yet
+};
+
 // node_filter: which nodes may take a request. Empty fields match everything.
 struct node_filter {
     std::string group;  // a blob of this group is on its way: only nodes that can restore it
@@ -106,6 +115,8 @@ class node_pool {
     size_t n_healthy() const;  // usable members
     size_t n_members() const;
     uint32_t outstanding(size_t i) const;
+    // status: every entry ever known, by index, read in one step.
+    std::vector<node_status> status() const;
 
   private:
     struct entry {

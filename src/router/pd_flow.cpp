@@ -20,6 +20,15 @@ net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpo
     ctx.request_id = ex.request().id;
     ctx.t_arrival = steady::now();
     ctx.deadline = ctx.t_arrival + std::chrono::milliseconds(int64_t(cfg.timeout_s * 1000));
+    ctx.trace.unix_ms = live_log::now_unix_ms();
+    ctx.trace.path = ex.request().path;
+    // However the request ends, its timeline goes to the live view.
+    struct trace_on_exit {
+        router_impl & r;
+        route_ctx & c;
+        http_exchange & e;
+        ~trace_on_exit() { r.record_trace(c, e); }
+    } trace_guard{*this, ctx, ex};
     ctx.path = ep == openai_endpoint::chat         ? "/v1/chat/completions"
                : ep == openai_endpoint::completion ? "/completion"
                : ep == openai_endpoint::infill     ? "/infill"
@@ -85,6 +94,8 @@ net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpo
                 if (i != t) ctx.cached_decode[i] = 0;
         }
     }
+    ctx.trace.prompt_tokens = n_tokens;
+    ctx.step("route", "", ctx.t_arrival, steady::now());
     if (pd) {
         ctx.route = "pd";
         if (ctx.delta_base > 0) metrics.delta(ctx.delta_base);
@@ -106,6 +117,9 @@ net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpo
                 r = co_await relay(ex, ctx, std::string(pd_path_decode), "", "application/octet-stream", nullptr,
                                    where);
                 ctx.filter = model_only;
+                // (The decode node fetched the state inside its step: the step carries its bytes.)
+                if (!ctx.trace.steps.empty() && ctx.trace.steps.back().name == "decode")
+                    ctx.trace.steps.back().bytes = s.bytes;
                 if (r.outcome == relay_outcome::done) metrics.direct_state(s.bytes);
                 release_held(s, ctx.request_id);
             } else {

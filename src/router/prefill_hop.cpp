@@ -62,6 +62,7 @@ net::awaitable<Result<prefill_stream>> router_impl::prefill_hop(http_exchange & 
         }
         // (No co_await inside ?: — GCC miscompiles it.)
         Status st = conn.status();
+        const steady::time_point t_send = steady::now();
         if (st.ok()) st = co_await call->send("POST", pd_path_prefill, headers, "application/json", body);
         Result<http_response_head> head(st);
         if (st.ok()) head = co_await call->read_head();
@@ -95,7 +96,9 @@ net::awaitable<Result<prefill_stream>> router_impl::prefill_hop(http_exchange & 
         }
         prefill_stream p;
         p.node = i;
+        p.t_send = t_send;
         p.t_headers = steady::now();
+        ctx.step("prefill", url.text, t_send, p.t_headers);
         if (direct) {  // a small answer naming the held state; the node is free again at once
             auto held = co_await take_held(*call, url);
             if (!held.ok()) {
@@ -171,6 +174,7 @@ net::awaitable<void> router_impl::prefill_done(route_ctx & ctx, prefill_stream &
     if (p.blob->ended() && p.blob->status().ok()) {
         metrics.node_outcome(prefill.url(p.node), "ok");
         metrics.blob(p.blob->length(), seconds_between(p.t_headers, p.blob->ended_at()));
+        ctx.step("transfer", prefill.url(p.node), p.t_headers, p.blob->ended_at(), p.blob->length());
     }
     // (A failed transfer is counted by its pump.) Ends a transfer still running: the deadline passed, and
     // the pump, its read cut off, counts a timeout.

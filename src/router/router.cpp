@@ -63,6 +63,8 @@ void router_impl::routes() {
         if (decode.n_healthy() > 0) co_return (void) co_await ex.respond(http_response::json("{\"status\":\"ok\"}"));
         co_await ex.respond_error(Status(status_code::unavailable, "no healthy decode node"));
     });
+    // The live view: the page, its chart library, and the state it polls (the pools, the last requests).
+    live_view_routes(*http, [this] { return view_state(); });
     // Token calls and embeddings: answered by a node of the model the body names (no PD: no generation).
     for (const char * path :
          {"/tokenize", "/detokenize", "/apply-template", "/embedding", "/embeddings", "/v1/embeddings"})

@@ -35,6 +35,7 @@
 #include "baton/cluster/cluster_watch.h"
 #include "baton/http/http_client.h"
 #include "baton/http/http_server.h"
+#include "baton/http/live_view.h"
 #include "baton/model.h"
 #include "baton/openai/chat_format.h"
 #include "baton/openai/openai.h"
@@ -70,6 +71,13 @@ struct route_ctx {
     std::vector<uint32_t> cached_prefill, cached_decode;  // by node index: prompt tokens each node holds
     std::vector<uint32_t> tier_prefill, tier_decode;      // by node index: prompt tokens it can fetch from the tier
     uint32_t delta_base = 0;  // PD: the prefill node ships only the cells past this many tokens (0: the whole state)
+    live_request trace;       // the live view's timeline of this request (steps in seconds since t_arrival)
+
+    double since_arrival(steady::time_point t) const { return seconds_between(t_arrival, t); }
+    void step(std::string name, std::string node, steady::time_point from, steady::time_point to, uint64_t bytes = 0) {
+        trace.steps.push_back(
+            live_step{std::move(name), std::move(node), since_arrival(from), since_arrival(to), bytes});
+    }
 };
 
 // How relay ended (relay_outcome: pd_fallback_policy.h, whose pd_fallback_decide takes it).
@@ -92,7 +100,7 @@ struct prefill_stream {
     std::shared_ptr<body_relay> blob;
     std::optional<held_state> held;  // direct transfer: call and blob are null
     size_t node = 0;
-    steady::time_point t_headers;
+    steady::time_point t_send, t_headers;
 };
 
 // One node held by a request: released (and the next waiter woken) when it goes out of scope.
@@ -134,6 +142,7 @@ class router_impl {
     std::optional<chat_formatter> chat;  // with -m: renders chats to count their tokens (the model's template)
     router_metrics metrics;
     kv_view kv;  // the nodes' KV caches, from their events (polled with the health checks)
+    live_log live;  // the live view's last requests and series (GET /view/state)
     std::unique_ptr<http_server> http;
     // After http: destroyed before the io_context its timers live on.
     std::unique_ptr<cluster_watch> watch;  // with --etcd: keeps the pools' registered members current
@@ -162,6 +171,10 @@ class router_impl {
     void render_cluster_metrics(std::string & out) const;
     std::string cluster_models_json() const;
     net::awaitable<void> on_models(http_exchange & ex);
+    // view_state: the live view's state (live_view.h): the pools' nodes, the queue, the last requests, series.
+    nlohmann::json view_state();
+    // record_trace: a generation request ended (any way): its timeline goes to the live view.
+    void record_trace(route_ctx & ctx, const http_exchange & ex);
     mutable mutex members_mu;
     cluster_members members_seen BATON_GUARDED_BY(members_mu);  // the last membership (for /v1/models)
 
