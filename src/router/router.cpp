@@ -63,9 +63,9 @@ void router_impl::routes() {
         if (decode.n_healthy() > 0) co_return (void) co_await ex.respond(http_response::json("{\"status\":\"ok\"}"));
         co_await ex.respond_error(Status(status_code::unavailable, "no healthy decode node"));
     });
-    // Token calls and embeddings: answered by a node of the model the body names (no PD: no generation).
-    for (const char * path :
-         {"/tokenize", "/detokenize", "/apply-template", "/embedding", "/embeddings", "/v1/embeddings"})
+    // Token calls, embeddings and rerank: answered by a node of the model the body names (no PD: no generation).
+    for (const char * path : {"/tokenize", "/detokenize", "/apply-template", "/embedding", "/embeddings",
+                              "/v1/embeddings", "/rerank", "/reranking", "/v1/rerank", "/v1/reranking"})
         http->route("POST", path, json_body, [this, p = std::string(path)](http_exchange & ex) -> net::awaitable<void> {
             co_await forward_to_node(ex, "POST", p, ex.request().body_text());
         });
