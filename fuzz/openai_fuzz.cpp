@@ -10,7 +10,10 @@
 //          /completion of token ids derived from them, as a node makes it with infill_tokens)
 //   bit 4: the body is an embeddings request (openai_embedding_parse); one that parses renders, in both
 //          shapes, to JSON that parses back with one result per input
-//   bits 5..7: ignored (so mutations of the selector still land on one of the cases)
+//   bit 5: with bit 4 clear, the body is a rerank request (openai_rerank_parse); one that parses has 1..max
+//          documents and a top_n the answer respects, and renders (Jina's or TEI's shape) to JSON that parses
+//          back with min(top_n, documents) results, highest score first, each index once
+//   bits 6..7: ignored (so mutations of the selector still land on one of the cases)
 //
 // For any input: the parser must return (never crash, hang or touch memory it does not own, which
 // ASan/UBSan check) and a failure must carry a message. For a client's request that parses, the embedded
@@ -37,6 +40,7 @@
 
 #include "baton/openai/embeddings.h"
 #include "baton/openai/openai.h"
+#include "baton/openai/rerank.h"
 #include "baton/pd/pd_request.h"
 
 namespace {
@@ -107,6 +111,34 @@ void embedded_round_trip(const openai_request & r) {
         fail("the embedded request is not a fixed point", j1.value(), j2.ok() ? j2.value() : "");
 }
 
+// rerank_round_trip: bit 5 (above). The scores are derived from the documents so ties and orders vary.
+void rerank_round_trip(std::string_view body) {
+    auto r = openai_rerank_parse(body, prompt_limits{});
+    if (!r.ok()) {
+        if (r.status().message().empty()) fail("error without a message");
+        return;
+    }
+    if (r->documents.empty() || r->documents.size() > openai_rerank_documents_max) fail("documents out of bounds");
+    std::vector<rerank_score> scores(r->documents.size());
+    for (size_t i = 0; i < scores.size(); ++i)
+        scores[i] = {float(r->documents[i].size() % 7) / 7.0f, uint32_t(r->documents[i].size())};
+    const auto j = nlohmann::json::parse(openai_rerank_json(r.value(), scores, "m"), nullptr, false);
+    if (j.is_discarded()) fail("a rerank answer that is not JSON");
+    const nlohmann::json & results = r->tei ? j : j["results"];
+    const size_t want = r->top_n ? std::min<uint64_t>(*r->top_n, scores.size()) : scores.size();
+    if (!results.is_array() || results.size() != want) fail("not min(top_n, documents) results");
+    std::vector<bool> seen(scores.size());
+    double last = 2;
+    for (const auto & e : results) {
+        const size_t i = e["index"].get<size_t>();
+        if (i >= scores.size() || seen[i]) fail("a result index out of range or repeated");
+        seen[i] = true;
+        const double s = e[r->tei ? "score" : "relevance_score"].get<double>();
+        if (s > last) fail("results not sorted by score");
+        last = s;
+    }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
@@ -132,6 +164,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
             if (j.is_discarded()) fail("an embeddings answer that is not JSON");
             if ((oai ? j["data"].size() : j.size()) != results.size()) fail("not one result per input");
         }
+        return 0;
+    }
+
+    if (data[0] & 32) {
+        rerank_round_trip(body);
         return 0;
     }
 

@@ -12,7 +12,8 @@ void cli_add_mkmodel(CLI::App & app, cli_run_fn & run) {
     auto p = std::make_shared<mkmodel_params>();
     auto out = std::make_shared<std::string>();
     CLI::App * sub = app.add_subcommand("mkmodel", "Generate a small deterministic GGUF test model");
-    sub->add_option("--arch", p->arch, "Architecture: llama, mamba2, granitehybrid, lfm2, gemma3, qwen3moe, qwen3next")
+    sub->add_option("--arch", p->arch,
+                    "Architecture: llama, qwen3, mamba2, granitehybrid, lfm2, gemma3, qwen3moe, qwen3next")
         ->required();
     sub->add_option("-o,--output", *out, "Output GGUF file")->required();
     sub->add_option("--seed", p->seed, "Seed for the random weights")->capture_default_str();
@@ -26,6 +27,10 @@ void cli_add_mkmodel(CLI::App & app, cli_run_fn & run) {
         ->capture_default_str();
     sub->add_flag("!--no-chat-template", p->chat_template, "Write no tokenizer.chat_template (default: ChatML)");
     sub->add_flag("--fim", p->fim, "Add fill-in-the-middle tokens (<|fim_prefix|>, <|fim_suffix|>, ...) for /infill");
+    sub->add_flag(
+        "--rerank", p->rerank,
+        "qwen3 only: add a ranking head (cls.output, labels yes/no, rank pooling) for `baton serve --rerank`; "
+        "with a chat template also a rerank prompt (tokenizer.chat_template.rerank)");
     sub->callback([&run, p, out] {
         run = [p, out] {
             Status st = mkmodel_check_params(*p);

@@ -45,8 +45,9 @@ struct serve_options {
     std::string chat_template, chat_template_file, chat_template_kwargs, reasoning_format = "auto", reasoning = "auto";
     std::string tags;
     cli_static_flags statics;  // --path, --webui: folded into cfg.static_dir by serve_check
-    // --embedding, --pooling, --embd-normalize: folded into cfg.embedding by serve_check.
+    // --embedding, --pooling, --embd-normalize, --rerank: folded into cfg.embedding by serve_check.
     bool embedding = false;
+    bool rerank = false;  // --rerank: --embedding with --pooling rank, as llama-server's
     std::string pooling;
     int32_t embd_normalize = 2;
     std::string
@@ -178,6 +179,13 @@ Status serve_check(serve_options & o) {
     if (o.n_slots < 1 || o.n_slots > 256) return {status_code::invalid_argument, "parallel: " + std::to_string(o.n_slots) + " is not in 1..256"};
     o.cfg.engine.ctx.n_seq_max = o.n_slots;
     o.cfg.static_dir = cli_static_dir(o.statics);
+    if (o.rerank) {
+        if (!o.pooling.empty() && o.pooling != "rank")
+            return {status_code::invalid_argument,
+                    "pooling: --rerank needs rank pooling, not " + o.pooling.substr(0, 32)};
+        o.embedding = true;
+        o.pooling = "rank";
+    }
     if (o.embedding) {
         embedder_config e;
         if (!o.pooling.empty()) {
@@ -391,6 +399,9 @@ void cli_add_serve(CLI::App & app, cli_run_fn & run) {
     sub->add_flag(
         "--embedding,--embeddings", o->embedding,
         "Serve /embedding and /v1/embeddings (an embedding context beside the engine; inputs up to -b tokens)");
+    sub->add_flag("--rerank,--reranking", o->rerank,
+                  "Serve /rerank, /reranking, /v1/rerank and /v1/reranking: --embedding with --pooling rank (a model "
+                  "with a ranking head; documents up to -b tokens with the query)");
     sub->add_option("--pooling", o->pooling,
                     "With --embedding: none | mean | cls | last | rank (default: the model's)");
     sub->add_option("--embd-normalize", o->embd_normalize,

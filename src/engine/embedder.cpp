@@ -1,6 +1,7 @@
 // embedder.cpp — embeddings through libllama's pooling (see embedder.h).
 #include "baton/embedder.h"
 
+#include <gguf.h>
 #include <llama.h>
 
 #include <algorithm>
@@ -47,6 +48,26 @@ void embedding_normalize(std::vector<float> & v, int32_t mode) {
     for (float & x : v) x = float(double(x) * scale);
 }
 
+namespace {
+
+// has_ranking_head: whether the GGUF at path holds a classification head (cls.weight, BERT-style, or
+// cls.output.weight) for rank pooling to put in the graph. libllama builds rank pooling on any model, and
+// on one without a head hands back a hidden state's first element as if it were a score. A model split over
+// several files is taken on trust (the head may sit in another part).
+bool has_ranking_head(const std::string & path) {
+    gguf_init_params p = {true, nullptr};
+    gguf_context * g = gguf_init_from_file(path.c_str(), p);
+    if (!g) return true;  // (libllama read it; let libllama's answer stand)
+    bool found = gguf_find_tensor(g, "cls.weight") >= 0 || gguf_find_tensor(g, "cls.output.weight") >= 0;
+    if (const int64_t k = gguf_find_key(g, "split.count");
+        k >= 0 && gguf_get_kv_type(g, k) == GGUF_TYPE_UINT16 && gguf_get_val_u16(g, k) > 1)
+        found = true;
+    gguf_free(g);
+    return found;
+}
+
+}  // namespace
+
 embedder::~embedder() = default;
 
 Result<std::unique_ptr<embedder>> embedder::create(const loaded_model & model, const embedder_config & cfg) {
@@ -65,6 +86,10 @@ Result<std::unique_ptr<embedder>> embedder::create(const loaded_model & model, c
     c.pooling_type = cfg.pooling ? int32_t(*cfg.pooling) : -1;
     auto ctx = context_make(model, c);
     if (!ctx.ok()) return ctx.status();
+    if (llama_pooling_type(ctx.value().get()) == LLAMA_POOLING_TYPE_RANK && !has_ranking_head(model.path()))
+        return invalid_input(
+            "pooling rank (--rerank): " + model.path() +
+            " has no ranking head (no cls.weight or cls.output.weight tensor); a reranker model is needed");
     std::unique_ptr<embedder> e(new embedder());
     e->cfg_ = cfg;
     e->cfg_.n_seq_max = c.n_seq_max;

@@ -96,6 +96,8 @@ void node_impl::install_routes() {
             co_await on_embeddings(ex, oai);
         });
     }
+    for (const char * path : {"/rerank", "/reranking", "/v1/rerank", "/v1/reranking"})
+        add("POST", path, json_body, true, &node_impl::on_rerank);
     add("POST", "/detokenize", json_body, true, &node_impl::on_detokenize);
     add("POST", "/apply-template", json_body, true, &node_impl::on_apply_template);
     add("GET", "/props", none, true, &node_impl::on_props);
@@ -196,6 +198,11 @@ Status node_impl::load() {
         emb = std::move(em.value());
         log_info("serve: embeddings on (pooling {}, {} dimensions, batches of {} tokens)",
                  pooling_kind_name(emb->pooling()), emb->n_embd(), emb->config().n_batch);
+        if (emb->pooling() == pooling_kind::rank) {
+            rerank = rerank_layout_of(*model);
+            log_info("serve: rerank on ({})",
+                     rerank.prompt_template ? "the model's rerank template" : "[BOS] query [EOS] [SEP] document [EOS]");
+        }
     }
     if (Status v = eng->state_validation(); !v.ok())
         log_warn("serve: state validation is unavailable, so this node restores no states: {}", v.message());

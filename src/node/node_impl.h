@@ -25,6 +25,7 @@
 #include "baton/openai/chat_format.h"
 #include "baton/openai/openai.h"
 #include "baton/openai/openai_response.h"
+#include "baton/rerank_prompt.h"
 #include "event_wait.h"
 #include "kv_publisher.h"
 #include "node_metrics.h"
@@ -93,6 +94,7 @@ class node_impl {
     std::atomic<tier_link *> tier_ptr{nullptr};
     std::unique_ptr<engine> eng;
     std::unique_ptr<embedder> emb;       // with --embedding, from load() on
+    rerank_layout rerank;                // the model's rerank prompt layout (with rank pooling), from load()
     std::vector<token_id> eog;           // the model's end-of-generation tokens (generation_settings), from load()
     std::string model_file;              // the model's file name (cluster records' model id)
     std::string model_name;              // --alias, else the model's file name: /v1/models and responses
@@ -183,6 +185,9 @@ class node_impl {
     // ---- embeddings.cpp ----
     // on_embeddings: /embedding (/embeddings) in llama-server's shape, /v1/embeddings (oai) in OpenAI's.
     net::awaitable<void> on_embeddings(http_exchange & ex, bool oai);
+    // ---- rerank.cpp ----
+    // on_rerank: /rerank, /reranking, /v1/rerank, /v1/reranking (an embedder with rank pooling).
+    net::awaitable<void> on_rerank(http_exchange & ex);
     net::awaitable<void> on_detokenize(http_exchange & ex);
     net::awaitable<void> on_apply_template(http_exchange & ex);
     net::awaitable<void> on_props(http_exchange & ex);

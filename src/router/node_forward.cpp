@@ -1,5 +1,5 @@
-// node_forward.cpp — the small calls a router passes to one decode node (tokenize, detokenize,
-// apply-template, props, and /v1/models without etcd): to the least-loaded decode node of the model the call
+// node_forward.cpp — the calls a router passes to one decode node (tokenize, detokenize, apply-template,
+// props, embeddings, rerank, and /v1/models without etcd): to the least-loaded decode node of the model the call
 // names, relayed whole; /props gets the router's pools added.
 #include <nlohmann/json.hpp>
 
@@ -28,9 +28,9 @@ net::awaitable<void> router_impl::forward_to_node(http_exchange & ex, const char
     auto node = decode.pick_least_loaded({}, filter.value());
     if (!node) co_return (void) co_await ex.respond_error(Status(status_code::unavailable, "no healthy decode node"));
     const http_url url = decode.address(node->index);
-    // Embeddings grow with their inputs (2048 x 4096 floats are ~170 MB of JSON): the request's own deadline
-    // and a larger answer; other calls are small.
-    const bool embeddings = path.find("embedding") != std::string::npos;
+    // Embeddings grow with their inputs (2048 x 4096 floats are ~170 MB of JSON), and both they and rerank
+    // are work that grows with the inputs: the request's own deadline and a larger answer; other calls are small.
+    const bool embeddings = path.find("embedding") != std::string::npos || path.find("rerank") != std::string::npos;
     const auto deadline = steady::now() + (embeddings ? std::chrono::milliseconds(int64_t(cfg.timeout_s * 1000))
                                                       : std::chrono::milliseconds(10000));
     const size_t answer_max = embeddings ? node_answer_bytes_max : size_t(16) << 20;

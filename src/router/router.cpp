@@ -65,9 +65,9 @@ void router_impl::routes() {
     });
     // The live view: the page, its chart library, and the state it polls (the pools, the last requests).
     live_view_routes(*http, [this] { return view_state(); });
-    // Token calls and embeddings: answered by a node of the model the body names (no PD: no generation).
-    for (const char * path :
-         {"/tokenize", "/detokenize", "/apply-template", "/embedding", "/embeddings", "/v1/embeddings"})
+    // Token calls, embeddings and rerank: answered by a node of the model the body names (no PD: no generation).
+    for (const char * path : {"/tokenize", "/detokenize", "/apply-template", "/embedding", "/embeddings",
+                              "/v1/embeddings", "/rerank", "/reranking", "/v1/rerank", "/v1/reranking"})
         http->route("POST", path, json_body, [this, p = std::string(path)](http_exchange & ex) -> net::awaitable<void> {
             co_await forward_to_node(ex, "POST", p, ex.request().body_text());
         });

@@ -208,9 +208,9 @@ class router_impl {
     net::awaitable<void> on_generation(http_exchange & ex, openai_endpoint ep);
 
     // ---- node_forward.cpp ----
-    // forward_to_node relays one call (tokenize, detokenize, apply-template, props, embeddings) to the
+    // forward_to_node relays one call (tokenize, detokenize, apply-template, props, embeddings, rerank) to the
     // least-loaded decode node of the model the call names ("model" in the body or ?model=), or of any model.
-    // Small calls get 10 s and a 16 MiB answer; embeddings (work that grows with the inputs) the router's
+    // Small calls get 10 s and a 16 MiB answer; embeddings and rerank (work that grows with the inputs) the router's
     // --timeout and answers up to node_answer_bytes_max.
     net::awaitable<void> forward_to_node(http_exchange & ex, const char * method, const std::string & path,
                                          std::string_view body);

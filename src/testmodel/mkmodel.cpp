@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <memory>
 
 #include "testmodel_arch.h"
@@ -29,6 +30,34 @@ std::string list_of(const std::vector<std::string> & v) {
     std::string s;
     for (size_t i = 0; i < v.size(); ++i) s += (i == 0 ? "" : i + 1 == v.size() ? " or " : ", ") + v[i];
     return s;
+}
+
+// A ranking head's labels, as Qwen3-Reranker's conversion writes them: the score is the first one's
+// probability (libllama's rank pooling ends in a softmax over the labels for qwen3).
+constexpr const char * k_rerank_labels[] = {"yes", "no"};
+
+// The rerank prompt (tokenizer.chat_template.rerank): llama-server puts the query and the document in
+// place of {query} and {document} and tokenizes the result with its control tokens.
+constexpr const char * k_rerank_template =
+    "<|im_start|>system\nJudge whether the Document answers the Query. Answer only \"yes\" or \"no\"."
+    "<|im_end|>\n<|im_start|>user\n<Query>: {query}\n<Document>: {document}<|im_end|>\n<|im_start|>assistant\n";
+
+// set_rerank_keys: what makes a model a reranker to libllama and llama-server — rank pooling, the
+// classifier's labels, and either the rerank template (with a chat template) or, without one, the
+// sentence markers of llama-server's plain layout BOS query EOS SEP document EOS (SEP is the EOS token, as
+// in RoBERTa-style rerankers: <s> query </s></s> document </s>).
+void set_rerank_keys(gguf_context * g, const mkmodel_params & mp, const vocab_data & vocab) {
+    gguf_set_val_u32(g, (mp.arch + ".pooling_type").c_str(), 4);  // LLAMA_POOLING_TYPE_RANK
+    std::vector<const char *> labels(std::begin(k_rerank_labels), std::end(k_rerank_labels));
+    gguf_set_arr_str(g, (mp.arch + ".classifier.output_labels").c_str(), labels.data(), labels.size());
+    if (mp.chat_template) {
+        gguf_set_val_str(g, "tokenizer.chat_template.rerank", k_rerank_template);
+        return;
+    }
+    const uint32_t eos = mp.vocab == "bpe" ? uint32_t(vocab.tokens.size() - 1) : 2;
+    gguf_set_val_bool(g, "tokenizer.ggml.add_eos_token", true);
+    gguf_set_val_bool(g, "tokenizer.ggml.add_sep_token", true);
+    gguf_set_val_u32(g, "tokenizer.ggml.seperator_token_id", eos);  // (libllama's spelling)
 }
 
 }  // namespace
@@ -50,9 +79,11 @@ const std::vector<std::string> & mkmodel_vocabs() {
 }
 
 Status mkmodel_check_params(const mkmodel_params & p) {
-    if (!one_of(p.arch, mkmodel_archs()))
+    std::vector<std::string> archs = mkmodel_archs();
+    archs.insert(archs.begin() + 1, "qwen3");
+    if (!one_of(p.arch, archs))
         return {status_code::invalid_argument,
-                "arch: unknown architecture '" + p.arch + "' (expected " + list_of(mkmodel_archs()) + ")"};
+                "arch: unknown architecture '" + p.arch + "' (expected " + list_of(archs) + ")"};
     if (!one_of(p.wtype, mkmodel_wtypes()))
         return {status_code::invalid_argument,
                 "wtype: unknown weight type '" + p.wtype + "' (expected " + list_of(mkmodel_wtypes()) + ")"};
@@ -69,6 +100,11 @@ Status mkmodel_check_params(const mkmodel_params & p) {
     if (p.arch == "gemma3" && p.n_layer < 2)
         return {status_code::invalid_argument,
                 "n-layer: gemma3 needs at least 2 layers (a sliding-window and a global one)"};
+    if (p.rerank && p.arch != "qwen3")
+        return {status_code::invalid_argument,
+                "rerank: a ranking head is written for qwen3 only (the architecture libllama reads cls.output for "
+                "in a decoder-only model), not '" +
+                    p.arch + "'"};
     if (p.n_ctx < 16 || p.n_ctx > (1 << 20))
         return {status_code::invalid_argument, "n-ctx: " + std::to_string(p.n_ctx) + " is not in 16..1048576"};
     return {};
@@ -107,6 +143,7 @@ Status mkmodel_write(const mkmodel_params & mp, const std::string & path) {
     set_hparams(g.get(), mp, s);
     if (mp.vocab == "bpe") set_bpe_vocab(g.get(), vocab, mp.chat_template);
     else set_spm_vocab(g.get(), vocab, mp.chat_template);
+    if (mp.rerank) set_rerank_keys(g.get(), mp, vocab);
 
     tensor_maker tm;
     tm.ctx = ctx.get();
@@ -122,6 +159,9 @@ Status mkmodel_write(const mkmodel_params & mp, const std::string & path) {
     // echoing its input token (with tied embeddings the residual stream predicts itself).
     tm.add(mp.arch == "lfm2" ? "token_embd_norm.weight" : "output_norm.weight", {E}, 'o');
     tm.add("output.weight", {E, V}, 'w', 4.0f / std::sqrt(float(E)));
+    // The ranking head: one row per classifier label, over the last token's normalized hidden state.
+    if (mp.rerank)
+        tm.add("cls.output.weight", {E, int64_t(std::size(k_rerank_labels))}, 'w', 4.0f / std::sqrt(float(E)));
 
     if (!gguf_write_to_file(g.get(), tmp.c_str(), false)) {
         ::unlink(tmp.c_str());

@@ -4,14 +4,14 @@
 // H/Hkv = query/kv heads, X = n_expert, Fx = expert FFN width):
 //   token_embd [E,V], output_norm [E] (lfm2: token_embd_norm [E]), output [E,V] (always untied);
 //   attention layer: attn_norm, attn_q [E,H*D] (qwen3next: [E,2*H*D], query and gate), attn_k/attn_v
-//   [E,Hkv*D], attn_output [H*D,E]; lfm2, gemma3, qwen3moe and qwen3next add attn_q_norm/attn_k_norm [D];
+//   [E,Hkv*D], attn_output [H*D,E]; qwen3, lfm2, gemma3, qwen3moe and qwen3next add attn_q_norm/attn_k_norm [D];
 //   gemma3 adds post_attention_norm [E] after attention and post_ffw_norm [E] after the FFN;
 //   mamba2 layer: attn_norm, ssm_in, ssm_conv1d (+bias), ssm_dt.bias, ssm_a, ssm_d, ssm_norm, ssm_out;
 //   lfm2 conv layer: attn_norm, shortconv.conv [3,E], shortconv.in_proj [E,3E], shortconv.out_proj [E,E];
 //   qwen3next gated delta-net layer (Kh key heads, Vh value heads, head size S = 16, K = Kh*S, W = Vh*S):
 //   attn_norm, ssm_in [E,2K+2W], ssm_conv1d [4,2K+W], ssm_dt.bias [Vh], ssm_a [Vh], ssm_ba [E,2Vh],
 //   ssm_norm [S], ssm_out [W,E]; every qwen3next layer has post_attention_norm [E] before its FFN;
-//   dense feed-forward (llama, granitehybrid, lfm2, gemma3): ffn_norm, ffn_gate/ffn_up [E,F], ffn_down [F,E];
+//   dense feed-forward (llama, qwen3, granitehybrid, lfm2, gemma3): ffn_norm, ffn_gate/ffn_up [E,F], ffn_down [F,E];
 //   MoE feed-forward: qwen3moe ffn_norm, and both: ffn_gate_inp [E,X], ffn_gate_exps/ffn_up_exps [E,Fx,X],
 //   ffn_down_exps [Fx,E,X]; qwen3next adds the shared expert ffn_gate_inp_shexp [E],
 //   ffn_gate_shexp/ffn_up_shexp [E,Fx], ffn_down_shexp [Fx,E].
@@ -40,7 +40,7 @@ constexpr int k_gdn_head_dim = 16;  // qwen3next delta-net key/value head size
 
 // Archs whose attention.head_count_kv is one number (the others write a per-layer array).
 bool scalar_head_count_kv(const std::string & arch) {
-    return arch == "llama" || arch == "gemma3" || arch == "qwen3moe" || arch == "qwen3next";
+    return arch == "llama" || arch == "qwen3" || arch == "gemma3" || arch == "qwen3moe" || arch == "qwen3next";
 }
 
 // gemma3: even layers use the sliding window, odd layers attend globally.

@@ -529,6 +529,7 @@ TEST(Mkmodel, RejectsBadParamsNamingTheField) {
             p.n_layer = 1;
         },
         "n-layer: gemma3 needs at least 2 layers");
+    with([](mkmodel_params & p) { p.rerank = true; }, "rerank: a ranking head is written for qwen3 only");
     for (const auto & c : cases) {
         Status st = mkmodel_check_params(c.p);
         EXPECT_EQ(st.code(), status_code::invalid_argument) << c.needle;
@@ -543,6 +544,27 @@ TEST(Mkmodel, RejectsBadParamsNamingTheField) {
         p.wtype = w;
         EXPECT_TRUE(mkmodel_check_params(p).ok()) << w;
     }
+}
+
+// A reranker: the head's labels are the classifier outputs libllama reports, and its pooling is rank.
+TEST(Mkmodel, Qwen3RerankerHasARankingHead) {
+    mkmodel_params p;
+    p.arch = "qwen3";
+    p.rerank = true;
+    const std::string path = test::scratch_dir() + "/qwen3-rerank.gguf";
+    ASSERT_TRUE(mkmodel_write(p, path).ok());
+    gguf_init_params gp = {true, nullptr};
+    gguf_context * g = gguf_init_from_file(path.c_str(), gp);
+    ASSERT_NE(g, nullptr);
+    EXPECT_GE(gguf_find_tensor(g, "cls.output.weight"), 0);
+    EXPECT_GE(gguf_find_key(g, "tokenizer.chat_template.rerank"), 0);
+    EXPECT_EQ(gguf_get_val_u32(g, gguf_find_key(g, "qwen3.pooling_type")), 4u);
+    gguf_free(g);
+    auto m = loaded_model::load(path);
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    ASSERT_EQ(llama_model_n_cls_out(m.value()->get()), 2u);
+    EXPECT_STREQ(llama_model_cls_label(m.value()->get(), 0), "yes");
+    EXPECT_STREQ(llama_model_cls_label(m.value()->get(), 1), "no");
 }
 
 TEST(Mkmodel, CliTakesWtypeAndVocab) {

@@ -61,6 +61,22 @@ std::string test_model_path(const std::string & arch, unsigned seed, int n_embd,
     return path;
 }
 
+std::string test_reranker_path(bool with_template, unsigned seed) {
+    const std::string dir = BATON_TEST_MODELS;
+    ::mkdir(dir.c_str(), 0755);
+    const std::string path =
+        dir + "/qwen3-rerank-s" + std::to_string(seed) + (with_template ? "-bpe" : "-plain") + ".gguf";
+    mkmodel_params p;
+    p.arch = "qwen3";
+    p.seed = seed;
+    p.rerank = true;
+    p.vocab = with_template ? "bpe" : "spm";
+    p.chat_template = with_template;
+    Status s = mkmodel_ensure(p, path);
+    if (!s.ok()) throw std::runtime_error("mkmodel failed: " + s.to_string());
+    return path;
+}
+
 std::string temp_dir() {
     const char * base = std::getenv("TMPDIR");
     std::string tmpl = std::string(base && *base ? base : "/tmp") + "/baton-test-XXXXXX";

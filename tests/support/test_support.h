@@ -38,6 +38,12 @@ inline const bool k_sanitized = [] {
 std::string test_model_path(const std::string & arch, unsigned seed = 1, int n_embd = 64, int n_layer = 4,
                             const std::string & wtype = "f32", const std::string & vocab = "spm", bool fim = false);
 
+// test_reranker_path returns a qwen3 reranker (mkmodel's rerank: a ranking head, rank pooling), cached like
+// test_model_path's: with_template, the bpe vocabulary and a rerank prompt template
+// (tokenizer.chat_template.rerank); without, the spm vocabulary, no templates, and llama-server's plain layout
+// <s> query </s></s> document </s>.
+std::string test_reranker_path(bool with_template, unsigned seed = 1);
+
 struct proc_result {
     int exit_code = -1;   // -1 when killed by a signal or the timeout
     bool timed_out = false;

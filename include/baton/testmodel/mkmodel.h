@@ -6,7 +6,7 @@
 // reference quantizers, which are deterministic. The file is written to a temporary sibling and renamed
 // into place, so a failure never leaves a partial file at `path`.
 //
-// Architectures: llama (dense attention), mamba2 (recurrent), granitehybrid (mamba2 + attention), lfm2
+// Architectures: llama (dense attention), qwen3 (dense attention with query/key norms), mamba2 (recurrent), granitehybrid (mamba2 + attention), lfm2
 // (short conv + attention), gemma3 (interleaved sliding-window and global attention, window 32 tokens),
 // qwen3moe (attention + mixture of 8 experts, 2 used), qwen3next (gated delta-net + gated attention hybrid
 // with 8 routed experts and a shared expert). Hybrids put their attention layers on the odd layers.
@@ -29,6 +29,13 @@
 // round-trips byte for byte through either vocabulary; libllama 0.7's BPE pre-tokenizer turns each byte of
 // invalid UTF-8 (and overlong forms) into U+FFFD before the vocabulary is used, so no BPE vocabulary can
 // round-trip those bytes (the SentencePiece one is lossy on them too).
+//
+// Rerankers (`rerank`, qwen3 only): a ranking head cls.output [E,2] with classifier labels "yes", "no",
+// qwen3.pooling_type 4 (rank), so libllama's rank pooling (the last token's state through the head, then a
+// softmax) gives llama-server's /rerank score, the "yes" probability. With a chat template the model also
+// gets a rerank prompt (tokenizer.chat_template.rerank, Qwen3-Reranker's shape with {query} and
+// {document}); without one it gets add_eos_token, add_sep_token and SEP = EOS, so llama-server's plain layout
+// is BOS query EOS SEP document EOS.
 #pragma once
 
 #include <cstdint>
@@ -40,7 +47,7 @@
 namespace baton {
 
 struct mkmodel_params {
-    std::string arch = "llama";  // llama | mamba2 | granitehybrid | lfm2 | gemma3 | qwen3moe | qwen3next
+    std::string arch = "llama";  // llama | qwen3 | mamba2 | granitehybrid | lfm2 | gemma3 | qwen3moe | qwen3next
     uint64_t seed = 1;
     int n_embd = 64;            // embedding width; a multiple of 32, 32..8192
     int n_layer = 4;            // 1..256 (hybrids and gemma3 need >= 2 to hold both kinds of layer)
@@ -49,9 +56,12 @@ struct mkmodel_params {
     std::string wtype = "f32";  // weight matrices: f32 | f16 | q8_0 | q4_K (fallback rule above)
     std::string vocab = "spm";  // spm (SentencePiece byte fallback) | bpe (GPT-2 byte-level BPE)
     bool fim = false;           // add fill-in-the-middle tokens (<|fim_prefix|>, ...: /infill)
+    bool rerank = false;        // qwen3 only: a ranking head (below), for --rerank
 };
 
-// mkmodel_archs lists the supported architecture names.
+// mkmodel_archs lists the architectures the generation suites run on. mkmodel also writes qwen3 (llama's
+// attention with qwen3moe's query/key norms, a dense FFN) for its ranking head (rerank): it adds nothing to
+// those suites but their time.
 const std::vector<std::string> & mkmodel_archs();
 
 // mkmodel_wtypes lists the supported weight types; mkmodel_vocabs the supported vocabularies.
