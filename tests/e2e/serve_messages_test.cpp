@@ -59,7 +59,9 @@ std::vector<sse_named> named_events(const std::string & body) {
         }
         EXPECT_FALSE(e.name.empty()) << "an event without a name: " << block;
         EXPECT_FALSE(e.data.is_discarded()) << "data that is not JSON: " << block;
-        if (e.data.is_object()) EXPECT_EQ(e.data["type"], e.name) << block;
+        if (e.data.is_object()) {
+            EXPECT_EQ(e.data["type"], e.name) << block;
+        }
         out.push_back(std::move(e));
     }
     return out;
@@ -180,12 +182,12 @@ TEST(ServeMessages, NodeAnswersInAnthropicsShapesStreamedAndNot) {
     ASSERT_EQ(c.status, 200) << c.body;
     EXPECT_EQ(c.j(), json({{"input_tokens", prompt}}));
 
-    // A stop sequence (an ASCII letter or digit of the greedy answer): stop_reason stop_sequence, naming it;
+    // A stop sequence (a printable ASCII character of the greedy answer): stop_reason stop_sequence, naming it;
     // the answer ends before it.
     const std::string text = m["content"][0]["text"];
     size_t at = 1;
-    while (at < text.size() && !std::isalnum(static_cast<unsigned char>(text[at]))) ++at;
-    ASSERT_LT(at, text.size()) << "no ASCII letter or digit in the answer: " << text;
+    while (at < text.size() && !std::isgraph(static_cast<unsigned char>(text[at]))) ++at;
+    ASSERT_LT(at, text.size()) << "no printable ASCII in the answer: " << text;
     const std::string seq = text.substr(at, 1);
     json stop = body;
     stop["stop_sequences"] = {seq};
