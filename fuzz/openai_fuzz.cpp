@@ -1,5 +1,6 @@
 // openai_fuzz.cpp — libFuzzer target for the two request parsers a generation meets: the client's (the
-// OpenAI dialect, src/openai/openai.cpp) and the embedded request a prefill node writes into a blob
+// OpenAI dialect, src/openai/openai.cpp, and Anthropic's Messages API, src/openai/anthropic_request.cpp) and
+// the embedded request a prefill node writes into a blob
 // (src/pd/pd_request.cpp), which the decode node reads back.
 //
 // Input layout: byte 0 selects the call, the rest is the body.
@@ -13,7 +14,10 @@
 //   bit 5: with bit 4 clear, the body is a rerank request (openai_rerank_parse); one that parses has 1..max
 //          documents and a top_n the answer respects, and renders (Jina's or TEI's shape) to JSON that parses
 //          back with min(top_n, documents) results, highest score first, each index once
-//   bits 6..7: ignored (so mutations of the selector still land on one of the cases)
+//   bit 6: with bits 4 and 5 clear, Anthropic's Messages body (openai_endpoint::messages, its mapping in
+//          src/openai/anthropic_request.cpp) instead of the endpoint of bits 0, 2 and 3; one that parses also
+//          renders a message and a stream (anthropic_response.h) from its texts, which must be JSON events
+//   bit 7: ignored (so mutations of the selector still land on one of the cases)
 //
 // For any input: the parser must return (never crash, hang or touch memory it does not own, which
 // ASan/UBSan check) and a failure must carry a message. For a client's request that parses, the embedded
@@ -38,6 +42,7 @@
 #include <string>
 #include <string_view>
 
+#include "baton/openai/anthropic_response.h"
 #include "baton/openai/embeddings.h"
 #include "baton/openai/openai.h"
 #include "baton/openai/rerank.h"
@@ -139,11 +144,43 @@ void rerank_round_trip(std::string_view body) {
     }
 }
 
+// anthropic_render: a message and a stream made of a Messages request's texts (its messages' contents as
+// thought, text and a call, stopped by its first stop sequence when it has one) render to JSON events.
+void anthropic_render(const openai_request & r) {
+    const auto * chat = std::get_if<openai_chat>(&r.input);
+    if (!chat || r.n != 1) fail("a Messages request that is not one chat");
+    openai_result res;
+    res.done.finish = finish_reason::stop;
+    if (!r.stop.empty()) res.done.stop_word = r.stop[0];
+    openai_delta d;
+    for (const auto & m : chat->messages) {
+        (m.role == "assistant" ? d.text.reasoning : d.text.content) += m.content;
+        for (const auto & c : m.tool_calls) d.tool_calls.push_back({d.tool_calls.size(), c.id, c.name, c.arguments});
+    }
+    res.reasoning = d.text.reasoning;
+    res.content = d.text.content;
+    for (const auto & c : d.tool_calls) res.tool_calls.push_back({c.id, c.name, c.arguments});
+    const openai_response_meta meta = openai_response_meta_make(r.endpoint, r.model, "fp");
+    if (nlohmann::json::parse(anthropic_message_json(meta, res), nullptr, false).is_discarded())
+        fail("a message that is not JSON");
+    anthropic_stream s(meta);
+    std::vector<anthropic_event> events = s.start(7);
+    for (auto & e : s.push(d)) events.push_back(std::move(e));
+    for (auto & e : s.finish(res)) events.push_back(std::move(e));
+    for (const auto & e : events) {
+        const auto j = nlohmann::json::parse(e.data, nullptr, false);
+        if (j.is_discarded() || !j.is_object() || j.value("type", "") != e.name)
+            fail("an event that is not JSON", e.data);
+    }
+    if (events.back().name != "message_stop") fail("a stream that does not end with message_stop");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     if (size == 0) return 0;
-    const openai_endpoint endpoint = (data[0] & 1)   ? openai_endpoint::chat
+    const openai_endpoint endpoint = (data[0] & 64)  ? openai_endpoint::messages
+                                     : (data[0] & 1) ? openai_endpoint::chat
                                      : (data[0] & 4) ? openai_endpoint::completion
                                      : (data[0] & 8) ? openai_endpoint::infill
                                                      : openai_endpoint::completions;
@@ -186,6 +223,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
         if (r.status().message().empty()) fail("error without a message");
         return 0;
     }
+    if (r->endpoint == openai_endpoint::messages) anthropic_render(r.value());
     if (const auto * chat = std::get_if<openai_chat>(&r->input)) r->input = rendered(*chat);
     if (const auto * m = std::get_if<openai_prompt_mixed>(&r->input)) {
         if (pd_request_encode(r.value()).ok()) fail("an untokenized mixed prompt was embedded", std::string(body), "");

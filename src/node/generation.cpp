@@ -15,6 +15,7 @@
 #include "baton/base/log.h"
 #include "baton/blob.h"
 #include "baton/http/sse.h"
+#include "baton/openai/anthropic_response.h"
 #include "baton/openai/infill.h"
 #include "baton/openai/openai_response.h"
 #include "baton/pd/pd_protocol.h"
@@ -133,10 +134,11 @@ std::optional<tool_call_format> tools_of(const openai_request & r) {
 
 // tool_call_id: "call_" and 24 random letters and digits, as OpenAI's ids look (unique per call, not
 // derived from the output: a client matches tool results to calls by id across a conversation).
-std::string tool_call_id() {
+// Anthropic's (the messages endpoint) look like "toolu_" and 24 of them.
+std::string tool_call_id(openai_endpoint endpoint) {
     static constexpr char k_chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
     thread_local std::mt19937_64 rng{std::random_device{}()};
-    std::string id = "call_";
+    std::string id = endpoint == openai_endpoint::messages ? "toolu_" : "call_";
     for (int i = 0; i < 24; ++i) id += k_chars[rng() % (sizeof(k_chars) - 1)];
     return id;
 }
@@ -170,10 +172,11 @@ struct choice_state {
     std::string prefill;
     bool emit_prefill = true;
     bool finished = false;
+    openai_endpoint endpoint;  // (the tool call ids' form)
 
     choice_state(uint32_t index, const openai_reasoning & rs, std::optional<tool_call_format> tf, std::string pre,
-                 bool stream)
-        : split(rs.format, rs.tags, rs.starts_open), prefill(std::move(pre)), emit_prefill(!stream) {
+                 bool stream, openai_endpoint ep)
+        : split(rs.format, rs.tags, rs.starts_open), prefill(std::move(pre)), emit_prefill(!stream), endpoint(ep) {
         res.index = index;
         if (tf) tools.emplace(*tf);
     }
@@ -219,7 +222,7 @@ struct choice_state {
             rd.content = std::move(piece.content);
             for (tool_call_delta & c : piece.calls) {
                 if (!c.name.empty()) {
-                    if (c.id.empty()) c.id = tool_call_id();
+                    if (c.id.empty()) c.id = tool_call_id(endpoint);
                     c.index = res.tool_calls.size();
                     res.tool_calls.push_back({c.id, c.name, c.arguments});
                 } else if (!res.tool_calls.empty()) {
@@ -299,7 +302,7 @@ net::awaitable<void> node_impl::respond_generation(http_exchange & ex, engine_ta
     const auto tf = tools_of(oreq);
     std::vector<choice_state> choices;
     const std::string pre = prefill_of(oreq);
-    for (size_t i = 0; i < n; ++i) choices.emplace_back(uint32_t(i), rs, tf, pre, oreq.stream);
+    for (size_t i = 0; i < n; ++i) choices.emplace_back(uint32_t(i), rs, tf, pre, oreq.stream, oreq.endpoint);
     auto results = [&] {
         std::vector<openai_result> out;
         for (const auto & c : choices) {
@@ -339,6 +342,8 @@ net::awaitable<void> node_impl::respond_generation(http_exchange & ex, engine_ta
             finished[*which] = choices[*which].finished;
         }
         for (const auto & c : choices) log_generation(ex.request().id, oreq, c.res);
+        if (meta.endpoint == openai_endpoint::messages)  // (one choice: the Messages API has no "n")
+            co_return (void) co_await ex.respond(http_response::json(anthropic_message_json(meta, results().at(0))));
         co_return (void) co_await ex.respond(http_response::json(openai_response_json(meta, results())));
     }
 
@@ -356,11 +361,30 @@ net::awaitable<void> node_impl::respond_generation(http_exchange & ex, engine_ta
         for (size_t i = 0; i < n; ++i) roles += sse_event(openai_chunk_role_json(meta, uint32_t(i)));
         if (!co_await put(roles)) co_return;
     }
+    // The messages endpoint: Anthropic's typed events instead of chunks (one choice).
+    std::optional<anthropic_stream> anthropic;
+    auto frame = [](const std::vector<anthropic_event> & events) {
+        std::string out;
+        for (const anthropic_event & e : events) out += sse_named_event(e.name, e.data);
+        return out;
+    };
+    if (meta.endpoint == openai_endpoint::messages) {
+        anthropic.emplace(meta);
+        if (!co_await put(frame(anthropic->start(n_prompt)))) co_return;
+    }
     const bool done_marker = openai_stream_ends_with_done(meta);
     // emit renders what one event of choice i adds (a delta chunk, and the finish chunk when it ends).
     auto emit = [&](size_t i, const engine_event & ev) {
         choice_state & c = choices[i];
         openai_delta d = c.step(ev, vocab);
+        if (anthropic) {
+            std::string out = frame(anthropic->push(d));
+            if (c.finished) {
+                log_generation(ex.request().id, oreq, c.res);
+                out += frame(anthropic->finish(c.res));
+            }
+            return out;
+        }
         std::vector<openai_logprob> lps = std::move(c.unsent);
         c.unsent.clear();
         for (auto & p : d.logprobs) lps.push_back(std::move(p));
@@ -388,7 +412,7 @@ net::awaitable<void> node_impl::respond_generation(http_exchange & ex, engine_ta
     for (;;) {
         const bool all_done = std::find(finished.begin(), finished.end(), false) == finished.end();
         if (all_done) {
-            if (oreq.include_usage && meta.endpoint != openai_endpoint::completion)
+            if (oreq.include_usage && meta.endpoint != openai_endpoint::completion && !anthropic)
                 pending += sse_event(openai_chunk_usage_json(meta, results()));
             if (done_marker) pending += sse_done();
             if (co_await put(pending)) co_await ex.end();
@@ -403,7 +427,9 @@ net::awaitable<void> node_impl::respond_generation(http_exchange & ex, engine_ta
         if (!which.ok()) {
             // After the first byte an error is an SSE event; a client that left gets nothing more.
             if (!events.client_left()) {
-                if (co_await put(sse_error_and_done(which.status()))) co_await ex.end();
+                const std::string last =
+                    anthropic ? sse_named_error(which.status()) : sse_error_and_done(which.status());
+                if (co_await put(last)) co_await ex.end();
             }
             co_return;
         }

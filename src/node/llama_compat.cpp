@@ -7,12 +7,15 @@
 //   /detokenize {"tokens": [ID, ...]} -> {"content": TEXT}
 //   /apply-template {"messages": [...], "chat_template_kwargs": {...}, "add_generation_prompt": true}
 //               -> {"prompt": TEXT}: the chat as this node's template renders it (what it tokenizes)
+//   /v1/messages/count_tokens (Anthropic's) a Messages body -> {"input_tokens": N}: the tokens of the prompt
+//               the chat renders to (tools included), as llama-server counts them
 // Bad fields are 400 naming the field; token ids outside the vocabulary are 400; a content over
 // --max-prompt-mb is 413. Tokenizing runs on the bridge pool, not the event loop (a long text takes a while;
 // text_tokenize is linear in it).
 #include <nlohmann/json.hpp>
 
 #include "baton/model.h"
+#include "baton/openai/anthropic_response.h"
 #include "baton/text.h"
 #include "node_impl.h"
 
@@ -114,6 +117,17 @@ net::awaitable<void> node_impl::on_apply_template(http_exchange & ex) {
     auto prompt = co_await http->offload([&] { return chat->render(std::get<openai_chat>(oreq->input)); });
     if (!prompt.ok()) co_return (void) co_await ex.respond_error(prompt.status());
     co_await ex.respond(json_response({{"prompt", prompt->text}}));
+}
+
+net::awaitable<void> node_impl::on_count_tokens(http_exchange & ex) {
+    auto oreq = openai_parse(ex.request().body_text(), openai_endpoint::messages, cfg.defaults);
+    if (!oreq.ok()) co_return (void) co_await ex.respond_error(oreq.status());
+    // (No context bound: a prompt too long to generate from is still counted; --max-prompt-mb bounds it.)
+    auto rendered = co_await http->offload([&] { return chat->render_request(std::move(oreq.value()), *model); });
+    if (!rendered.ok()) co_return (void) co_await ex.respond_error(rendered.status());
+    const auto * in = std::get_if<openai_chat_rendered>(&rendered->input);
+    const uint32_t n = in ? uint32_t(in->tokens.size()) : 0;
+    co_await ex.respond(http_response::json(anthropic_count_tokens_json(n)));
 }
 
 net::awaitable<void> node_impl::on_props(http_exchange & ex) {

@@ -145,6 +145,12 @@ void node_impl::install_routes() {
             co_await on_openai(ex, openai_endpoint::chat);
         });
     }
+    // Anthropic's Messages API (its "anthropic-version" header is accepted and ignored; x-api-key is a key).
+    http->route("POST", "/v1/messages", json_body, [this](http_exchange & ex) -> net::awaitable<void> {
+        if (Status st = check_serving(); !st.ok()) co_return (void) co_await respond_not_serving(ex, st);
+        co_await on_openai(ex, openai_endpoint::messages);
+    });
+    add("POST", "/v1/messages/count_tokens", json_body, true, &node_impl::on_count_tokens);
 }
 
 // ---- lifecycle ----

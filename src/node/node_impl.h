@@ -190,6 +190,8 @@ class node_impl {
     net::awaitable<void> on_rerank(http_exchange & ex);
     net::awaitable<void> on_detokenize(http_exchange & ex);
     net::awaitable<void> on_apply_template(http_exchange & ex);
+    // on_count_tokens: Anthropic's /v1/messages/count_tokens, the tokens of the prompt the chat renders to.
+    net::awaitable<void> on_count_tokens(http_exchange & ex);
     net::awaitable<void> on_props(http_exchange & ex);
     net::awaitable<void> on_llama_slots(http_exchange & ex);  // GET /slots (with --slots)
 };

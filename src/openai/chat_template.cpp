@@ -113,6 +113,7 @@ ojson polyfilled_messages(const std::vector<chat_message> & messages, const temp
         }
         if (extra && !extra->tool_call_id.empty()) m["tool_call_id"] = extra->tool_call_id;
         if (extra && !extra->name.empty()) m["name"] = extra->name;
+        if (extra && !extra->reasoning_content.empty()) m["reasoning_content"] = extra->reasoning_content;
         out.push_back(std::move(m));
     };
     std::string pending_system;
@@ -268,6 +269,8 @@ Status check_inputs(const std::vector<chat_message> & messages, const chat_templ
         if (!utf8_valid(messages[i].content)) return invalid_input(at + ".content: not valid UTF-8");
         if (!utf8_valid(messages[i].tool_call_id)) return invalid_input(at + ".tool_call_id: not valid UTF-8");
         if (!utf8_valid(messages[i].name)) return invalid_input(at + ".name: not valid UTF-8");
+        if (!utf8_valid(messages[i].reasoning_content))
+            return invalid_input(at + ".reasoning_content: not valid UTF-8");
         for (size_t k = 0; k < messages[i].tool_calls.size(); ++k) {
             const chat_tool_call & c = messages[i].tool_calls[k];
             const std::string call = at + ".tool_calls[" + std::to_string(k) + "]";

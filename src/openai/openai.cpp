@@ -8,8 +8,10 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "anthropic_request.h"
 #include "baton/openai/chat_template.h"
 #include "baton/openai/json_schema_grammar.h"
+#include "request_fields.h"
 
 namespace baton {
 
@@ -21,54 +23,23 @@ const char * openai_endpoint_name(openai_endpoint e) {
         case openai_endpoint::chat: return "chat";
         case openai_endpoint::completion: return "completion";
         case openai_endpoint::infill: return "infill";
+        case openai_endpoint::messages: return "messages";
         case openai_endpoint::completions: break;
     }
     return "completions";
 }
 
 Result<openai_endpoint> openai_endpoint_parse(std::string_view name) {
-    for (openai_endpoint e :
-         {openai_endpoint::completions, openai_endpoint::chat, openai_endpoint::completion, openai_endpoint::infill})
+    for (openai_endpoint e : {openai_endpoint::completions, openai_endpoint::chat, openai_endpoint::completion,
+                              openai_endpoint::infill, openai_endpoint::messages})
         if (name == openai_endpoint_name(e)) return e;
     return Status(status_code::invalid_argument, "endpoint: \"" + std::string(name.substr(0, 32)) +
-                                                     "\" is not completions, chat, completion or infill");
+                                                     "\" is not completions, chat, completion, infill or messages");
 }
 
 namespace {
 
-// Field readers: absent or null leaves the target unchanged; a wrong type is an error naming the field.
-Status get_number(const json & j, const char * key, float & out, double lo, double hi) {
-    auto it = j.find(key);
-    if (it == j.end() || it->is_null()) return {};
-    if (!it->is_number()) return invalid_input(std::string(key) + ": must be a number");
-    const double v = it->get<double>();
-    if (!(v >= lo && v <= hi))
-        return invalid_input(std::string(key) + ": " + it->dump() + " is not in " + std::to_string(lo) + ".." +
-                             std::to_string(hi));
-    out = float(v);
-    return {};
-}
-
-template <typename T>
-Status get_int(const json & j, const char * key, T & out, int64_t lo, int64_t hi) {
-    auto it = j.find(key);
-    if (it == j.end() || it->is_null()) return {};
-    if (!it->is_number_integer()) return invalid_input(std::string(key) + ": must be an integer");
-    const int64_t v = it->is_number_unsigned() ? int64_t(std::min<uint64_t>(it->get<uint64_t>(), uint64_t(INT64_MAX))) : it->get<int64_t>();
-    if (v < lo || v > hi)
-        return invalid_input(std::string(key) + ": " + it->dump() + " is not in " + std::to_string(lo) + ".." +
-                             std::to_string(hi));
-    out = T(v);
-    return {};
-}
-
-Status get_bool(const json & j, const char * key, bool & out) {
-    auto it = j.find(key);
-    if (it == j.end() || it->is_null()) return {};
-    if (!it->is_boolean()) return invalid_input(std::string(key) + ": must be true or false");
-    out = it->get<bool>();
-    return {};
-}
+using namespace request_fields;
 
 // parse_logit_bias reads OpenAI's {"TOKEN_ID": bias} or llama-server's [[TOKEN_ID, bias | false], ...]
 // (false: never sample it). Text instead of an id — an array entry's string, or an object key that is not
@@ -133,25 +104,6 @@ Status parse_logit_bias(const json & j, std::vector<std::pair<int32_t, float>> &
     return {};
 }
 
-Status parse_stop(const json & j, std::vector<std::string> & out) {
-    auto it = j.find("stop");
-    if (it == j.end() || it->is_null()) return {};
-    if (it->is_string()) {
-        out = {it->get<std::string>()};
-    } else if (it->is_array()) {
-        if (it->size() > openai_stop_max) return invalid_input("stop: at most 16 stop strings");
-        for (const auto & s : *it) {
-            if (!s.is_string()) return invalid_input("stop: must be a string or an array of strings");
-            out.push_back(s.get<std::string>());
-        }
-    } else {
-        return invalid_input("stop: must be a string or an array of strings");
-    }
-    for (const auto & s : out)
-        if (s.empty()) return invalid_input("stop: stop strings must not be empty");
-    return {};
-}
-
 Status parse_token_ids(const json & arr, const char * field, std::vector<token_id> & out) {
     for (const auto & t : arr) {
         if (!t.is_number_integer())
@@ -164,8 +116,6 @@ Status parse_token_ids(const json & arr, const char * field, std::vector<token_i
     }
     return {};
 }
-
-Status too_large(const std::string & m) { return {status_code::too_large, m}; }
 
 // prompt_bytes_check: a text prompt within --max-prompt-mb.
 Status prompt_bytes_check(const std::string & text, const prompt_limits & lim) {
@@ -268,56 +218,6 @@ Status parse_infill(const json & j, const prompt_limits & lim, openai_request & 
                          std::to_string(lim.max_prompt_bytes) + " bytes)");
     r.input = std::move(in);
     return {};
-}
-
-// json_plain: nested at most as deep as a chat template takes (chat_template_json_depth_max), every number
-// finite (so the value survives a dump and a re-parse).
-bool json_plain(const json & v, int depth) {
-    if (depth > chat_template_json_depth_max) return false;
-    if (v.is_number_float()) return std::isfinite(v.get<double>());
-    if (v.is_array() || v.is_object()) {
-        for (const auto & e : v)
-            if (!json_plain(e, depth + 1)) return false;
-    }
-    return true;
-}
-
-// ordered_parts re-reads the body keeping the client's key order, but only "tools", "json_schema" and
-// "response_format" (what a chat template shows, or a grammar's properties follow, in that order); the
-// parser skips every other value without building it. nlohmann's ordered objects insert in linear time per
-// key, so the kept values are bounded first, on the sorted parse: at most 2,000 keys in one object and
-// 20,000 in all (a 400 beyond).
-Result<ordered_json> ordered_parts(std::string_view body, const json & j) {
-    static constexpr std::array<const char *, 3> keys = {"tools", "json_schema", "response_format"};
-    size_t total = 0;
-    bool any = false;
-    for (const char * key : keys) {
-        auto it = j.find(key);
-        if (it == j.end() || !it->is_structured()) continue;
-        any = true;
-        std::vector<const json *> todo = {&*it};  // iterative: the value may nest deeply
-        while (!todo.empty()) {
-            const json * v = todo.back();
-            todo.pop_back();
-            if (v->is_object()) {
-                if (v->size() > 2000) return invalid_input(std::string(key) + ": an object with more than 2000 keys");
-                total += v->size();
-                if (total > 20000) return invalid_input(std::string(key) + ": more than 20000 object keys");
-            }
-            if (v->is_structured())
-                for (const auto & e : *v) todo.push_back(&e);
-        }
-    }
-    if (!any) return ordered_json::object();
-    const auto keep = [](int depth, ordered_json::parse_event_t ev, ordered_json & parsed) {
-        if (depth != 1 || ev != ordered_json::parse_event_t::key) return true;
-        for (const char * key : keys)
-            if (parsed == key) return true;
-        return false;
-    };
-    ordered_json o = ordered_json::parse(body.begin(), body.end(), keep, false);
-    if (o.is_discarded() || !o.is_object()) return ordered_json::object();
-    return o;
 }
 
 // parse_tools reads "tools", "tool_choice" and "parallel_tool_calls" of a chat; the tools as the client
@@ -593,7 +493,7 @@ Status parse_fields(const json & j, const ordered_json & ordered, openai_endpoin
     s.grammar = {};  // the request's own (a node has no default grammar)
     BATON_RETURN_IF_ERROR(parse_grammar(j, ordered, s.grammar));
     BATON_RETURN_IF_ERROR(sampling_check(s));
-    BATON_RETURN_IF_ERROR(parse_stop(j, r.stop));
+    BATON_RETURN_IF_ERROR(get_stop(j, "stop", r.stop));
     BATON_RETURN_IF_ERROR(get_bool(j, "stream", r.stream));
     BATON_RETURN_IF_ERROR(get_bool(j, "ignore_eos", r.ignore_eos));
     BATON_RETURN_IF_ERROR(get_bool(j, "return_tokens", r.return_tokens));
@@ -614,7 +514,9 @@ Result<openai_request> openai_parse(std::string_view body, openai_endpoint endpo
     try {
         auto ordered = ordered_parts(body, j);
         if (!ordered.ok()) return ordered.status();
-        BATON_RETURN_IF_ERROR(parse_fields(j, ordered.value(), endpoint, defaults, r));
+        if (endpoint == openai_endpoint::messages)
+            BATON_RETURN_IF_ERROR(anthropic_parse_fields(j, ordered.value(), defaults, r));
+        else BATON_RETURN_IF_ERROR(parse_fields(j, ordered.value(), endpoint, defaults, r));
     } catch (const std::exception & e) {  // nlohmann throws on invalid UTF-8 in some accessors
         return invalid_input(std::string("body: ") + e.what());
     }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <ctime>
 #include <limits>
+#include <random>
 
 namespace baton {
 
@@ -143,8 +144,16 @@ openai_response_meta openai_response_meta_make(openai_endpoint endpoint, const s
     openai_response_meta m;
     m.endpoint = endpoint;
     m.created = int64_t(std::time(nullptr));
-    m.id = std::string(endpoint == openai_endpoint::chat ? "chatcmpl-" : "cmpl-") + std::to_string(m.created) + "-" +
-           std::to_string(counter.fetch_add(1) + 1);
+    if (endpoint == openai_endpoint::messages) {
+        // Anthropic's message ids: "msg_" and 24 letters and digits (unique per response).
+        static constexpr char k_chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+        thread_local std::mt19937_64 rng{std::random_device{}() ^ (counter.fetch_add(1) << 20)};
+        m.id = "msg_";
+        for (int i = 0; i < 24; ++i) m.id += k_chars[rng() % (sizeof(k_chars) - 1)];
+    } else {
+        m.id = std::string(endpoint == openai_endpoint::chat ? "chatcmpl-" : "cmpl-") + std::to_string(m.created) +
+               "-" + std::to_string(counter.fetch_add(1) + 1);
+    }
     m.model = model;
     m.system_fingerprint = system_fingerprint;
     return m;

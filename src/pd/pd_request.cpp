@@ -153,7 +153,7 @@ Status decode_input(const json & j, openai_endpoint endpoint, const prompt_limit
     if (!j.is_object() || !j.contains("kind") || !j.at("kind").is_string())
         return corrupt("input.kind", "must be \"text\", \"tokens\" or \"chat_rendered\"");
     const std::string kind = j.at("kind").get<std::string>();
-    const bool chat = endpoint == openai_endpoint::chat;
+    const bool chat = openai_endpoint_is_chat(endpoint);
     if (kind == "text" && !chat) {
         BATON_RETURN_IF_ERROR(exactly(j, "input", k_input_text));
         openai_prompt_text t;
@@ -176,7 +176,8 @@ Status decode_input(const json & j, openai_endpoint endpoint, const prompt_limit
         openai_chat_rendered c;
         if (version >= 2) {
             BATON_RETURN_IF_ERROR(get_string(j, "input", "prefill", c.prefill));
-            if (c.prefill.empty()) return corrupt("input.prefill", "is empty (version 1 carries no prefill)");
+            if (c.prefill.empty() && version == 2)
+                return corrupt("input.prefill", "is empty (version 1 carries no prefill)");
             if (c.prefill.size() > lim.max_prompt_bytes)
                 return Status(status_code::incompatible, "embedded request: input.prefill: more than this node's "
                                                          "--max-prompt-mb allows");
@@ -272,6 +273,8 @@ Result<openai_request> decode(const json & j, const pd_request_limits & lim) {
     if (ep.value() == openai_endpoint::infill)  // a prefill node embeds /infill as the /completion it became
         return corrupt("endpoint", "infill is never embedded (its prompt is built before the blob)");
     r.endpoint = ep.value();
+    if (r.endpoint == openai_endpoint::messages && version < 3)
+        return corrupt("endpoint", "messages is embedded in version 3 and later");
     BATON_RETURN_IF_ERROR(get_string(j, "", "model", r.model));
     BATON_RETURN_IF_ERROR(decode_input(j.at("input"), r.endpoint, lim.prompt, version, r));
     BATON_RETURN_IF_ERROR(get_int(j, "", "max_tokens", r.max_tokens, -1, INT32_MAX));
@@ -320,8 +323,10 @@ Result<std::string> pd_request_encode(const openai_request & r) {
             "embedded request: /infill is embedded as the /completion of its prompt's tokens (build it first)");
     ordered_json j;
     const auto * chat_in = std::get_if<openai_chat_rendered>(&r.input);
-    const bool v2 = chat_in && !chat_in->prefill.empty();  // (version 1 otherwise: older nodes read it)
-    j["version"] = v2 ? 2 : 1;
+    // The lowest version that carries the request, so older nodes read every request they can serve.
+    const bool v3 = r.endpoint == openai_endpoint::messages;
+    const bool v2 = v3 || (chat_in && !chat_in->prefill.empty());
+    j["version"] = v3 ? 3 : v2 ? 2 : 1;
     j["endpoint"] = openai_endpoint_name(r.endpoint);
     j["model"] = r.model;
     ordered_json in;

@@ -32,6 +32,7 @@ net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpo
     ctx.path = ep == openai_endpoint::chat         ? "/v1/chat/completions"
                : ep == openai_endpoint::completion ? "/completion"
                : ep == openai_endpoint::infill     ? "/infill"
+               : ep == openai_endpoint::messages   ? "/v1/messages"
                                                    : "/v1/completions";
     const std::string_view body = ex.request().body_text();
     // Parsed for routing (model, affinity, token count); the nodes apply their own limits (n: --n-max).

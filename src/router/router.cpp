@@ -52,6 +52,9 @@ void router_impl::routes() {
                     [this](http_exchange & ex) { return on_generation(ex, openai_endpoint::chat); });
     http->route("POST", "/infill", json_body,
                 [this](http_exchange & ex) { return on_generation(ex, openai_endpoint::infill); });
+    // Anthropic's Messages API: a chat like the others (PD included); its token count is a node's (its template).
+    http->route("POST", "/v1/messages", json_body,
+                [this](http_exchange & ex) { return on_generation(ex, openai_endpoint::messages); });
     for (const char * path : {"/completion", "/completions"})  // llama-server's native shape (as a node's)
         http->route("POST", path, json_body,
                     [this](http_exchange & ex) { return on_generation(ex, openai_endpoint::completion); });
@@ -65,9 +68,11 @@ void router_impl::routes() {
     });
     // The live view: the page, its chart library, and the state it polls (the pools, the last requests).
     live_view_routes(*http, [this] { return view_state(); });
-    // Token calls, embeddings and rerank: answered by a node of the model the body names (no PD: no generation).
+    // Token calls, embeddings, rerank and Messages' token counts: answered by a node of the model the body names
+    // (no PD: no generation).
     for (const char * path : {"/tokenize", "/detokenize", "/apply-template", "/embedding", "/embeddings",
-                              "/v1/embeddings", "/rerank", "/reranking", "/v1/rerank", "/v1/reranking"})
+                              "/v1/embeddings", "/rerank", "/reranking", "/v1/rerank", "/v1/reranking",
+                              "/v1/messages/count_tokens"})
         http->route("POST", path, json_body, [this, p = std::string(path)](http_exchange & ex) -> net::awaitable<void> {
             co_await forward_to_node(ex, "POST", p, ex.request().body_text());
         });

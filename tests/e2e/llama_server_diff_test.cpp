@@ -2,7 +2,9 @@
 // GGUF with the same flags, the answers compared field by field where Baton promises llama-server's behaviour
 // (docs/api.md, "llama-server compatibility"). Skipped where llama-server is not installed (it is in the build
 // root). One pair of processes per test serves all of its cases.
+#include <cctype>
 #include <map>
+#include <tuple>
 
 #include "serve_test_util.h"
 
@@ -284,6 +286,106 @@ TEST(LlamaServerDiff, APromptMixingTextsAndTokenIdsIsTheSamePrompt) {
         ASSERT_EQ(pd.status, 200) << pd.body;
         EXPECT_EQ(pd.j()["content"], b.j()["content"]);
     }
+}
+
+// Anthropic's Messages API: the same greedy answer in the same shape — content blocks, stop_reason,
+// usage (the prompt's length: input_tokens + cache_read_input_tokens; output_tokens), the stream's event
+// types and text, and count_tokens. Where Baton differs on purpose (docs/api.md): a stop sequence is
+// stop_reason "stop_sequence" (llama-server: "end_turn"), and a stream's blocks each stop before the next.
+TEST(LlamaServerDiff, MessagesAreTheSameAnswerInTheSameShape) {
+    server_pair p = start_pair(1024, 1);
+    SKIP_WITHOUT_LLAMA_SERVER(p);
+    auto prompt_of = [](const json & usage) {
+        return usage.value("input_tokens", 0) + usage.value("cache_read_input_tokens", 0);
+    };
+    // The events of a raw SSE body: (event name, data).
+    auto events = [](const std::string & body) {
+        std::vector<std::pair<std::string, json>> out;
+        size_t pos = 0;
+        while ((pos = body.find("event: ", pos)) != std::string::npos) {
+            const size_t nl = body.find('\n', pos);
+            const std::string name = body.substr(pos + 7, nl - pos - 7);
+            const size_t data = body.find("data: ", nl);
+            const size_t end = body.find("\n\n", data);
+            out.emplace_back(name, json::parse(body.substr(data + 6, end - data - 6), nullptr, false));
+            pos = end;
+        }
+        return out;
+    };
+    for (const std::string text : {"Tell me about the state blob", "Hello there"}) {
+        SCOPED_TRACE(text);
+        json body = {{"model", "m"},
+                     {"max_tokens", 10},
+                     {"temperature", 0},
+                     {"system", "Be brief."},
+                     {"messages", {{{"role", "user"}, {"content", text}}}}};
+        const http_reply l = post(*p.llama, "/v1/messages", body.dump()),
+                         b = post(*p.baton, "/v1/messages", body.dump());
+        ASSERT_EQ(l.status, 200) << l.body;
+        ASSERT_EQ(b.status, 200) << b.body;
+        const json lj = l.j(), bj = b.j();
+        for (const char * k : {"type", "role", "stop_reason", "stop_sequence", "content"}) {
+            EXPECT_EQ(bj[k], lj[k]) << k << ": llama-server " << l.body << " | baton " << b.body;
+        }
+        for (const auto & [k, v] : lj.items()) {
+            EXPECT_TRUE(bj.contains(k)) << "baton lacks " << k << ": " << b.body;
+        }
+        for (const auto & [k, v] : lj["usage"].items()) {
+            EXPECT_TRUE(bj["usage"].contains(k)) << "usage." << k;
+        }
+        EXPECT_EQ(bj["usage"]["output_tokens"], lj["usage"]["output_tokens"]);
+        EXPECT_EQ(prompt_of(bj["usage"]), prompt_of(lj["usage"]));
+        // (ids: Baton's are Anthropic's "msg_…"; llama-server's are its chat ids, "chatcmpl-…")
+        EXPECT_TRUE(bj["id"].get<std::string>().starts_with("msg_")) << bj["id"];
+
+        // count_tokens: the same prompt length.
+        json count = body;
+        count.erase("max_tokens");
+        const json lc = post(*p.llama, "/v1/messages/count_tokens", count.dump()).j(),
+                   bc = post(*p.baton, "/v1/messages/count_tokens", count.dump()).j();
+        EXPECT_EQ(bc, lc);
+        EXPECT_EQ(bc["input_tokens"], prompt_of(bj["usage"]));
+
+        // Streamed: the same event types (each block's start, deltas and stop; message_delta; message_stop),
+        // the same text, the same final usage.
+        body["stream"] = true;
+        const http_reply ls = post(*p.llama, "/v1/messages", body.dump()),
+                         bs = post(*p.baton, "/v1/messages", body.dump());
+        ASSERT_EQ(ls.status, 200) << ls.body;
+        ASSERT_EQ(bs.status, 200) << bs.body;
+        const auto le = events(ls.body), be = events(bs.body);
+        auto summary = [](const std::vector<std::pair<std::string, json>> & ev) {
+            std::map<std::string, int> names;
+            std::string streamed;
+            json last_usage;
+            for (const auto & [name, data] : ev) {
+                ++names[name];
+                if (name == "content_block_delta" && data["delta"]["type"] == "text_delta")
+                    streamed += data["delta"]["text"].get<std::string>();
+                if (name == "message_delta") last_usage = data["usage"];
+            }
+            names.erase("content_block_delta");  // (how a text is cut into deltas is each server's)
+            return std::tuple(names, streamed, last_usage["output_tokens"]);
+        };
+        EXPECT_EQ(summary(be), summary(le)) << "llama-server " << ls.body << "\n baton " << bs.body;
+        ASSERT_FALSE(be.empty());
+        EXPECT_EQ(be.front().first, le.front().first);
+        EXPECT_EQ(be.back().first, le.back().first);
+        EXPECT_EQ(bs.body.find("[DONE]"),
+                  ls.body.find("[DONE]") == std::string::npos ? std::string::npos : bs.body.find("[DONE]"));
+    }
+    // A stop sequence: the same text and stop_sequence; stop_reason is Anthropic's "stop_sequence" at Baton.
+    json body = {{"max_tokens", 16}, {"temperature", 0}, {"messages", {{{"role", "user"}, {"content", "Count"}}}}};
+    const std::string whole = post(*p.baton, "/v1/messages", body.dump()).j()["content"][0]["text"];
+    size_t at = 1;
+    while (at < whole.size() && !std::isgraph(static_cast<unsigned char>(whole[at]))) ++at;
+    ASSERT_LT(at, whole.size()) << whole;
+    body["stop_sequences"] = {whole.substr(at, 1)};
+    const json l = post(*p.llama, "/v1/messages", body.dump()).j(), b = post(*p.baton, "/v1/messages", body.dump()).j();
+    EXPECT_EQ(b["content"], l["content"]);
+    EXPECT_EQ(b["stop_sequence"], l["stop_sequence"]);
+    EXPECT_EQ(b["stop_reason"], "stop_sequence");
+    EXPECT_TRUE(l["stop_reason"] == "end_turn" || l["stop_reason"] == "stop_sequence") << l.dump();
 }
 
 }  // namespace

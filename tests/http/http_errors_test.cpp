@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "baton/http/http_errors.h"
+#include "baton/http/sse.h"
 
 namespace baton {
 namespace {
@@ -83,6 +84,19 @@ TEST(HttpErrors, BodiesThatAreNotBatonsReadAsNoStatus) {
     const Status st = http_error_status(R"({"error":{"status":"context_exceeded","message":"m","n_ctx":-1}})");
     EXPECT_EQ(st.code(), status_code::context_exceeded);
     EXPECT_TRUE(std::holds_alternative<std::monostate>(st.detail()));
+}
+
+// An Anthropic (Messages) stream that fails after its first event ends with a named error event whose data is
+// Anthropic's shape around the server's error object; OpenAI streams keep their data-only error and [DONE].
+TEST(HttpErrors, AMessagesStreamEndsWithANamedErrorEvent) {
+    const Status st(status_code::deadline_exceeded, "deadline");
+    const std::string e = sse_named_error(st);
+    ASSERT_TRUE(e.starts_with("event: error\ndata: ")) << e;
+    ASSERT_TRUE(e.ends_with("\n\n")) << e;
+    const nlohmann::json j = nlohmann::json::parse(e.substr(std::string("event: error\ndata: ").size()));
+    EXPECT_EQ(j["type"], "error");
+    EXPECT_EQ(j["error"], nlohmann::json::parse(http_error_json(st))["error"]);
+    EXPECT_EQ(sse_named_event("ping", "{}"), "event: ping\ndata: {}\n\n");
 }
 
 }  // namespace

@@ -95,6 +95,35 @@ TEST(PdRequest, APrefillIsVersionTwoAndOnlyThere) {
     EXPECT_EQ(pd_request_decode(missing.dump(), pd_request_limits{}).status().code(), status_code::corrupt);
 }
 
+// Version 3 carries the messages endpoint (Anthropic's Messages API), always with a prefill field ("" when
+// none); only that endpoint is written as version 3, and an older version naming it is corrupt.
+TEST(PdRequest, TheMessagesEndpointIsVersionThreeAndOnlyThere) {
+    for (const char * prefill : {"", "Sure, "}) {
+        openai_request r = resolved(R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":3,
+                                        "stop_sequences":["x"],"stream":true})",
+                                    openai_endpoint::messages);
+        std::get<openai_chat_rendered>(r.input).prefill = prefill;
+        const std::string text = encode(r);
+        const json j = json::parse(text);
+        EXPECT_EQ(j.at("version"), 3);
+        EXPECT_EQ(j.at("endpoint"), "messages");
+        EXPECT_EQ(j.at("input").at("prefill"), prefill);
+        auto back = pd_request_decode(text, pd_request_limits{});
+        ASSERT_TRUE(back.ok()) << back.status().message();
+        EXPECT_TRUE(back.value() == r);
+        EXPECT_EQ(encode(back.value()), text);
+        json v2 = j;
+        v2["version"] = 2;
+        auto refused = pd_request_decode(v2.dump(), pd_request_limits{});
+        ASSERT_FALSE(refused.ok());
+        EXPECT_EQ(refused.status().code(), status_code::corrupt);
+    }
+    json text = valid_json();  // a messages request's input is a rendered chat, never a text
+    text["version"] = 3;
+    text["endpoint"] = "messages";
+    EXPECT_EQ(decode(text).code(), status_code::corrupt);
+}
+
 TEST(PdRequest, FloatsAndNeverSampledBiasesSurviveBitForBit) {
     openai_request r = resolved(R"({"prompt":"a"})", openai_endpoint::completions);
     r.sampling.temperature = 0.1f;  // not a double exactly

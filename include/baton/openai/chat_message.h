@@ -22,6 +22,9 @@ struct chat_message {
     std::vector<chat_tool_call> tool_calls{};  // assistant turns
     std::string tool_call_id{};                // tool turns: the call this answers ("" if not given)
     std::string name{};  // tool turns: the function's name; others: the author's ("" if not given)
+    // assistant turns: the thought that preceded the answer (Anthropic's thinking blocks), given to the
+    // template as message.reasoning_content when not empty, as llama-server does
+    std::string reasoning_content{};
 
     bool operator==(const chat_message &) const = default;
 };

@@ -28,9 +28,15 @@ namespace baton {
 // completions: /v1/completions (OpenAI's text completions); chat: /v1/chat/completions; completion:
 // llama-server's own /completion (same prompt shapes as completions, llama-server's response shape).
 // infill: llama-server's /infill, answered in /completion's shape (a node builds its prompt, infill.h, and goes
-// on as /completion with those tokens).
-enum class openai_endpoint : uint8_t { completions, chat, completion, infill };
-const char * openai_endpoint_name(openai_endpoint e);  // "completions" | "chat" | "completion" | "infill"
+// on as /completion with those tokens). messages: Anthropic's Messages API (/v1/messages), a chat in
+// Anthropic's shapes (anthropic_response.h), parsed into the same openai_chat every chat becomes.
+enum class openai_endpoint : uint8_t { completions, chat, completion, infill, messages };
+// "completions" | "chat" | "completion" | "infill" | "messages"
+const char * openai_endpoint_name(openai_endpoint e);
+// openai_endpoint_is_chat: the endpoints whose input is a chat (chat, messages).
+inline bool openai_endpoint_is_chat(openai_endpoint e) {
+    return e == openai_endpoint::chat || e == openai_endpoint::messages;
+}
 // openai_endpoint_parse: the endpoint of a name openai_endpoint_name returns (invalid_argument otherwise).
 Result<openai_endpoint> openai_endpoint_parse(std::string_view name);
 
@@ -138,7 +144,8 @@ struct openai_defaults {
 };
 
 // openai_parse parses a client's request body. endpoint decides which shape is expected (for /v1/prefill
-// the router names it in the X-Baton-Endpoint header). Fields the request leaves out take the defaults. Errors are invalid_argument naming the field ("temperature: must be a number"); a field Baton
+// the router names it in the X-Baton-Endpoint header); messages reads Anthropic's Messages body
+// (src/openai/anthropic_request.h has the mapping). Fields the request leaves out take the defaults. Errors are invalid_argument naming the field ("temperature: must be a number"); a field Baton
 // does not implement whose value would change the answer (a grammar, tools, logit_bias, mirostat ...) is
 // an error naming it, never silently dropped (docs/api.md lists them).
 Result<openai_request> openai_parse(std::string_view body, openai_endpoint endpoint,

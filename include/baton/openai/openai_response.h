@@ -24,7 +24,7 @@ namespace baton {
 // What every body and chunk of one response shares.
 struct openai_response_meta {
     openai_endpoint endpoint = openai_endpoint::completions;
-    std::string id;        // "cmpl-..." or "chatcmpl-..." (differs per response)
+    std::string id;        // "cmpl-...", "chatcmpl-..." or "msg_..." (differs per response)
     int64_t created = 0;   // unix seconds (differs per response)
     std::string model;     // the node's model name (its --alias when set)
     std::string system_fingerprint;  // "fp_" + the model fingerprint's first 12 hex digits: the same on every
@@ -112,9 +112,10 @@ std::string openai_chunk_usage_json(const openai_response_meta & m, const std::v
 // openai_finish_of: the finish_reason a choice reports ("tool_calls" when it made any).
 const char * openai_finish_of(const openai_result & r);
 
-// openai_stream_ends_with_done: OpenAI's streams end with "data: [DONE]"; llama-server's /completion does not.
+// openai_stream_ends_with_done: OpenAI's streams end with "data: [DONE]"; llama-server's /completion and
+// Anthropic's Messages streams (message_stop) do not.
 inline bool openai_stream_ends_with_done(const openai_response_meta & m) {
-    return m.endpoint != openai_endpoint::completion;
+    return m.endpoint != openai_endpoint::completion && m.endpoint != openai_endpoint::messages;
 }
 
 }  // namespace baton
