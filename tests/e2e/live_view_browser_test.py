@@ -24,7 +24,6 @@ DIR/live-view-node.png (docs/images holds the ones the docs show). Uses the proc
 openai_client_test.py (every process reaped); every wait is bounded. Exits 1 if any case fails.
 """
 
-import argparse
 import json
 import os
 import re
@@ -256,19 +255,12 @@ class LiveView(unittest.TestCase):
 
 
 def main():
-    global SCREENSHOTS
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--baton", required=True, help="the baton binary")
-    ap.add_argument("--models", required=True, help="directory of the test models (generated if missing)")
-    ap.add_argument("--screenshot", help="save the pages' screenshots in this directory")
-    args, rest = ap.parse_known_args()
-    args.baton = os.path.abspath(os.environ.get("BATON_TEST_BIN") or args.baton)
-    args.models = os.path.abspath(args.models)
-    SCREENSHOTS = args.screenshot
-    base.ARGS = args
-    signal.signal(signal.SIGTERM, base._interrupt)
-    prog = unittest.main(argv=[sys.argv[0], *rest], verbosity=2, exit=False)
-    return 0 if prog.result.wasSuccessful() else 1
+    def configure(args):
+        global SCREENSHOTS
+        SCREENSHOTS = args.screenshot
+
+    return base.run(__doc__, lambda ap: ap.add_argument("--screenshot", help="save the pages' screenshots in this "
+                                                        "directory"), configure)
 
 
 if __name__ == "__main__":

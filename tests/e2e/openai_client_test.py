@@ -382,19 +382,29 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def main():
+def run(doc, add_arguments=None, configure=None):
+    """The command line every suite on these helpers takes (--baton, --models, and add_arguments' own), then
+    unittest's own arguments; configure(args) runs before the tests. Returns the exit status."""
     global ARGS
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--baton", required=True, help="the baton binary")
     ap.add_argument("--models", required=True, help="directory of the test models (generated if missing)")
+    if add_arguments:
+        add_arguments(ap)
     ARGS, rest = ap.parse_known_args()
     # BATON_TEST_BIN: another build's baton (scripts/check drives the ASan build's with this suite).
     ARGS.baton = os.path.abspath(os.environ.get("BATON_TEST_BIN") or ARGS.baton)
     ARGS.models = os.path.abspath(ARGS.models)
+    if configure:
+        configure(ARGS)
     # SIGTERM (ctest's timeout, a CI cancel) unwinds like ^C, so the cleanups reap the children.
     signal.signal(signal.SIGTERM, _interrupt)
-    prog = unittest.main(argv=[sys.argv[0], *rest], verbosity=2, exit=False)
+    prog = unittest.main(module="__main__", argv=[sys.argv[0], *rest], verbosity=2, exit=False)
     return 0 if prog.result.wasSuccessful() else 1
+
+
+def main():
+    return run(__doc__)
 
 
 if __name__ == "__main__":

@@ -20,11 +20,9 @@ Baton's random-weight llama test model with a Hermes-style chat template that sh
 Exits 1 if any case fails.
 """
 
-import argparse
 import json
 import math
 import os
-import signal
 import sys
 import unittest
 
@@ -256,17 +254,7 @@ class RouterPD(unittest.TestCase):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--baton", required=True, help="the baton binary")
-    ap.add_argument("--models", required=True, help="directory of the test models (generated if missing)")
-    args, rest = ap.parse_known_args()
-    # BATON_TEST_BIN: another build's baton (scripts/check drives the ASan build's with this suite).
-    args.baton = os.path.abspath(os.environ.get("BATON_TEST_BIN") or args.baton)
-    args.models = os.path.abspath(args.models)
-    base.ARGS = args
-    signal.signal(signal.SIGTERM, base._interrupt)
-    prog = unittest.main(argv=[sys.argv[0], *rest], verbosity=2, exit=False)
-    return 0 if prog.result.wasSuccessful() else 1
+    return base.run(__doc__)
 
 
 if __name__ == "__main__":
