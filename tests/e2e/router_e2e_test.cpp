@@ -764,9 +764,13 @@ TEST(RouterE2E, LlamaServerEndpointsAndPrefillOnlyTemplatesThroughPd) {
            "{%- endfor -%}{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n<think>\\n' }}{%- endif -%}";
     cluster c = cluster::make(1, 1, {}, {"--chat-template-file", tmpl});
     auto single = node_process::start(serve_args("llama", {"-np", "1", "--chat-template-file", tmpl}));
-    const std::string long_text = "Tell me about the state blob and the decode node " + std::string(40, 'x');
     for (bool stream : {false, true}) {
         SCOPED_TRACE(stream ? "stream" : "whole");
+        // A new prompt for each pass: a decode node that already holds a prompt (the last pass's, learned from
+        // its KV events) is sent the repeat directly (a local follow-up), not through PD — which on a slow run
+        // (TSan) the router had learned by the second pass, and the decode node lacks the template.
+        const std::string long_text = std::string(stream ? "Streamed: " : "Whole: ") +
+                                      "Tell me about the state blob and the decode node " + std::string(40, 'x');
         const json chat = {{"messages", {{{"role", "user"}, {"content", long_text}}}},
                            {"max_tokens", 6},
                            {"temperature", 0},
