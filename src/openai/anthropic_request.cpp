@@ -41,12 +41,18 @@ void anthropic_billing_header_normalize(std::string & text) {
     if (from + stamp < text.size() && text[from + stamp] == ';') text.replace(from, stamp, stamp, 'f');
 }
 
+// anthropic_type_of: an object's "type" (a block's, tool_choice's, thinking's; invalid_argument when it is
+// not a string).
+Result<std::string> anthropic_type_of(const ajson & obj, const std::string & where) {
+    auto t = obj.find("type");
+    if (t == obj.end() || !t->is_string()) return invalid_input(where + ".type: must be a string");
+    return t->get<std::string>();
+}
+
 // anthropic_block_type: a content block's "type" (invalid_argument when it has none).
 Result<std::string> anthropic_block_type(const ajson & block, const std::string & where) {
     if (!block.is_object()) return invalid_input(where + ": must be an object (a content block)");
-    auto t = block.find("type");
-    if (t == block.end() || !t->is_string()) return invalid_input(where + ".type: must be a string");
-    return t->get<std::string>();
+    return anthropic_type_of(block, where);
 }
 
 // anthropic_text_of: a block's string field (absent or null: "").
@@ -252,9 +258,9 @@ Status anthropic_tool_choice(const ajson & j, openai_chat & chat) {
     auto it = j.find("tool_choice");
     if (it == j.end() || it->is_null()) return {};
     if (!it->is_object()) return invalid_input("tool_choice: must be an object {\"type\": auto|any|tool|none}");
-    auto type = it->find("type");
-    if (type == it->end() || !type->is_string()) return invalid_input("tool_choice.type: must be a string");
-    const std::string t = type->get<std::string>();
+    auto type = anthropic_type_of(*it, "tool_choice");
+    if (!type.ok()) return type.status();
+    const std::string & t = type.value();
     aordered oai;
     if (t == "auto") {
         oai = "auto";
@@ -286,9 +292,9 @@ Status anthropic_thinking(const ajson & j) {
     auto it = j.find("thinking");
     if (it == j.end() || it->is_null()) return {};
     if (!it->is_object()) return invalid_input("thinking: must be an object {\"type\": enabled|disabled}");
-    auto type = it->find("type");
-    if (type == it->end() || !type->is_string()) return invalid_input("thinking.type: must be a string");
-    const std::string t = type->get<std::string>();
+    auto type = anthropic_type_of(*it, "thinking");
+    if (!type.ok()) return type.status();
+    const std::string & t = type.value();
     if (t != "enabled" && t != "disabled" && t != "adaptive")
         return invalid_input("thinking.type: " + quoted_for_message(t) + " is not enabled, disabled or adaptive");
     int64_t budget = 0;

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "baton/base/base64.h"
+#include "request_fields.h"
 
 namespace baton {
 
@@ -25,9 +26,9 @@ Status token_array(const json & a, const std::string & where, std::vector<token_
 }  // namespace
 
 Result<openai_embedding_request> openai_embedding_parse(std::string_view body, const prompt_limits & lim) {
-    const json j = json::parse(body.begin(), body.end(), nullptr, false);
-    if (j.is_discarded()) return invalid_input("body: malformed JSON");
-    if (!j.is_object()) return invalid_input("body: must be a JSON object");
+    auto parsed = request_fields::body_object(body);
+    if (!parsed.ok()) return parsed.status();
+    const json & j = parsed.value();
     openai_embedding_request r;
     try {
         const char * key = j.contains("input") && !j["input"].is_null() ? "input" : "content";

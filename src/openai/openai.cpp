@@ -507,9 +507,9 @@ Status parse_fields(const json & j, const ordered_json & ordered, openai_endpoin
 }  // namespace
 
 Result<openai_request> openai_parse(std::string_view body, openai_endpoint endpoint, const openai_defaults & defaults) {
-    json j = json::parse(body.begin(), body.end(), nullptr, false);
-    if (j.is_discarded()) return invalid_input("body: malformed JSON");
-    if (!j.is_object()) return invalid_input("body: must be a JSON object");
+    auto parsed = request_fields::body_object(body);
+    if (!parsed.ok()) return parsed.status();
+    json j = std::move(parsed.value());
     openai_request r;
     try {
         auto ordered = ordered_parts(body, j);

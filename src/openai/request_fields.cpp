@@ -24,6 +24,13 @@ Status get_number(const json & j, const char * key, float & out, double lo, doub
     return {};
 }
 
+Result<json> body_object(std::string_view body) {
+    json j = json::parse(body.begin(), body.end(), nullptr, false);
+    if (j.is_discarded()) return invalid_input("body: malformed JSON");
+    if (!j.is_object()) return invalid_input("body: must be a JSON object");
+    return j;
+}
+
 Status get_bool(const json & j, const char * key, bool & out) {
     auto it = j.find(key);
     if (it == j.end() || it->is_null()) return {};

@@ -1,6 +1,7 @@
 // request_fields.h — the field readers every request parser of the dialect shares (private to the openai
-// module): OpenAI's and llama-server's bodies (openai.cpp) and Anthropic's Messages bodies
-// (anthropic_request.cpp) read their numbers, flags, stop strings and client-ordered parts alike.
+// module): OpenAI's and llama-server's bodies (openai.cpp), Anthropic's Messages bodies
+// (anthropic_request.cpp), embeddings and rerank bodies read their numbers, flags, stop strings and
+// client-ordered parts alike.
 // Readers: absent or null leaves the target unchanged; a wrong type or a value out of range is
 // invalid_argument naming the field. Thread-safety: pure functions.
 #pragma once
@@ -17,6 +18,9 @@
 #include "baton/base/status.h"
 
 namespace baton::request_fields {
+
+// body_object: a request body parsed, which must be one JSON object (invalid_argument otherwise).
+Result<nlohmann::json> body_object(std::string_view body);
 
 Status get_number(const nlohmann::json & j, const char * key, float & out, double lo, double hi);
 

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "request_fields.h"
+
 namespace baton {
 
 namespace {
@@ -29,9 +31,9 @@ std::optional<std::vector<std::string>> string_array(const json & j) {
 }  // namespace
 
 Result<openai_rerank_request> openai_rerank_parse(std::string_view body, const prompt_limits & lim) {
-    const json j = json::parse(body.begin(), body.end(), nullptr, false);
-    if (j.is_discarded()) return invalid_input("body: malformed JSON");
-    if (!j.is_object()) return invalid_input("body: must be a JSON object");
+    auto parsed = request_fields::body_object(body);
+    if (!parsed.ok()) return parsed.status();
+    const json & j = parsed.value();
     openai_rerank_request r;
     try {
         auto q = j.find("query");
