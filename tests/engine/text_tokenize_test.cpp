@@ -199,8 +199,10 @@ TEST(TextTokenize, IdenticalToLlamaTokenizeOnRandomTextsOfSpecialTokens) {
         const std::vector<std::string> specials = special_texts(v);
         ASSERT_FALSE(specials.empty()) << c.name;
         std::mt19937 rng(22);
-        for (int i = 0; i < 250; ++i) {
-            const std::string text = random_text(rng, specials, 1100 + rng() % 3000);
+        // 150 texts of 600-3000 bytes per vocabulary (was 250 of 1100-4100: 51 s under ASan in CI for no
+        // case the shorter texts miss: what matters is how specials and plain runs meet, not the length).
+        for (int i = 0; i < 150; ++i) {
+            const std::string text = random_text(rng, specials, 600 + rng() % 2400);
             for (bool add : {false, true})
                 for (bool parse : {false, true}) {
                     const std::vector<token_id> want = oracle(v, text, add, parse);

@@ -235,6 +235,9 @@ class http_server {
     // a same_origin_only route — that route, or with no such method any route of the path.
     bool preflight_closed(std::string_view path, std::string_view method) const;
     net::awaitable<void> accept_loop();
+    // admit takes one accepted connection: refused with a canned 503 over --max-connections, else a
+    // session. On the accept strand.
+    void admit(tcp::socket sock);
     void connection_closed();
 
     http_server_config cfg_;
