@@ -66,10 +66,7 @@ struct node_config {
     http_limits limits;                           // the HTTP edge's limits and per-phase deadlines (http_server.h)
     http_cors cors;                               // CORS (--cors-origins ...)
     std::string static_dir;  // static files at the paths no endpoint takes (--path, the web UI; http_static.h)
-    // Event-loop threads of the HTTP edge. One on a node: its loop only moves bytes (blob checks, tokenizing and
-    // templates run on the bridge pool), and every further loop thread is wake-ups per token that land on the
-    // cores libggml computes on (figure 12, docs/benchmarks.md: tg +5-8% at 4 and 16 streams on 2 cores).
-    uint32_t http_threads = 1;
+    uint32_t http_threads = 2;                    // event-loop threads of the HTTP edge
     double drain_s = 0;                           // shutdown: wait this long for in-flight requests before cancelling
     std::optional<node_cluster_config> cluster;   // register in etcd when set
     std::optional<node_tier_config> tier;         // the shared prefix-cache tier when set
