@@ -130,6 +130,8 @@ struct event_done {
                                  // stop-string decision): append it after the token events' text
     std::vector<uint8_t> blob;   // prefill and slot-save: the state blob; empty otherwise
     std::string stop_word;       // the stop string that ended generation (finish stop), or "" (end of generation)
+    bool context_full = false;   // finish length because the slot's context was full, not n_predict
+                                 // (llama-server's "truncated")
     int32_t slot = -1;           // slot that served the task
     double ms_prompt = 0;        // ms spent processing the prompt (generate, prefill, decode)
     double ms_generate = 0;      // ms spent generating after the prompt

@@ -36,6 +36,7 @@ struct active_task {
     bool need_sample = false;           // slot.logits are fresh for seq.back(): sample in this step
     int32_t batch_row = -1;             // row of this slot's logits in the current batch, -1 if none
     uint32_t n_generated = 0;
+    bool context_full = false;  // generation stopped because the slot's context was full
     usage_counts usage;
     steady::time_point t_start, t_prompt_done;
 };

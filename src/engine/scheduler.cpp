@@ -734,7 +734,10 @@ void engine_impl::sample_one(slot & s) {
     if (!t.req.ignore_eos && llama_vocab_is_eog(model->vocab(), tok)) return finish(s, finish_reason::stop);
     // The context is full when the prompt and the answer fill it: a token that would stand past its last cell
     // is not emitted (llama-server's count: prompt + generated <= the slot's context).
-    if (t.seq.size() + 1 > env.n_ctx_slot) return finish(s, finish_reason::length);
+    if (t.seq.size() + 1 > env.n_ctx_slot) {
+        t.context_full = true;
+        return finish(s, finish_reason::length);
+    }
     event_token ev;
     ev.token = tok;
     if (t.req.n_probs >= 0) ev.probs = probs_of(s.logits, tok, t.req.n_probs);
@@ -745,7 +748,10 @@ void engine_impl::sample_one(slot & s) {
     bump([](engine_metrics & m) { ++m.generated_tokens; });
     if (t.text.stopped()) return finish(s, finish_reason::stop);
     if (t.n_generated >= uint32_t(t.req.n_predict)) return finish(s, finish_reason::length);
-    if (t.seq.size() + 1 >= env.n_ctx_slot) return finish(s, finish_reason::length);  // (the next would not fit)
+    if (t.seq.size() + 1 >= env.n_ctx_slot) {  // (the next would not fit)
+        t.context_full = true;
+        return finish(s, finish_reason::length);
+    }
     t.seq.push_back(tok);
     t.plan = {uint32_t(t.seq.size())};
     if (seam && seam->desync_after && seam->desync_after(t.h->id(), t.n_generated))
@@ -764,6 +770,7 @@ void engine_impl::finish(slot & s, finish_reason why, Status error, std::vector<
     done.blob = std::move(blob);
     done.tail = t->text.flush();
     done.stop_word = t->text.stop_word();
+    done.context_full = t->context_full;
     done.slot = s.id;
     done.usage = t->usage;
     done.usage.generated_tokens = t->n_generated;

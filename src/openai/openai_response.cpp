@@ -126,7 +126,8 @@ json completion_final(const openai_response_meta & m, const openai_result & r, c
               {"generation_settings", m.generation_settings},
               {"prompt", m.prompt_text},
               {"has_new_line", content.find('\n') != std::string::npos},
-              {"truncated", false},
+              // llama-server's: true when the slot's context filled before n_predict (Baton never shifts it)
+              {"truncated", d.context_full},
               {"stop_type", stop_type(d)},
               {"stopping_word", d.stop_word},
               // what the slot holds: the prompt and every generated token but the last (never decoded)

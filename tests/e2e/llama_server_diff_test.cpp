@@ -267,6 +267,24 @@ TEST(LlamaServerDiff, AGenerationThatFillsTheContextEndsWhereLlamaServersDoes) {
             EXPECT_EQ(b.j()["choices"][0]["finish_reason"], "length");
         }
     }
+    // /completion says why it stopped as llama-server does: "truncated" when the context filled (stop_type
+    // limit either way), not when n_predict ran out; through PD too (the decode node's slot filled).
+    for (const int n_predict : {-1, 4}) {
+        const json body = {{"prompt", "hello world hello world"},
+                           {"temperature", 0},
+                           {"n_predict", n_predict},
+                           {"logit_bias", {{2, false}, {4, false}}}};
+        const http_reply l = post(*p.llama, "/completion", body.dump()), b = post(*p.baton, "/completion", body.dump());
+        ASSERT_EQ(l.status, 200) << l.body;
+        ASSERT_EQ(b.status, 200) << b.body;
+        EXPECT_EQ(l.j()["truncated"], n_predict < 0) << l.body;
+        EXPECT_EQ(b.j()["truncated"], l.j()["truncated"]) << n_predict;
+        EXPECT_EQ(b.j()["stop_type"], l.j()["stop_type"]) << n_predict;
+        EXPECT_EQ(b.j()["content"], l.j()["content"]) << n_predict;
+        const http_reply pd = via_pd(*p.baton, *p.baton, "completion", body.dump());
+        ASSERT_EQ(pd.status, 200) << pd.body;
+        EXPECT_EQ(pd.j()["truncated"], b.j()["truncated"]) << n_predict;
+    }
 }
 
 // llama-server's direct token input: a prompt array mixing texts and token ids is the same tokens (BOS only
