@@ -70,16 +70,17 @@ const char * k_long_prompt =
 
 class PdGrid : public ::testing::TestWithParam<grid_cell> {
   protected:
+    bool on_device() const { return GetParam().device == "vulkan"; }
     // argv prefix: the Vulkan cells see the software device, the CPU cells see none.
     std::vector<std::string> baton(const std::string & sub) const {
-        if (GetParam().device == "vulkan") return {"/usr/bin/env", "GGML_VK_VISIBLE_DEVICES=0", baton_bin(), sub};
+        if (on_device()) return {"/usr/bin/env", "GGML_VK_VISIBLE_DEVICES=0", baton_bin(), sub};
         return {baton_bin(), sub};
     }
     std::vector<std::string> flags() const {
         const grid_cell & c = GetParam();
-        const char * batch = c.device == "vulkan" ? "16" : "32";
+        const char * batch = on_device() ? "16" : "32";
         std::vector<std::string> f = {"-ctk", c.kv, "-ctv", c.kv, "-fa", c.fa, "-b", batch, "-ub", batch, "-c", "512"};
-        if (c.device == "vulkan") f.insert(f.end(), {"-dev", "Vulkan0", "-ngl", "all"});
+        if (on_device()) f.insert(f.end(), {"-dev", "Vulkan0", "-ngl", "all"});
         else f.insert(f.end(), {"-dev", "none"});
         return f;
     }
@@ -94,10 +95,9 @@ TEST_P(PdGrid, DecodeInAnotherProcessPrintsWhatASingleNodePrints) {
     // 256 wide: 64-wide attention heads, whole blocks of the quantized cache types.
     const std::string m = test::test_model_path(c.arch, 1, 256, 4, c.wtype, c.vocab);
     const std::string d = test::temp_dir();
-    const bool device = c.device == "vulkan";
-    const std::string prompt = device ? std::string(k_long_prompt).substr(0, std::string(k_long_prompt).size() / 2)
-                                      : std::string(k_long_prompt);
-    const std::string n = device ? "12" : "24";
+    const std::string whole = k_long_prompt;
+    const std::string prompt = on_device() ? whole.substr(0, whole.size() / 2) : whole;
+    const std::string n = on_device() ? "12" : "24";
     const std::vector<std::vector<std::string>> cases = {
         {"-p", prompt, "-n", n, "--temp", "0"},
         {"-p", prompt, "-n", n, "--temp", "0.8", "--seed", "77", "--top-p", "0.9"},
