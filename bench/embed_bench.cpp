@@ -6,6 +6,11 @@
 // measurement). For batch 1 (one input per request) and batch 32 (32 inputs per request): R requests back to
 // back per run, inputs/s = inputs / wall time; the servers interleave run by run; ratio Baton / llama-server
 // per run pair, median of the runs. Target: >= 1.0 at both batch sizes.
+// Rerank beside it: a qwen3 reranker (mkmodel --rerank: a ranking head, rank pooling; 512x8, quick: 128x2, the
+// plain <s> query </s></s> document </s> layout) served by `baton serve --rerank` and `llama-server --rerank
+// -np 32`, same threads and batch; /v1/rerank requests of one query and 1 or 32 documents of ~40 words each
+// (text: the tokenizer is part of what is measured, on both); documents/s per run, interleaved as above.
+// Reported beside the embeddings figure (target >= 1.0 too).
 #include <httplib.h>
 
 #include <nlohmann/json.hpp>
@@ -36,6 +41,55 @@ double inputs_per_s(const bench_process & p, int requests, int batch, int n_voca
             throw std::runtime_error(p.name() + ": /v1/embeddings failed: " + (res ? res->body.substr(0, 200) : "no answer"));
     }
     return double(requests) * batch / ((now_ms() - t0) / 1000.0);
+}
+
+// rerank_docs_per_s posts `requests` /v1/rerank requests of one query and `batch` documents each and returns
+// documents per second.
+double rerank_docs_per_s(const bench_process & p, int requests, int batch, uint32_t seed) {
+    static const char * const k_words[] = {"cat",   "state", "node",  "river", "blue", "token", "model", "paris",
+                                           "cache", "slow",  "quick", "green", "sea",  "prompt", "answer", "map"};
+    uint32_t x = seed * 2654435761u + 1;
+    auto text = [&](int words) {
+        std::string t;
+        for (int i = 0; i < words; ++i) {
+            x = x * 1664525u + 1013904223u;
+            if (i) t += ' ';
+            t += k_words[(x >> 16) % (sizeof(k_words) / sizeof(k_words[0]))];
+        }
+        return t;
+    };
+    httplib::Client c(p.host(), p.port());
+    c.set_read_timeout(std::chrono::seconds(300));
+    std::vector<std::string> bodies;
+    for (int r = 0; r < requests; ++r) {
+        json docs = json::array();
+        for (int i = 0; i < batch; ++i) docs.push_back(text(40));
+        bodies.push_back(json{{"query", text(8)}, {"documents", docs}}.dump());
+    }
+    const double t0 = now_ms();
+    for (const auto & b : bodies) {
+        auto res = c.Post("/v1/rerank", b, "application/json");
+        if (!res || res->status != 200)
+            throw std::runtime_error(p.name() + ": /v1/rerank failed: " + (res ? res->body.substr(0, 200) : "no answer"));
+    }
+    return double(requests) * batch / ((now_ms() - t0) / 1000.0);
+}
+
+// reranker_model: the cached qwen3 reranker of the given size (bench_model's directory).
+std::string reranker_model(int n_embd, int n_layer) {
+    const char * env = std::getenv("BATON_BENCH_DIR");
+    const std::string dir = env && *env ? env : "build/bench-models";
+    ::mkdir(dir.c_str(), 0755);
+    const std::string path = dir + "/qwen3-rerank-" + std::to_string(n_embd) + "x" + std::to_string(n_layer) + ".gguf";
+    mkmodel_params p;
+    p.arch = "qwen3";
+    p.n_embd = n_embd;
+    p.n_layer = n_layer;
+    p.n_ctx = 4096;
+    p.rerank = true;
+    Status s = mkmodel_ensure(p, path);
+    if (!s.ok()) throw std::runtime_error("mkmodel (reranker): " + s.to_string());
+    return path;
 }
 
 }  // namespace
@@ -88,6 +142,47 @@ int main(int argc, char ** argv) try {
         if (worst.n == 0 || sr.median < worst.median) worst = sr;
     }
     headline(20, "embed/worst_ratio", worst, "x", ">= 1.0", all_ok);
+    baton_srv.reset();
+    llama_srv.reset();
+
+    // Rerank: the same comparison with a ranking head.
+    const std::string rmodel = quick ? reranker_model(128, 2) : reranker_model(512, 8);
+    const std::vector<std::string> rcommon = {"-m", rmodel, "-t", "2", "-tb", "2", "-b", "2048", "-ub", "2048",
+                                              "-fa", "off", "--rerank"};
+    std::vector<std::string> rb_argv = {baton_exe(), "serve", "-c", "4096", "-np", "1"};
+    rb_argv.insert(rb_argv.end(), rcommon.begin(), rcommon.end());
+    auto rb = bench_process::start(rb_argv, "baton");
+    const int rlp = free_port();
+    std::vector<std::string> rl_argv = {"/usr/bin/llama-server", "-c", "8192", "-np", "32", "--no-webui",
+                                        "--host", "127.0.0.1", "--port", std::to_string(rlp)};
+    rl_argv.insert(rl_argv.end(), rcommon.begin(), rcommon.end());
+    auto rl = bench_process::start(rl_argv, "llama-server", 120, "http://127.0.0.1:" + std::to_string(rlp));
+    std::printf("%-6s %14s %14s %8s\n", "docs", "baton docs/s", "llama docs/s", "ratio");
+    for (const int batch : {1, 32}) {
+        const int requests = batch == 1 ? (quick ? 16 : 64) : (quick ? 2 : 8);
+        std::vector<double> b, l, ratio;
+        for (int r = -1; r < runs; ++r) {  // r == -1: warm-up
+            const uint32_t seed = uint32_t(1000 * (r + 2));
+            double tb = 0, tl = 0;
+            if (r % 2 == 0) {
+                tb = rerank_docs_per_s(*rb, requests, batch, seed);
+                tl = rerank_docs_per_s(*rl, requests, batch, seed);
+            } else {
+                tl = rerank_docs_per_s(*rl, requests, batch, seed);
+                tb = rerank_docs_per_s(*rb, requests, batch, seed);
+            }
+            if (r < 0) continue;
+            b.push_back(tb);
+            l.push_back(tl);
+            ratio.push_back(tb / tl);
+        }
+        const stats sb = summarize(b), sl = summarize(l), sr = summarize(ratio);
+        std::printf("%-6d %14.1f %14.1f %7.2fx\n", batch, sb.median, sl.median, sr.median);
+        const std::string tag = "rerank/docs" + std::to_string(batch);
+        result(tag + "/baton_docs_per_s", sb, "docs/s", "reported", true);
+        result(tag + "/llama_server_docs_per_s", sl, "docs/s", "reported", true);
+        result(tag + "/ratio", sr, "x", ">= 1.0", sr.median >= 1.0);
+    }
     return 0;
 } catch (const std::exception & e) {
     std::fprintf(stderr, "embed_bench: %s\n", e.what());

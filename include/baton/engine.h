@@ -87,6 +87,9 @@ struct gen_request {
     // prefill only: the receiver holds the prompt's first delta_base tokens, so the blob is a delta over them
     // (blob format 1.2: only the cells past them). Clamped to prompt.size() - 1; 0: the whole state.
     uint32_t delta_base = 0;
+    // return_progress (llama-server's field): event_progress before the first token, when the prompt starts
+    // and after every chunk of it computed (a decode task: once, when its state is restored).
+    bool return_progress = false;
 };
 inline constexpr int32_t gen_top_probs_max = 20;
 
@@ -99,8 +102,9 @@ struct usage_counts {
     uint32_t generated_tokens = 0;
 };
 
-// The events of a task, in order: zero or more event_token, then exactly one terminal event (event_done
-// or event_error). Only generate and decode tasks emit tokens.
+// The events of a task, in order: zero or more event_progress (only when gen_request::return_progress), zero or
+// more event_token, then exactly one terminal event (event_done or event_error). Only generate and decode tasks
+// emit tokens.
 
 struct token_prob {
     token_id token = -1;
@@ -119,6 +123,16 @@ struct event_token {
     std::optional<token_probs> probs;  // when the request asked for them (gen_request::n_probs >= 0)
     std::string text;            // bytes that complete UTF-8 and are not part of a stop string; may be empty
                                  // while bytes are held back (they come in a later token's text or the tail)
+};
+
+// event_progress: how far the prompt is (llama-server's "prompt_progress"): processed of total prompt tokens are
+// in the slot's memory, cache of them reused rather than computed (processed counts them too); ms since the task
+// started. The first comes when the prompt starts (processed == cache), the last when it is all in (processed
+// == total), before the first token.
+struct event_progress {
+    uint32_t total = 0, cache = 0, processed = 0;
+    double ms = 0;
+    bool operator==(const event_progress &) const = default;
 };
 
 // event_done: the task ended as asked (finish says why it stopped generating).
@@ -142,10 +156,10 @@ struct event_error {
     Status error;                // never ok
 };
 
-using engine_event = std::variant<event_token, event_done, event_error>;
+using engine_event = std::variant<event_token, event_done, event_error, event_progress>;
 
 // engine_event_text returns the bytes an event adds to the output: a token's text, the done event's tail,
-// nothing for an error. The concatenation over all events of a task is the task's output text.
+// nothing for an error or progress. The concatenation over all events of a task is the task's output text.
 const std::string & engine_event_text(const engine_event & ev);
 
 // The consumer side of a task. next() blocks until an event or the deadline.

@@ -245,6 +245,7 @@ engine_result engine_run_to_end(const request_ptr & h, std::chrono::milliseconds
             r.tokens.push_back(t->token);
             continue;
         }
+        if (std::holds_alternative<event_progress>(ev)) continue;
         if (auto * e = std::get_if<event_error>(&ev)) r.done = std::move(e->error);
         else r.done = std::move(std::get<event_done>(ev));
         return r;

@@ -37,6 +37,7 @@ struct active_task {
     int32_t batch_row = -1;             // row of this slot's logits in the current batch, -1 if none
     uint32_t n_generated = 0;
     bool context_full = false;  // generation stopped because the slot's context was full
+    bool progress = false;      // req.return_progress and the prompt is not all in memory yet
     usage_counts usage;
     steady::time_point t_start, t_prompt_done;
 };

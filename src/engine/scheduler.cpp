@@ -377,6 +377,10 @@ void engine_impl::bind_task(slot & s, std::unique_ptr<active_task> t, engine_tas
         t->usage.cached_tokens = uint32_t(s.tokens.size());
         t->t_prompt_done = steady::now();
         t->need_sample = true;
+        if (t->req.return_progress) {  // the whole prompt arrived with the state
+            const uint32_t n = t->usage.prompt_tokens;
+            t->h->push(event_progress{n, n, n, ms_between(t->t_start, t->t_prompt_done)});
+        }
         s.task = std::move(t);
         return;
     }
@@ -465,6 +469,10 @@ void engine_impl::start_prompt(slot & s, active_task & t) {
     if (partial_state) t.checkpoint_at = chunk_plan_checkpoints(pr.n_keep, n, cfg.ctx.checkpoints);
     t.usage.prompt_tokens = n;
     t.usage.cached_tokens = pr.n_keep;
+    if (t.req.return_progress) {
+        t.progress = true;
+        t.h->push(event_progress{n, pr.n_keep, pr.n_keep, ms_between(t.t_start, steady::now())});
+    }
     bump([&](engine_metrics & m) {
         m.prompt_tokens += n;
         m.cached_tokens += pr.n_keep;
@@ -691,6 +699,11 @@ void engine_impl::after_chunk(slot & s, uint32_t n_end) {
     if (std::find(t.checkpoint_at.begin(), t.checkpoint_at.end(), n_end) != t.checkpoint_at.end()) {
         Status st = slot_take_checkpoint(ctx.get(), s, cfg.ctx.checkpoints.max);
         if (!st.ok()) log_warn("engine: checkpoint of slot {} not taken: {}", s.id, st.message());
+    }
+    if (t.progress) {
+        t.progress = n_end < t.seq.size();
+        t.h->push(
+            event_progress{uint32_t(t.seq.size()), t.usage.cached_tokens, n_end, ms_between(t.t_start, steady::now())});
     }
     if (n_end != t.seq.size()) return;
     const float * lg = llama_get_logits_ith(ctx.get(), t.batch_row);

@@ -185,6 +185,7 @@ struct choice_state {
     openai_delta step(const engine_event & e, const loaded_model & vocab) {
         openai_delta d;
         d.index = res.index;
+        if (std::holds_alternative<event_progress>(e)) return d;  // (streamed on its own: emit below)
         if (const auto * t = std::get_if<event_token>(&e)) {
             res.tokens.push_back(t->token);
             d.tokens.push_back(t->token);
@@ -278,7 +279,9 @@ net::awaitable<void> node_impl::respond_generation(http_exchange & ex, engine_ta
     std::optional<event_done> prefilled;
     if (auto * g = std::get_if<task_generate>(&task); g && n > 1) {
         gen_request one = std::move(g->req);
-        auto done = co_await run_to_done(ex, task_prefill{one});
+        gen_request prompt_only = one;
+        prompt_only.return_progress = false;  // (the choices' restores report it)
+        auto done = co_await run_to_done(ex, task_prefill{std::move(prompt_only)});
         if (!done.ok()) co_return (void) co_await ex.respond_error(done.status());
         auto blob = co_await blob_parse_edge(std::move(done->blob));
         if (!blob.ok()) co_return (void) co_await ex.respond_error(blob.status());
@@ -356,11 +359,9 @@ net::awaitable<void> node_impl::respond_generation(http_exchange & ex, engine_ta
     if (!co_await ex.begin(200, "text/event-stream", {{"Cache-Control", "no-cache"}}, std::nullopt))
         co_return g.cancel_all();
     // (co_await is kept out of && and ?: : GCC miscompiles short-circuit operands that suspend.)
-    if (meta.endpoint == openai_endpoint::chat) {
-        std::string roles;
-        for (size_t i = 0; i < n; ++i) roles += sse_event(openai_chunk_role_json(meta, uint32_t(i)));
-        if (!co_await put(roles)) co_return;
-    }
+    // A chat choice's first chunk is its role; prompt-progress chunks (return_progress) come before it, as
+    // llama-server sends them.
+    std::vector<bool> role_sent(n, meta.endpoint != openai_endpoint::chat);
     // The messages endpoint: Anthropic's typed events instead of chunks (one choice).
     std::optional<anthropic_stream> anthropic;
     auto frame = [](const std::vector<anthropic_event> & events) {
@@ -375,10 +376,17 @@ net::awaitable<void> node_impl::respond_generation(http_exchange & ex, engine_ta
     const bool done_marker = openai_stream_ends_with_done(meta);
     // emit renders what one event of choice i adds (a delta chunk, and the finish chunk when it ends).
     auto emit = [&](size_t i, const engine_event & ev) {
+        if (const auto * p = std::get_if<event_progress>(&ev))  // the prompt's (one per choice: the first's)
+            return i == 0 && !anthropic ? sse_event(openai_chunk_progress_json(meta, *p)) : std::string();
         choice_state & c = choices[i];
+        std::string out;
+        if (!role_sent[i]) {
+            out += sse_event(openai_chunk_role_json(meta, uint32_t(i)));
+            role_sent[i] = true;
+        }
         openai_delta d = c.step(ev, vocab);
         if (anthropic) {
-            std::string out = frame(anthropic->push(d));
+            out += frame(anthropic->push(d));
             if (c.finished) {
                 log_generation(ex.request().id, oreq, c.res);
                 out += frame(anthropic->finish(c.res));
@@ -389,7 +397,6 @@ net::awaitable<void> node_impl::respond_generation(http_exchange & ex, engine_ta
         c.unsent.clear();
         for (auto & p : d.logprobs) lps.push_back(std::move(p));
         d.logprobs.clear();
-        std::string out;
         const bool has_text = !d.text.content.empty() || !d.text.reasoning.empty() || !d.tool_calls.empty();
         if (has_text || (meta.endpoint == openai_endpoint::completion && !d.tokens.empty())) {
             d.logprobs = std::move(lps);

@@ -136,6 +136,7 @@ net::awaitable<void> node_impl::on_prefill(http_exchange & ex) {
     auto gen = co_await http->offload([&] { return openai_to_gen(oreq.value(), *model, n_ctx); });
     if (!gen.ok()) co_return (void) co_await ex.respond_error(gen.status());
     gen->request_json = std::move(embedded.value());
+    gen->return_progress = false;  // (the embedded request keeps it: the decode node reports the progress)
     if (const std::string_view base = ex.request().header(pd_header_delta_base); !base.empty()) {
         uint32_t n = 0;
         auto [p, ec] = std::from_chars(base.data(), base.data() + base.size(), n);

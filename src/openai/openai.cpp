@@ -497,6 +497,7 @@ Status parse_fields(const json & j, const ordered_json & ordered, openai_endpoin
     BATON_RETURN_IF_ERROR(get_bool(j, "stream", r.stream));
     BATON_RETURN_IF_ERROR(get_bool(j, "ignore_eos", r.ignore_eos));
     BATON_RETURN_IF_ERROR(get_bool(j, "return_tokens", r.return_tokens));
+    BATON_RETURN_IF_ERROR(get_bool(j, "return_progress", r.return_progress));
     if (auto it = j.find("stream_options"); it != j.end() && !it->is_null()) {
         if (!it->is_object()) return invalid_input("stream_options: must be an object");
         BATON_RETURN_IF_ERROR(get_bool(*it, "include_usage", r.include_usage));
@@ -543,6 +544,9 @@ Result<gen_request> openai_to_gen(const openai_request & r, const loaded_model &
     g.sampling = r.sampling;
     g.stop = r.stop;
     g.ignore_eos = r.ignore_eos;
+    // Progress events are chunks of a stream (llama-server sends none in a whole answer); Anthropic's Messages
+    // stream has no event for them.
+    g.return_progress = r.return_progress && r.stream && r.endpoint != openai_endpoint::messages;
     g.n_probs = r.n_probs;
     if (std::holds_alternative<openai_chat>(r.input)) {
         return invalid_input("messages: the chat was not rendered by a chat template");

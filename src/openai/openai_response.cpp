@@ -236,6 +236,22 @@ std::string openai_chunk_role_json(const openai_response_meta & m, uint32_t inde
     return chunk(m, chunk_choice(m, index, {{"role", "assistant"}, {"content", nullptr}}, nullptr));
 }
 
+std::string openai_chunk_progress_json(const openai_response_meta & m, const event_progress & p) {
+    const json progress = {
+        {"total", p.total}, {"cache", p.cache}, {"processed", p.processed}, {"time_ms", int64_t(p.ms)}};
+    if (m.endpoint == openai_endpoint::completion) {
+        json j = {{"index", 0},    {"content", ""},         {"tokens", json::array()},    {"stop", false},
+                  {"id_slot", -1}, {"tokens_predicted", 0}, {"tokens_evaluated", p.total}};
+        j["prompt_progress"] = progress;
+        return dump(j);
+    }
+    json j = head(m, true);
+    j["choices"] = json::array(
+        {chunk_choice(m, 0, is_chat(m) ? json{{"role", "assistant"}, {"content", nullptr}} : json(""), nullptr)});
+    j["prompt_progress"] = progress;
+    return dump(j);
+}
+
 std::string openai_chunk_delta_json(const openai_response_meta & m, const openai_delta & d, uint32_t n_generated,
                                     uint32_t n_prompt) {
     if (m.endpoint == openai_endpoint::completion) {

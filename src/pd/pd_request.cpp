@@ -22,6 +22,11 @@ using json = nlohmann::json;
 constexpr std::initializer_list<const char *> k_top = {
     "version",  "endpoint",        "model", "input",  "max_tokens",    "n",          "n_probs",
     "sampling", "logit_bias_text", "stop",  "stream", "include_usage", "ignore_eos", "return_tokens"};
+// Version 4 adds "return_progress" at the end.
+constexpr std::initializer_list<const char *> k_top_v4 = {
+    "version", "endpoint",      "model",      "input",           "max_tokens",
+    "n",       "n_probs",       "sampling",   "logit_bias_text", "stop",
+    "stream",  "include_usage", "ignore_eos", "return_tokens",   "return_progress"};
 constexpr std::initializer_list<const char *> k_sampling = {
     "temperature",      "top_k", "top_p",      "min_p",  "repeat_penalty", "repeat_last_n", "frequency_penalty",
     "presence_penalty", "seed",  "logit_bias", "grammar"};
@@ -60,7 +65,7 @@ Status exactly(const json & o, const std::string & field, std::initializer_list<
         for (const auto & [k, v] : o.items()) {
             bool known = false;
             for (const char * t : table) known = known || k == t;
-            if (!known) return corrupt(field.empty() ? k : field + "." + k, "is not a field of version 1");
+            if (!known) return corrupt(field.empty() ? k : field + "." + k, "is not a field of this version");
         }
     return {};
 }
@@ -264,7 +269,7 @@ Result<openai_request> decode(const json & j, const pd_request_limits & lim) {
         return Status(status_code::incompatible, "embedded request: version " + v->dump() + ", this node reads " +
                                                      std::to_string(pd_request_version_min) + ".." +
                                                      std::to_string(pd_request_version));
-    BATON_RETURN_IF_ERROR(exactly(j, "", k_top));
+    BATON_RETURN_IF_ERROR(exactly(j, "", version >= 4 ? k_top_v4 : k_top));
     openai_request r;
     std::string endpoint;
     BATON_RETURN_IF_ERROR(get_string(j, "", "endpoint", endpoint));
@@ -308,6 +313,10 @@ Result<openai_request> decode(const json & j, const pd_request_limits & lim) {
     BATON_RETURN_IF_ERROR(get_bool(j, "", "include_usage", r.include_usage));
     BATON_RETURN_IF_ERROR(get_bool(j, "", "ignore_eos", r.ignore_eos));
     BATON_RETURN_IF_ERROR(get_bool(j, "", "return_tokens", r.return_tokens));
+    if (version >= 4) {
+        BATON_RETURN_IF_ERROR(get_bool(j, "", "return_progress", r.return_progress));
+        if (!r.return_progress) return corrupt("return_progress", "is false (version 3 and earlier carry none)");
+    }
     return r;
 }
 
@@ -324,9 +333,10 @@ Result<std::string> pd_request_encode(const openai_request & r) {
     ordered_json j;
     const auto * chat_in = std::get_if<openai_chat_rendered>(&r.input);
     // The lowest version that carries the request, so older nodes read every request they can serve.
-    const bool v3 = r.endpoint == openai_endpoint::messages;
+    const bool v4 = r.return_progress;
+    const bool v3 = v4 || r.endpoint == openai_endpoint::messages;
     const bool v2 = v3 || (chat_in && !chat_in->prefill.empty());
-    j["version"] = v3 ? 3 : v2 ? 2 : 1;
+    j["version"] = v4 ? 4 : v3 ? 3 : v2 ? 2 : 1;
     j["endpoint"] = openai_endpoint_name(r.endpoint);
     j["model"] = r.model;
     ordered_json in;
@@ -374,6 +384,7 @@ Result<std::string> pd_request_encode(const openai_request & r) {
     j["include_usage"] = r.include_usage;
     j["ignore_eos"] = r.ignore_eos;
     j["return_tokens"] = r.return_tokens;
+    if (v4) j["return_progress"] = true;
     // Every text came through a JSON parser (valid UTF-8); replace only keeps dump from throwing.
     return j.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
 }

@@ -2,6 +2,7 @@
 // GGUF with the same flags, the answers compared field by field where Baton promises llama-server's behaviour
 // (docs/api.md, "llama-server compatibility"). Skipped where llama-server is not installed (it is in the build
 // root). One pair of processes per test serves all of its cases.
+#include <algorithm>
 #include <cctype>
 #include <map>
 #include <tuple>
@@ -285,6 +286,96 @@ TEST(LlamaServerDiff, AGenerationThatFillsTheContextEndsWhereLlamaServersDoes) {
         ASSERT_EQ(pd.status, 200) << pd.body;
         EXPECT_EQ(pd.j()["truncated"], b.j()["truncated"]) << n_predict;
     }
+}
+
+// return_progress: a stream's prompt-progress chunks are llama-server's — one when the prompt starts and one
+// after every batch (-b) of it, with the same total, cache and processed counts, in the endpoint's chunk shape,
+// before the first token's — and the answer after them is the same. A whole answer carries none. Through PD the
+// decode node reports the prompt once, whole, when its state has arrived, and the answer is the same.
+TEST(LlamaServerDiff, PromptProgressChunksAreLlamaServers) {
+    server_pair p = start_pair(1024, 1, {"-b", "64", "-ub", "16"});
+    SKIP_WITHOUT_LLAMA_SERVER(p);
+    std::string text;
+    for (int i = 0; i < 30; ++i) text += "word" + std::to_string(i) + " ";
+    // progress: the prompt_progress objects of a stream (time_ms dropped) and the text after them.
+    struct seen {
+        std::vector<std::tuple<int, int, int>> progress;
+        std::string text;
+        bool progress_after_text = false;
+        std::string first_shape;  // the keys of the first progress chunk
+    };
+    auto read = [](const std::string & body) {
+        seen s;
+        for (const auto & c : sse_payloads(body)) {
+            if (c == "[DONE]") continue;
+            const json j = json::parse(c);
+            if (j.contains("prompt_progress")) {
+                const json & pp = j["prompt_progress"];
+                s.progress.emplace_back(pp["total"].get<int>(), pp["cache"].get<int>(), pp["processed"].get<int>());
+                s.progress_after_text = s.progress_after_text || !s.text.empty();
+                EXPECT_TRUE(pp["time_ms"].is_number_integer()) << c;
+                if (s.first_shape.empty())
+                    for (const auto & [k, v] : j.items()) s.first_shape += k + (v.is_object() ? "{}" : "") + ",";
+                continue;
+            }
+            if (j.contains("content")) s.text += j["content"].get<std::string>();
+            if (j.contains("choices") && !j["choices"].empty()) {
+                const json & ch = j["choices"][0];
+                if (ch.contains("text")) s.text += ch["text"].get<std::string>();
+                if (ch.contains("delta") && ch["delta"].contains("content") && ch["delta"]["content"].is_string())
+                    s.text += ch["delta"]["content"].get<std::string>();
+            }
+        }
+        return s;
+    };
+    const std::vector<std::pair<std::string, json>> cases = {
+        {"/completion", {{"prompt", "a " + text}, {"n_predict", 4}}},
+        {"/v1/completions", {{"prompt", "b " + text}, {"max_tokens", 4}}},
+        {"/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "c " + text}}}}, {"max_tokens", 4}}},
+    };
+    for (const auto & [path, base] : cases) {
+        SCOPED_TRACE(path);
+        json body = base;
+        body["temperature"] = 0;
+        body["stream"] = true;
+        body["return_progress"] = true;
+        const http_reply l = post(*p.llama, path, body.dump()), b = post(*p.baton, path, body.dump());
+        ASSERT_EQ(l.status, 200) << l.body;
+        ASSERT_EQ(b.status, 200) << b.body;
+        const seen ls = read(l.body), bs = read(b.body);
+        ASSERT_GE(ls.progress.size(), 3u) << l.body.substr(0, 600);  // start, a batch of 64, the rest
+        EXPECT_EQ(bs.progress, ls.progress) << b.body.substr(0, 600);
+        EXPECT_FALSE(bs.progress_after_text);
+        // The same keys, but llama-server's ids and fingerprint fields are its own: compare the shape's names.
+        auto keys = [](std::string s) {
+            std::vector<std::string> k;
+            for (size_t a = 0, z; (z = s.find(',', a)) != std::string::npos; a = z + 1) k.push_back(s.substr(a, z - a));
+            std::sort(k.begin(), k.end());
+            return k;
+        };
+        EXPECT_EQ(keys(bs.first_shape), keys(ls.first_shape));
+        EXPECT_EQ(bs.text, ls.text);
+        // Not streamed: no progress on either.
+        body["stream"] = false;
+        body["prompt"] = path == "/v1/chat/completions" ? json() : json("d " + text);
+        if (body["prompt"].is_null()) body.erase("prompt");
+        const http_reply lw = post(*p.llama, path, body.dump()), bw = post(*p.baton, path, body.dump());
+        EXPECT_EQ(lw.body.find("prompt_progress"), std::string::npos);
+        EXPECT_EQ(bw.body.find("prompt_progress"), std::string::npos) << bw.body.substr(0, 300);
+    }
+    // Through PD: one progress chunk, the whole prompt, before the same answer.
+    json body = {
+        {"prompt", "e " + text}, {"n_predict", 4}, {"temperature", 0}, {"stream", true}, {"return_progress", true}};
+    const http_reply one = post(*p.baton, "/completion", body.dump());
+    const http_reply pd = via_pd(*p.baton, *p.baton, "completion", body.dump());
+    ASSERT_EQ(pd.status, 200) << pd.body;
+    const seen os = read(one.body), ps = read(pd.body);
+    ASSERT_EQ(ps.progress.size(), 1u) << pd.body.substr(0, 600);
+    const auto [total, cache, processed] = ps.progress[0];
+    EXPECT_EQ(processed, total);
+    EXPECT_EQ(total, std::get<0>(os.progress.back()));
+    EXPECT_FALSE(ps.progress_after_text);
+    EXPECT_EQ(ps.text, os.text);
 }
 
 // llama-server's direct token input: a prompt array mixing texts and token ids is the same tokens (BOS only

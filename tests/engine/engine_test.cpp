@@ -292,6 +292,74 @@ TEST(EngineSubmit, StopStringsEndGenerationAndAreNotEmitted) {
     EXPECT_EQ(res.text, full.text.substr(0, full.text.find(stop)));
 }
 
+// return_progress: a progress event when the prompt starts (processed == cache) and after every chunk, counts
+// rising to the prompt's length, all before the first token; the tokens are those of a run without it. A
+// decode task reports its restored prompt once, whole. Without the flag, no progress event at all.
+TEST(EngineSubmit, ProgressEventsCountThePromptsChunksBeforeTheFirstToken) {
+    auto m = model_for("llama");
+    engine_config cfg = engine_cfg(1, 512);
+    cfg.ctx.n_batch = 32;
+    cfg.cache_ram_mib = 0;
+    auto e = make_engine(m, cfg);
+    gen_request r = greedy(make_prompt(100, 3, 300), 5);
+    auto events_of = [&](engine_task t) {
+        std::vector<engine_event> out;
+        auto h = e->submit(std::move(t)).value();
+        for (;;) {
+            engine_event ev;
+            EXPECT_TRUE(h->next(ev, std::chrono::seconds(60)));
+            const bool last = std::holds_alternative<event_done>(ev) || std::holds_alternative<event_error>(ev);
+            out.push_back(std::move(ev));
+            if (last) break;
+        }
+        return out;
+    };
+    auto tokens_of = [](const std::vector<engine_event> & evs) {
+        std::vector<token_id> t;
+        for (const auto & ev : evs)
+            if (const auto * k = std::get_if<event_token>(&ev)) t.push_back(k->token);
+        return t;
+    };
+    const auto plain = events_of(task_generate{r});
+    for (const auto & ev : plain) EXPECT_FALSE(std::holds_alternative<event_progress>(ev));
+    ASSERT_TRUE(run_task(*e, task_slot_erase{0}).done.ok());  // so the prompt is computed again
+    r.return_progress = true;
+    const auto with = events_of(task_generate{r});
+    EXPECT_EQ(tokens_of(with), tokens_of(plain));
+    std::vector<event_progress> ps;
+    size_t first_token = with.size();
+    for (size_t i = 0; i < with.size(); ++i) {
+        if (const auto * p = std::get_if<event_progress>(&with[i])) {
+            EXPECT_LT(i, first_token) << "progress after a token";
+            ps.push_back(*p);
+        } else if (std::holds_alternative<event_token>(with[i]) && first_token == with.size()) {
+            first_token = i;
+        }
+    }
+    // 100 tokens in chunks of 32: the start, then 32, 64, 96, 100.
+    ASSERT_EQ(ps.size(), 5u);
+    EXPECT_EQ(ps.front().processed, ps.front().cache);
+    for (size_t i = 1; i < ps.size(); ++i) {
+        EXPECT_EQ(ps[i].total, 100u);
+        EXPECT_GT(ps[i].processed, ps[i - 1].processed);
+        EXPECT_GE(ps[i].ms, ps[i - 1].ms);
+    }
+    EXPECT_EQ(ps.back().processed, 100u);
+    // A decode task: its state holds the whole prompt, reported once.
+    engine_result pre = run_task(*e, task_prefill{r});
+    ASSERT_TRUE(pre.done.ok()) << pre.done.status().to_string();
+    auto d = make_engine(m, cfg);
+    auto h = d->submit(task_decode{validated(pre.done->blob), r}).value();
+    engine_event ev;
+    ASSERT_TRUE(h->next(ev, std::chrono::seconds(60)));
+    ASSERT_TRUE(std::holds_alternative<event_progress>(ev));
+    EXPECT_EQ(std::get<event_progress>(ev).processed, 100u);
+    EXPECT_EQ(std::get<event_progress>(ev).total, 100u);
+    engine_result rest = engine_run_to_end(h, std::chrono::seconds(60));
+    ASSERT_TRUE(rest.done.ok());
+    EXPECT_EQ(rest.tokens, tokens_of(plain));
+}
+
 }  // namespace
 }  // namespace baton
 

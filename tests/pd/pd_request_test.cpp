@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -122,6 +124,41 @@ TEST(PdRequest, TheMessagesEndpointIsVersionThreeAndOnlyThere) {
     text["version"] = 3;
     text["endpoint"] = "messages";
     EXPECT_EQ(decode(text).code(), status_code::corrupt);
+}
+
+// Version 4 carries return_progress (a stream's prompt-progress chunks, reported by the decode node): written
+// only for a request that asks for them, always true there; older versions carry no such field.
+TEST(PdRequest, ReturnProgressIsVersionFourAndOnlyThere) {
+    for (const auto & [body, endpoint] : std::vector<std::pair<const char *, openai_endpoint>>{
+             {R"({"prompt":"x","n_predict":2,"stream":true,"return_progress":true})", openai_endpoint::completion},
+             {R"({"messages":[{"role":"user","content":"hi"}],"stream":true,"return_progress":true})",
+              openai_endpoint::chat}}) {
+        const openai_request r = resolved(body, endpoint);
+        ASSERT_TRUE(r.return_progress);
+        const std::string text = encode(r);
+        const json j = json::parse(text);
+        EXPECT_EQ(j.at("version"), 4);
+        EXPECT_EQ(j.at("return_progress"), true);
+        auto back = pd_request_decode(text, pd_request_limits{});
+        ASSERT_TRUE(back.ok()) << back.status().message();
+        EXPECT_TRUE(back.value() == r);
+        EXPECT_EQ(encode(back.value()), text);
+        json v3 = j;  // version 3 has no such field
+        v3["version"] = 3;
+        EXPECT_EQ(decode(v3).code(), status_code::corrupt);
+        json off = j;  // a version 4 request always asks for progress (one that does not is written as older)
+        off["return_progress"] = false;
+        EXPECT_EQ(decode(off).code(), status_code::corrupt);
+        json missing = j;
+        missing.erase("return_progress");
+        EXPECT_EQ(decode(missing).code(), status_code::corrupt);
+        json typed = j;
+        typed["return_progress"] = 1;
+        EXPECT_EQ(decode(typed).code(), status_code::corrupt);
+    }
+    EXPECT_EQ(json::parse(encode(resolved(R"({"prompt":"x","return_progress":false})", openai_endpoint::completion)))
+                  .at("version"),
+              1);
 }
 
 TEST(PdRequest, FloatsAndNeverSampledBiasesSurviveBitForBit) {

@@ -119,6 +119,7 @@ struct openai_request {
     bool include_usage = false;  // stream_options.include_usage
     bool ignore_eos = false;
     bool return_tokens = false;  // /completion: "tokens" holds the generated ids
+    bool return_progress = false;  // streamed: prompt_progress chunks before the first token (llama-server's)
     bool operator==(const openai_request &) const = default;
 };
 

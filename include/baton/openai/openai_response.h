@@ -85,6 +85,11 @@ std::string openai_response_json(const openai_response_meta & m, const std::vect
 // OpenAI and llama-server send it).
 std::string openai_chunk_role_json(const openai_response_meta & m, uint32_t index);
 
+// openai_chunk_progress_json: a prompt-progress chunk (return_progress), as llama-server sends it: "prompt_progress"
+// {total, cache, processed, time_ms} on /completion's shape with no content, or on a chunk of the first choice
+// (chat: its role delta) with no text. Its "tokens" is [] where llama-server's holds a stray 0.
+std::string openai_chunk_progress_json(const openai_response_meta & m, const event_progress & p);
+
 // What one streamed chunk of a choice adds.
 struct openai_delta {
     uint32_t index = 0;

@@ -25,8 +25,9 @@ namespace baton {
 // nodes that read version 1 still take every other request. Version 3 adds the "messages" endpoint
 // (Anthropic's Messages API; its input always carries "prefill", "" when none); the encoder writes 3 only
 // for that endpoint, so an older decode node refuses it as incompatible (the router falls back) and takes
-// every other request. A decoder reads 1..pd_request_version and refuses any other (incompatible).
-inline constexpr int pd_request_version = 3;
+// every other request. Version 4 adds "return_progress" (always true: the encoder writes 4 only for a request
+// that asked for progress events). A decoder reads 1..pd_request_version and refuses any other (incompatible).
+inline constexpr int pd_request_version = 4;
 inline constexpr int pd_request_version_min = 1;
 
 // What a decode node holds an embedded request to: its own limits, never its defaults (the prefill node
