@@ -1,6 +1,7 @@
 // live_view_page.cpp — the live view's page (see live_view.h): one HTML file with its script. It polls
 // view/state every second and draws what the state holds: a summary line, the nodes (by pool, with health and
-// load), a node's slots, charts of the series (Chart.js from view/chart.js; without it, a note), and the last
+// load), a node's slots, the caches (a node's host prompt cache, parked slots, held states and tier link; the
+// router's prefix index by node and the tier's entries by chain key), charts of the series (Chart.js from view/chart.js; without it, a note), and the last
 // requests as timelines whose bars are their steps. With an API key on the server the state answers 401: the
 // page asks for the key once and keeps it for the tab (sessionStorage), sent as a Bearer token.
 #include "baton/http/live_view.h"
@@ -56,6 +57,8 @@ constexpr std::string_view k_page = R"HTML(<!doctype html>
 <table id="nodes"><thead><tr><th>pool</th><th>node</th><th>health</th><th>model</th><th>load</th><th></th></tr></thead><tbody></tbody></table>
 <div id="slots-box" hidden><h2>Slots</h2>
 <table id="slots"><thead><tr><th>slot</th><th>state</th><th>tokens held</th></tr></thead><tbody></tbody></table></div>
+<div id="caches-box" hidden><h2>Caches</h2>
+<table id="caches"><thead><tr><th>cache</th><th>where</th><th>entries</th><th>tokens</th><th>bytes</th><th></th></tr></thead><tbody></tbody></table></div>
 <h2>Last minutes</h2>
 <div class="charts" id="charts"><div><canvas id="c-latency"></canvas></div><div><canvas id="c-load"></canvas></div></div>
 <p id="nocharts" hidden>Charts need Chart.js (Debian's libjs-chart.js), which this machine does not have.</p>
@@ -140,6 +143,21 @@ function drawSlots(slots) {
   }
 }
 
+function drawCaches(rows) {
+  el("caches-box").hidden = !rows || rows.length === 0;
+  if (!rows) return;
+  const body = el("caches").tBodies[0];
+  body.replaceChildren();
+  const num = (v) => (v == null ? "–" : String(v));
+  for (const c of rows) {
+    const tr = document.createElement("tr");
+    tr.className = "cache-row";
+    tr.dataset.cache = c.cache;
+    tr.append(text("td", c.cache), text("td", c.where), text("td", num(c.entries)), text("td", num(c.tokens)),
+              text("td", c.bytes == null ? "–" : (bytes(c.bytes) || "0 B")), text("td", c.note || ""));
+    body.append(tr);
+  }
+}
 function drawTimeline(requests) {
   const box = el("timeline");
   box.replaceChildren();
@@ -208,6 +226,7 @@ async function poll() {
     drawSummary(st);
     drawNodes(st.nodes || []);
     drawSlots(st.slots);
+    drawCaches(st.caches);
     drawCharts(st.series);
     drawTimeline(st.requests || []);
     document.body.dataset.polls = String(Number(document.body.dataset.polls || 0) + 1);

@@ -173,6 +173,7 @@ class node_impl {
     net::awaitable<void> on_slots(http_exchange & ex);
     // view_state: the live view's state (live_view.h): this node, its slots, its last generations, series.
     nlohmann::json view_state();
+    nlohmann::json view_caches(bool is_ready) const;  // (the state's "caches": host cache, parked, held, tier)
 
     // ---- slot_state.cpp ----
     net::awaitable<void> on_state_get(http_exchange & ex);

@@ -131,7 +131,62 @@ nlohmann::json node_impl::view_state() {
         summary["generated tokens"] = m.generated_tokens;
     }
     j["summary"] = std::move(summary);
+    j["caches"] = view_caches(is_ready);
     return j;
+}
+
+// view_caches: the node's state stores beside its slots — the host prompt cache (--cache-ram), parked slots,
+// the states held for decode nodes to fetch (direct transfer), and its link to the shared tier — as the live
+// view's cache table rows.
+nlohmann::json node_impl::view_caches(bool is_ready) const {
+    json rows = json::array();
+    if (!is_ready) return rows;
+    const engine_metrics m = eng->metrics();
+    const int64_t ram = cfg.engine.cache_ram_mib;
+    rows.push_back(
+        {{"cache", "host prompt cache"},
+         {"where", "this node"},
+         {"entries", m.cache_ram_entries},
+         {"tokens", nullptr},
+         {"bytes", m.cache_ram_bytes},
+         {"note", ram == 0 ? std::string("off (--cache-ram 0)")
+                           : std::to_string(m.cache_ram_hits) + " hits (" + std::to_string(m.cache_ram_hit_tokens) +
+                                 " tokens), " + std::to_string(m.cache_ram_evictions) + " evicted" +
+                                 (ram < 0 ? ", no limit" : ", limit " + std::to_string(ram) + " MiB")}});
+    if (m.parked_bytes > 0 || cfg.engine.park_idle) {
+        uint32_t parked = 0, tokens = 0;
+        for (const slot_info & s : eng->slots())
+            if (s.parked) ++parked, tokens += s.n_tokens;
+        rows.push_back({{"cache", "parked slots"},
+                        {"where", "this node"},
+                        {"entries", parked},
+                        {"tokens", tokens},
+                        {"bytes", m.parked_bytes},
+                        {"note", "idle slots' states moved out of the KV cache"}});
+    }
+    if (held) {
+        const state_hold_stats h = held->stats();
+        rows.push_back({{"cache", "held states"},
+                        {"where", "this node"},
+                        {"entries", h.held},
+                        {"tokens", nullptr},
+                        {"bytes", h.held_bytes},
+                        {"note", std::to_string(h.fetched) + " fetched, " + std::to_string(h.expired) + " expired, " +
+                                     std::to_string(h.refused) + " refused for room"}});
+    }
+    if (const tier_link * t = tier_ptr.load()) {
+        const tier_link_counters c = t->counters();
+        rows.push_back({{"cache", "shared tier"},
+                        {"where", "Valkey"},
+                        {"entries", nullptr},  // (what Valkey holds now is Valkey's: its TTLs and evictions)
+                        {"tokens", nullptr},
+                        {"bytes", nullptr},
+                        {"note", std::string(c.last_ok ? "reachable" : "failing: " + c.last_error) + "; written " +
+                                     std::to_string(c.written) + " (" + std::to_string(c.deltas_written) +
+                                     " as deltas), fetched " + std::to_string(c.fetch_hits) + " of " +
+                                     std::to_string(c.fetches) + " lookups"}});
+    }
+    return rows;
 }
 
 }  // namespace baton

@@ -12,6 +12,7 @@
 #include "baton/base/log.h"
 #include "baton/cluster/node_record.h"
 #include "baton/http/metrics_text.h"
+#include "baton/pd/pd_protocol.h"
 #include "router_impl.h"
 
 namespace baton {
@@ -159,6 +160,39 @@ void router_impl::record_trace(route_ctx & ctx, const http_exchange & ex) {
     live.gauge(live_log::now_unix_ms(), double(prefill_gate.waiting() + decode_gate.waiting()), 0);
 }
 
+// view_caches: what the prefix index holds of each node and what the nodes reported writing to the shared tier,
+// per chain key (a model and KV layout), as the live view's cache table rows.
+nlohmann::json router_impl::view_caches() const {
+    nlohmann::json rows = nlohmann::json::array();
+    char key[17];
+    for (const kv_view_key & k : kv.keys()) {
+        std::snprintf(key, sizeof key, "%016llx", static_cast<unsigned long long>(k.seed));
+        for (const prefix_index_node & n : k.nodes)
+            rows.push_back({{"cache", "prefix index"},
+                            {"where", n.node},
+                            {"entries", n.blocks},
+                            {"tokens", uint64_t(n.blocks) * pd_kv_block_tokens},
+                            {"bytes", nullptr},
+                            {"note", std::string(n.in_sync ? "in sync" : "resyncing") + ", key " + key}});
+        if (k.tier_entries > 0)
+            rows.push_back({{"cache", "shared tier"},
+                            {"where", std::string("nodes of key ") + key},
+                            {"entries", k.tier_entries},
+                            {"tokens", nullptr},
+                            {"bytes", nullptr},
+                            {"note", "blocks whose states the nodes wrote; the soonest expires in " +
+                                         std::to_string(int64_t(k.tier_next_expiry_s)) + " s"}});
+    }
+    if (!vocab)
+        rows.push_back({{"cache", "prefix index"},
+                        {"where", "router"},
+                        {"entries", nullptr},
+                        {"tokens", nullptr},
+                        {"bytes", nullptr},
+                        {"note", "not used for routing: the router has no vocabulary (-m)"}});
+    return rows;
+}
+
 nlohmann::json router_impl::view_state() {
     const int64_t now = live_log::now_unix_ms();
     nlohmann::json nodes = nlohmann::json::array();
@@ -195,6 +229,7 @@ nlohmann::json router_impl::view_state() {
                               {"leaves", leaves.load()}};
     if (watch) summary["etcd"] = watch->connected() ? "connected" : "disconnected";
     j["summary"] = std::move(summary);
+    j["caches"] = view_caches();
     return j;
 }
 

@@ -216,6 +216,37 @@ kv_view_stats kv_view::stats() const {
     return s;
 }
 
+std::vector<kv_view_key> kv_view::keys(clock::time_point now) const {
+    lock_guard lk(mu_);
+    std::map<uint64_t, kv_view_key> out;
+    for (const auto & [seed, ix] : indexes_) {
+        kv_view_key & k = out[seed];
+        k.seed = seed;
+        k.nodes = ix->nodes();
+        k.index_blocks = ix->stats().blocks;
+    }
+    // A node that has published nothing yet is in sync and holds nothing (the index knows only nodes with blocks).
+    for (const auto & [url, c] : cursors_) {
+        auto it = out.find(c.seed);
+        if (it == out.end()) continue;
+        auto & ns = it->second.nodes;
+        if (std::none_of(ns.begin(), ns.end(), [&](const prefix_index_node & n) { return n.node == url; }))
+            ns.push_back({url, 0, c.synced});
+    }
+    for (auto & [seed, k] : out)
+        std::sort(k.nodes.begin(), k.nodes.end(), [](const auto & a, const auto & b) { return a.node < b.node; });
+    for (const auto & [seed, t] : tiers_) {
+        kv_view_key & k = out[seed];
+        k.seed = seed;
+        for (auto it = t.by_expiry.lower_bound(now + clock::duration(1)); it != t.by_expiry.end(); ++it) {
+            if (k.tier_entries++ == 0) k.tier_next_expiry_s = std::chrono::duration<double>(it->first - now).count();
+        }
+    }
+    std::vector<kv_view_key> v;
+    for (auto & [seed, k] : out) v.push_back(std::move(k));
+    return v;
+}
+
 std::vector<uint32_t> kv_route_scores(const std::vector<uint32_t> & cached, size_t n_tokens,
                                       const std::vector<uint32_t> & tier) {
     const uint32_t margin = std::max<uint32_t>(pd_kv_block_tokens, uint32_t(n_tokens / 8));

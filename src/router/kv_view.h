@@ -34,6 +34,16 @@ struct kv_view_stats {
     uint64_t evictions = 0, gaps = 0, resyncs = 0, batches = 0, rejected = 0;
 };
 
+// What the view holds for one chain key (a model and KV layout): the prefix index's blocks by node, and the
+// shared tier's entries the nodes of that key reported writing (the live view's cache table).
+struct kv_view_key {
+    uint64_t seed = 0;
+    std::vector<prefix_index_node> nodes;
+    size_t index_blocks = 0;         // distinct blocks in the index
+    size_t tier_entries = 0;         // unexpired at `now`
+    double tier_next_expiry_s = -1;  // seconds until the soonest entry expires (-1: none)
+};
+
 class kv_view {
   public:
     explicit kv_view(size_t max_blocks_per_model) : max_blocks_(max_blocks_per_model) {}
@@ -62,6 +72,8 @@ class kv_view {
     std::vector<uint32_t> tier_tokens(std::span<const token_id> tokens, const std::vector<std::string> & urls,
                                       clock::time_point now = clock::now());
     kv_view_stats stats() const;
+    // keys: every chain key's contents at now (entries past their TTL not counted).
+    std::vector<kv_view_key> keys(clock::time_point now = clock::now()) const;
 
   private:
     struct cursor {

@@ -126,6 +126,14 @@ prefix_index_stats prefix_index::stats() const {
     return s;
 }
 
+std::vector<prefix_index_node> prefix_index::nodes() const {
+    lock_guard lock(mu_);
+    std::vector<prefix_index_node> out;
+    for (const auto & [name, n] : nodes_) out.push_back({name, n.blocks.size(), n.in_sync});
+    std::sort(out.begin(), out.end(), [](const auto & a, const auto & b) { return a.node < b.node; });
+    return out;
+}
+
 void prefix_index::store(node_state & n, uint64_t h) {
     if (max_blocks_ == 0) return;
     auto it = blocks_.find(h);

@@ -51,6 +51,13 @@ struct prefix_index_stats {
     uint64_t wrong_seed = 0;  // batches and snapshots ignored for their seed
 };
 
+// What the index holds of one node (the live view).
+struct prefix_index_node {
+    std::string node;
+    size_t blocks = 0;
+    bool in_sync = false;
+};
+
 class prefix_index {
   public:
     // seed: the chain key every batch and snapshot must carry; max_blocks: distinct hashes held at most
@@ -73,6 +80,8 @@ class prefix_index {
     // needs_snapshot: the node is known and out of sync (its last batch answered gap).
     bool needs_snapshot(const std::string & node) const BATON_EXCLUDES(mu_);
     prefix_index_stats stats() const BATON_EXCLUDES(mu_);
+    // nodes: each known node's block count and sync state, by node name.
+    std::vector<prefix_index_node> nodes() const BATON_EXCLUDES(mu_);
 
   private:
     struct node_state {

@@ -173,6 +173,7 @@ class router_impl {
     net::awaitable<void> on_models(http_exchange & ex);
     // view_state: the live view's state (live_view.h): the pools' nodes, the queue, the last requests, series.
     nlohmann::json view_state();
+    nlohmann::json view_caches() const;  // (the state's "caches": the prefix index's and the tier's contents)
     // record_trace: a generation request ended (any way): its timeline goes to the live view.
     void record_trace(route_ctx & ctx, const http_exchange & ex);
     mutable mutex members_mu;

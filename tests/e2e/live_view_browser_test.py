@@ -12,11 +12,13 @@ that follows etcd with no static node list. Checked, in one browser session:
     with its pool and health "up", draws both charts (Chart.js from Debian's libjs-chart.js, served by the
     router at /view/chart.js), and after a streamed and a non-streamed PD chat shows their timelines with the
     prefill and decode steps naming the nodes that ran them (direct transfer: the decode step shows the
-    state's bytes, which the decode node fetched inside it).
+    state's bytes, which the decode node fetched inside it); after a chat of a few KV blocks, the caches table
+    shows the decode node's blocks in the router's prefix index.
   * Joins and deaths: a second decode node started later appears on the open page (health "up") without a
     reload; the first decode node, killed with SIGKILL, stops showing "up" (its lease expires, or the health
     checker ejects it), again without a reload.
-  * Node view: a node's own page shows it and its slots, and the generation it served as a timeline.
+  * Node view: a node's own page shows it and its slots, the generation it served as a timeline, and its
+    host prompt cache in the caches table.
   * API key: on a router started with --api-key the page asks for the key (the state answers 401, the one
     console error allowed there), and once it is entered shows the nodes.
 With --screenshot DIR the cluster page is saved as DIR/live-view-router.png and a node's as
@@ -156,6 +158,13 @@ def steps(driver):
     return driver.execute_script("return [...document.querySelectorAll('#timeline .step')].map(s => s.title);")
 
 
+def caches(driver):
+    """The caches table as the page shows it: [{cache, where, entries}]."""
+    return driver.execute_script(
+        "return [...document.querySelectorAll('tr.cache-row')].map(r => "
+        "({cache: r.dataset.cache, where: r.cells[1].textContent, entries: r.cells[2].textContent}));")
+
+
 def console(driver):
     """The page's console messages of level WARNING and above (Chrome's DEBUG-level hints are not the page's)."""
     return [e for e in driver.get_log("browser") if e["level"] in ("WARNING", "SEVERE")]
@@ -191,6 +200,11 @@ class LiveView(unittest.TestCase):
             status, headers, _ = chat(self.router.url, stream)
             self.assertEqual(status, 200)
             self.assertEqual(headers.get("X-Baton-Route"), "pd")
+        # A prompt of a few KV blocks (64 tokens each), so the prefix index has blocks to show.
+        long_chat = {"messages": [{"role": "user", "content": " ".join(f"w{i}" for i in range(200))}],
+                     "max_tokens": 2}
+        status, headers, _ = post_json(self.router.url + "/v1/chat/completions", long_chat)
+        self.assertEqual((status, headers.get("X-Baton-Route")), (200, "pd"))
         self.open(self.router.url)
         health = wait_for("both nodes shown up", lambda: (lambda h: h if h.get(self.prefill.url) == "up" and
                                                           h.get(self.decode.url) == "up" else None)(
@@ -203,13 +217,18 @@ class LiveView(unittest.TestCase):
         drawn = self.driver.execute_script(
             "return ['c-latency', 'c-load'].map(id => Chart.getChart(document.getElementById(id)) != null);")
         self.assertEqual(drawn, [True, True])
-        titles = wait_for("two timelines", lambda: steps(self.driver) if len(
-            self.driver.find_elements("css selector", "#timeline .track")) >= 2 else None)
+        titles = wait_for("three timelines", lambda: steps(self.driver) if len(
+            self.driver.find_elements("css selector", "#timeline .track")) >= 3 else None)
         # (Direct transfer, the default: the decode node fetches the state inside its step, which shows its bytes.)
         for name, url in (("prefill", self.prefill.url), ("decode", self.decode.url)):
-            self.assertEqual(sum(t.startswith(f"{name} on {url}:") for t in titles), 2, (name, titles))
+            self.assertEqual(sum(t.startswith(f"{name} on {url}:") for t in titles), 3, (name, titles))
         self.assertEqual(sum(t.startswith("decode") and re.search(r", [0-9.]+ (B|KiB|MiB|GiB)$", t) is not None
-                             for t in titles), 2, titles)
+                             for t in titles), 3, titles)
+        # The caches: the prefix index holds blocks of the decode node (it holds the long prompt's state).
+        index = wait_for("the decode node's blocks in the prefix index", lambda: [
+            c for c in caches(self.driver) if c["cache"] == "prefix index" and c["where"] == self.decode.url and
+            c["entries"].isdigit() and int(c["entries"]) > 0])
+        self.assertEqual(len(index), 1, caches(self.driver))
         if SCREENSHOTS:
             self.driver.save_screenshot(os.path.join(SCREENSHOTS, "live-view-router.png"))
         self.assertEqual(console(self.driver), [])
@@ -233,6 +252,7 @@ class LiveView(unittest.TestCase):
         self.assertEqual(len(self.driver.find_elements("css selector", "#slots tbody tr")), 2)
         titles = wait_for("the generation's timeline", lambda: steps(self.driver))
         self.assertTrue(any(t.startswith("generate") for t in titles), titles)
+        self.assertIn("host prompt cache", [c["cache"] for c in caches(self.driver)])
         if SCREENSHOTS:
             self.driver.save_screenshot(os.path.join(SCREENSHOTS, "live-view-node.png"))
         self.assertEqual(console(self.driver), [])

@@ -155,6 +155,41 @@ TEST(KvView, TierEntriesCountForEveryNodeOfTheChainKeyUntilTheyExpire) {
     EXPECT_EQ(v.tier_tokens(p, {other}, t0), std::vector<uint32_t>{4 * pd_kv_block_tokens});
 }
 
+// keys (the live view's cache table): per chain key, each node's blocks and sync state, and the tier's entries
+// still unexpired with the soonest expiry.
+TEST(KvView, KeysListEachNodesBlocksAndTheUnexpiredTierEntries) {
+    kv_view v(1 << 16);
+    const auto t0 = kv_view::clock::now();
+    const auto h = blocks_of(prompt(4 * pd_kv_block_tokens));
+    const std::string other = "http://10.0.0.2:8080";
+    ASSERT_TRUE(v.apply_events(other, answer("e9", 0, false, {}), t0).ok());
+    ASSERT_TRUE(v.apply_events(k_url,
+                               answer("e1", 2, false,
+                                      {batch("e1", 1, {h[0], h[1], h[2]}), tier_batch("e1", 2, {h[1], h[3]}, 1000)}),
+                               t0)
+                    .ok());
+    auto keys = v.keys(t0);
+    ASSERT_EQ(keys.size(), 1u);
+    EXPECT_EQ(keys[0].seed, k_seed);
+    EXPECT_EQ(keys[0].index_blocks, 3u);
+    ASSERT_EQ(keys[0].nodes.size(), 2u);  // by name
+    EXPECT_EQ(keys[0].nodes[0].node, k_url);
+    EXPECT_EQ(keys[0].nodes[0].blocks, 3u);
+    EXPECT_TRUE(keys[0].nodes[0].in_sync);
+    EXPECT_EQ(keys[0].nodes[1].node, other);
+    EXPECT_EQ(keys[0].nodes[1].blocks, 0u);
+    EXPECT_EQ(keys[0].tier_entries, 2u);
+    EXPECT_NEAR(keys[0].tier_next_expiry_s, 1.0, 1e-6);
+    // A lost batch: the node shows resyncing, holding nothing; past the TTL the tier's entries are not counted.
+    ASSERT_TRUE(v.apply_events(k_url, answer("e1", 5, false, {batch("e1", 5, {h[3]})}), t0).value());
+    keys = v.keys(t0 + std::chrono::milliseconds(1001));
+    ASSERT_EQ(keys.size(), 1u);
+    EXPECT_FALSE(keys[0].nodes[0].in_sync);
+    EXPECT_EQ(keys[0].nodes[0].blocks, 0u);
+    EXPECT_EQ(keys[0].tier_entries, 0u);
+    EXPECT_EQ(keys[0].tier_next_expiry_s, -1);
+}
+
 TEST(KvView, ASnapshotCarriesTheTierEntriesAndAnotherChainKeyDoesNotSeeThem) {
     kv_view v(1 << 16);
     const auto t0 = kv_view::clock::now();
