@@ -251,7 +251,10 @@ const std::vector<figure_doc> & figures() {
          "spread over slots that decode together), both 2 threads, -b/-ub 2048, flash attention off. Inputs: random "
          "48-token arrays. Batch 1 (64 requests of one input) and batch 32 (8 requests of 32 inputs), back to back; "
          "inputs/s = inputs / wall time; the servers alternate run by run after a warm-up; ratio Baton / llama-server per "
-         "run pair, median of 5. Target: >= 1.0 at both.",
+         "run pair, median of 5. Target: >= 1.0 at both. Rerank beside it (rerank/* lines, run with --rerank-only on "
+         "its own): a 512x8 qwen3 reranker from `baton mkmodel --rerank` (a ranking head) served by `baton serve "
+         "--rerank` and `llama-server --rerank -np 32`, /v1/rerank requests of one query and 1 or 32 documents of 12 "
+         "words (~90 tokens in the test vocabulary), documents/s, interleaved and paired the same way.",
          "inputs/s", "inputs per request", "inputs/s", false, "", true, false},
     };
     return f;
