@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "baton/testmodel/mkmmproj.h"
 #include "baton/testmodel/mkmodel.h"
 #include "cli.h"
 
@@ -11,6 +12,7 @@ namespace baton {
 void cli_add_mkmodel(CLI::App & app, cli_run_fn & run) {
     auto p = std::make_shared<mkmodel_params>();
     auto out = std::make_shared<std::string>();
+    auto mmproj = std::make_shared<std::string>();
     CLI::App * sub = app.add_subcommand("mkmodel", "Generate a small deterministic GGUF test model");
     sub->add_option("--arch", p->arch,
                     "Architecture: llama, qwen3, mamba2, granitehybrid, lfm2, gemma3, qwen3moe, qwen3next")
@@ -31,13 +33,28 @@ void cli_add_mkmodel(CLI::App & app, cli_run_fn & run) {
         "--rerank", p->rerank,
         "qwen3 only: add a ranking head (cls.output, labels yes/no, rank pooling) for `baton serve --rerank`; "
         "with a chat template also a rerank prompt (tokenizer.chat_template.rerank)");
-    sub->callback([&run, p, out] {
-        run = [p, out] {
+    sub->add_option("--mmproj", *mmproj,
+                    "Also write a matching random-weight image projector (LLaVA-1.5's mlp: 32x32 images, 16 "
+                    "embeddings each) to this file, for libmtmd and llama-server's --mmproj");
+    sub->callback([&run, p, out, mmproj] {
+        run = [p, out, mmproj] {
             Status st = mkmodel_check_params(*p);
             if (!st.ok()) return cli_fail(k_exit_usage, st.message());
+            mkmmproj_params pp;
+            pp.seed = p->seed;
+            pp.text_n_embd = p->n_embd;
+            if (!mmproj->empty()) {
+                st = mkmmproj_check_params(pp);
+                if (!st.ok()) return cli_fail(k_exit_usage, st.message());
+            }
             st = mkmodel_write(*p, *out);
             if (!st.ok()) return cli_fail(k_exit_failure, st.message());
             cli_report("wrote " + p->arch + " model to " + *out);
+            if (!mmproj->empty()) {
+                st = mkmmproj_write(pp, *mmproj);
+                if (!st.ok()) return cli_fail(k_exit_failure, st.message());
+                cli_report("wrote its mlp image projector to " + *mmproj);
+            }
             return k_exit_ok;
         };
     });

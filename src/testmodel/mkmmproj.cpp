@@ -1,0 +1,135 @@
+// mkmmproj.cpp — writes the random-weight projector of mkmmproj.h through gguf.h, with mkmodel's tensor maker
+// (its generator and its f32 tensors) and atomic write.
+#include "baton/testmodel/mkmmproj.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "testmodel_arch.h"
+
+namespace baton {
+
+namespace {
+
+// CLIP's normalization of an image's channels (what LLaVA-1.5's preprocessing uses).
+constexpr float k_image_mean[3] = {0.48145466f, 0.4578275f, 0.40821073f};
+constexpr float k_image_std[3] = {0.26862954f, 0.26130258f, 0.27577711f};
+
+int vision_heads(const mkmmproj_params & p) { return p.n_embd >= 64 ? p.n_embd / 32 : 2; }
+
+}  // namespace
+
+Status mkmmproj_check_params(const mkmmproj_params & p) {
+    if (p.projector != "mlp")
+        return {status_code::invalid_argument, "projector: unknown projector '" + p.projector + "' (expected mlp)"};
+    if (p.text_n_embd < 32 || p.text_n_embd > 8192 || p.text_n_embd % 32 != 0)
+        return {status_code::invalid_argument,
+                "text-n-embd: " + std::to_string(p.text_n_embd) + " is not a multiple of 32 in 32..8192"};
+    if (p.n_embd < 32 || p.n_embd > 1024 || p.n_embd % 32 != 0)
+        return {status_code::invalid_argument,
+                "mmproj n-embd: " + std::to_string(p.n_embd) + " is not a multiple of 32 in 32..1024"};
+    if (p.n_layer < 2 || p.n_layer > 32)
+        return {status_code::invalid_argument, "mmproj n-layer: " + std::to_string(p.n_layer) + " is not in 2..32"};
+    if (p.patch_size < 2 || p.patch_size > 32)
+        return {status_code::invalid_argument, "patch-size: " + std::to_string(p.patch_size) + " is not in 2..32"};
+    if (p.image_size < 16 || p.image_size > 448 || p.image_size % p.patch_size != 0)
+        return {status_code::invalid_argument,
+                "image-size: " + std::to_string(p.image_size) + " is not a multiple of the patch size in 16..448"};
+    return {};
+}
+
+Status mkmmproj_ensure(const mkmmproj_params & p, const std::string & path) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) == 0) return {};
+    return mkmmproj_write(p, path);
+}
+
+Status mkmmproj_write(const mkmmproj_params & p, const std::string & path) {
+    BATON_RETURN_IF_ERROR(mkmmproj_check_params(p));
+    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+    int fd = ::open(tmp.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+    if (fd < 0) return {status_code::io_error, "cannot write '" + path + "': " + std::strerror(errno)};
+    ::close(fd);
+
+    const int64_t E = p.n_embd, F = 2 * int64_t(p.n_embd), T = p.text_n_embd, P = p.patch_size;
+    const int64_t side = p.image_size / p.patch_size;
+    const int64_t n_pos = side * side + 1;  // the patches and the class embedding
+    ggml_init_params ip = {size_t(p.n_layer * 16 + 16) * ggml_tensor_overhead(), nullptr, true};
+    std::unique_ptr<ggml_context, decltype(&ggml_free)> ctx(ggml_init(ip), ggml_free);
+    std::unique_ptr<gguf_context, decltype(&gguf_free)> g(gguf_init_empty(), gguf_free);
+    if (!ctx || !g) {
+        ::unlink(tmp.c_str());
+        return {status_code::internal, "mkmmproj: out of memory for the projector tensors"};
+    }
+    gguf_context * gc = g.get();
+    gguf_set_val_str(gc, "general.architecture", "clip");
+    gguf_set_val_str(gc, "general.type", "mmproj");
+    gguf_set_val_str(gc, "general.name", ("baton-test-mmproj-" + p.projector).c_str());
+    gguf_set_val_u32(gc, "general.file_type", 0);  // all f32
+    gguf_set_val_bool(gc, "clip.has_vision_encoder", true);
+    gguf_set_val_bool(gc, "clip.has_text_encoder", false);
+    gguf_set_val_bool(gc, "clip.has_llava_projector", true);
+    gguf_set_val_str(gc, "clip.projector_type", p.projector.c_str());
+    gguf_set_val_bool(gc, "clip.use_gelu", false);  // quick GELU, as CLIP
+    gguf_set_val_u32(gc, "clip.vision.image_size", uint32_t(p.image_size));
+    gguf_set_val_u32(gc, "clip.vision.patch_size", uint32_t(p.patch_size));
+    gguf_set_val_u32(gc, "clip.vision.embedding_length", uint32_t(E));
+    gguf_set_val_u32(gc, "clip.vision.feed_forward_length", uint32_t(F));  // != E (see mkmmproj.h)
+    gguf_set_val_u32(gc, "clip.vision.block_count", uint32_t(p.n_layer));
+    gguf_set_val_u32(gc, "clip.vision.attention.head_count", uint32_t(vision_heads(p)));
+    gguf_set_val_f32(gc, "clip.vision.attention.layer_norm_epsilon", 1e-5f);
+    gguf_set_val_u32(gc, "clip.vision.projection_dim", uint32_t(T));
+    gguf_set_arr_data(gc, "clip.vision.image_mean", GGUF_TYPE_FLOAT32, k_image_mean, 3);
+    gguf_set_arr_data(gc, "clip.vision.image_std", GGUF_TYPE_FLOAT32, k_image_std, 3);
+
+    testmodel::tensor_maker tm;
+    tm.ctx = ctx.get();
+    tm.gctx = gc;
+    tm.r = testmodel::rng{p.seed};
+    tm.wtype = GGML_TYPE_F32;
+    const float wE = 1.0f / std::sqrt(float(E)), wF = 1.0f / std::sqrt(float(F)), wT = 1.0f / std::sqrt(float(T));
+    tm.add("v.patch_embd.weight", {P, P, 3, E}, 'w', 1.0f / std::sqrt(float(P * P * 3)));
+    tm.add("v.class_embd", {E}, 'w', 0.5f);
+    tm.add("v.position_embd.weight", {E, n_pos}, 'w', 0.5f);
+    tm.add("v.pre_ln.weight", {E}, 'o');
+    tm.add("v.pre_ln.bias", {E}, 'z');
+    for (int il = 0; il < p.n_layer; ++il) {
+        const std::string b = "v.blk." + std::to_string(il) + ".";
+        tm.add(b + "ln1.weight", {E}, 'o');
+        tm.add(b + "ln1.bias", {E}, 'z');
+        for (const char * w : {"attn_q", "attn_k", "attn_v", "attn_out"}) {
+            tm.add(b + w + ".weight", {E, E}, 'w', wE);
+            tm.add(b + w + ".bias", {E}, 'z');
+        }
+        tm.add(b + "ln2.weight", {E}, 'o');
+        tm.add(b + "ln2.bias", {E}, 'z');
+        tm.add(b + "ffn_up.weight", {E, F}, 'w', wE);
+        tm.add(b + "ffn_up.bias", {F}, 'z');
+        tm.add(b + "ffn_down.weight", {F, E}, 'w', wF);
+        tm.add(b + "ffn_down.bias", {E}, 'z');
+    }
+    // The projector: mm.0 [E -> T], GELU, mm.2 [T -> T] (its output width is the text model's).
+    tm.add("mm.0.weight", {E, T}, 'w', wE);
+    tm.add("mm.0.bias", {T}, 'z');
+    tm.add("mm.2.weight", {T, T}, 'w', wT);
+    tm.add("mm.2.bias", {T}, 'z');
+
+    if (!gguf_write_to_file(gc, tmp.c_str(), false)) {
+        ::unlink(tmp.c_str());
+        return {status_code::io_error, "cannot write '" + path + "': writing the GGUF data failed"};
+    }
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+        const int e = errno;
+        ::unlink(tmp.c_str());
+        return {status_code::io_error, "cannot write '" + path + "': " + std::strerror(e)};
+    }
+    return {};
+}
+
+}  // namespace baton
