@@ -807,6 +807,40 @@ TEST(RouterE2E, LlamaServerEndpointsAndPrefillOnlyTemplatesThroughPd) {
             EXPECT_EQ(strip(ca.j()), strip(cb.j()));
         }
     }
+    {
+        // return_progress through the router and PD: the decode node's one progress chunk (the whole prompt, its
+        // state arrived) before the same answer a single node streams after its own progress chunks.
+        const json chat = {{"messages", {{{"role", "user"}, {"content", "Progress: " + std::string(60, 'p')}}}},
+                           {"max_tokens", 4},
+                           {"temperature", 0},
+                           {"stream", true},
+                           {"return_progress", true}};
+        const http_reply a = post(*single, "/v1/chat/completions", chat.dump());
+        const http_reply b = post(*c.router, "/v1/chat/completions", chat.dump(), "application/json", "", 60);
+        ASSERT_EQ(b.status, 200) << b.body;
+        EXPECT_EQ(b.route, "pd");
+        auto split = [](const std::string & body, std::vector<json> & progress) {
+            std::string text;
+            for (const auto & p : sse_payloads(body)) {
+                if (p == "[DONE]") continue;
+                const json j = json::parse(p);
+                if (j.contains("prompt_progress")) {
+                    EXPECT_TRUE(text.empty()) << "progress after text";
+                    progress.push_back(j["prompt_progress"]);
+                } else if (!j["choices"].empty() && j["choices"][0]["delta"].contains("content") &&
+                           j["choices"][0]["delta"]["content"].is_string()) {
+                    text += j["choices"][0]["delta"]["content"].get<std::string>();
+                }
+            }
+            return text;
+        };
+        std::vector<json> pa, pb;
+        EXPECT_EQ(split(b.body, pb), split(a.body, pa));
+        ASSERT_GE(pa.size(), 2u) << a.body.substr(0, 400);
+        ASSERT_EQ(pb.size(), 1u) << b.body.substr(0, 400);
+        EXPECT_EQ(pb[0]["processed"], pb[0]["total"]);
+        EXPECT_EQ(pb[0]["total"], pa.back()["total"]);
+    }
     const http_reply props = get(*c.router, "/props");
     ASSERT_EQ(props.status, 200) << props.body;
     EXPECT_EQ(props.j()["router"]["prefill_nodes"], 1);
