@@ -15,7 +15,7 @@ void cli_add_mkmodel(CLI::App & app, cli_run_fn & run) {
     auto mmproj = std::make_shared<std::string>();
     CLI::App * sub = app.add_subcommand("mkmodel", "Generate a small deterministic GGUF test model");
     sub->add_option("--arch", p->arch,
-                    "Architecture: llama, qwen3, mamba2, granitehybrid, lfm2, gemma3, qwen3moe, qwen3next")
+                    "Architecture: llama, qwen3, qwen2vl, mamba2, granitehybrid, lfm2, gemma3, qwen3moe, qwen3next")
         ->required();
     sub->add_option("-o,--output", *out, "Output GGUF file")->required();
     sub->add_option("--seed", p->seed, "Seed for the random weights")->capture_default_str();
@@ -34,8 +34,9 @@ void cli_add_mkmodel(CLI::App & app, cli_run_fn & run) {
         "qwen3 only: add a ranking head (cls.output, labels yes/no, rank pooling) for `baton serve --rerank`; "
         "with a chat template also a rerank prompt (tokenizer.chat_template.rerank)");
     sub->add_option("--mmproj", *mmproj,
-                    "Also write a matching random-weight image projector (LLaVA-1.5's mlp: 32x32 images, 16 "
-                    "embeddings each) to this file, for libmtmd and llama-server's --mmproj");
+                    "Also write a matching random-weight image projector to this file, for libmtmd and llama-server's "
+                    "--mmproj: Qwen2-VL's merger for --arch qwen2vl (M-RoPE; patches of 4 merged 2x2), else "
+                    "LLaVA-1.5's mlp (32x32 images, 16 embeddings each)");
     sub->callback([&run, p, out, mmproj] {
         run = [p, out, mmproj] {
             Status st = mkmodel_check_params(*p);
@@ -43,6 +44,11 @@ void cli_add_mkmodel(CLI::App & app, cli_run_fn & run) {
             mkmmproj_params pp;
             pp.seed = p->seed;
             pp.text_n_embd = p->n_embd;
+            if (p->arch == "qwen2vl") {
+                pp.projector = "qwen2vl_merger";
+                pp.n_embd = 32;
+                pp.patch_size = 4;
+            }
             if (!mmproj->empty()) {
                 st = mkmmproj_check_params(pp);
                 if (!st.ok()) return cli_fail(k_exit_usage, st.message());
@@ -53,7 +59,7 @@ void cli_add_mkmodel(CLI::App & app, cli_run_fn & run) {
             if (!mmproj->empty()) {
                 st = mkmmproj_write(pp, *mmproj);
                 if (!st.ok()) return cli_fail(k_exit_failure, st.message());
-                cli_report("wrote its mlp image projector to " + *mmproj);
+                cli_report("wrote its " + pp.projector + " image projector to " + *mmproj);
             }
             return k_exit_ok;
         };

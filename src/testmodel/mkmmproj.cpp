@@ -26,8 +26,9 @@ int vision_heads(const mkmmproj_params & p) { return p.n_embd >= 64 ? p.n_embd /
 }  // namespace
 
 Status mkmmproj_check_params(const mkmmproj_params & p) {
-    if (p.projector != "mlp")
-        return {status_code::invalid_argument, "projector: unknown projector '" + p.projector + "' (expected mlp)"};
+    if (p.projector != "mlp" && p.projector != "qwen2vl_merger")
+        return {status_code::invalid_argument,
+                "projector: unknown projector '" + p.projector + "' (expected mlp or qwen2vl_merger)"};
     if (p.text_n_embd < 32 || p.text_n_embd > 8192 || p.text_n_embd % 32 != 0)
         return {status_code::invalid_argument,
                 "text-n-embd: " + std::to_string(p.text_n_embd) + " is not a multiple of 32 in 32..8192"};
@@ -38,9 +39,11 @@ Status mkmmproj_check_params(const mkmmproj_params & p) {
         return {status_code::invalid_argument, "mmproj n-layer: " + std::to_string(p.n_layer) + " is not in 2..32"};
     if (p.patch_size < 2 || p.patch_size > 32)
         return {status_code::invalid_argument, "patch-size: " + std::to_string(p.patch_size) + " is not in 2..32"};
-    if (p.image_size < 16 || p.image_size > 448 || p.image_size % p.patch_size != 0)
+    const int unit = p.projector == "mlp" ? p.patch_size : 2 * p.patch_size;  // qwen2vl merges 2x2 patches
+    if (p.image_size < 16 || p.image_size > 448 || p.image_size % unit != 0)
         return {status_code::invalid_argument,
-                "image-size: " + std::to_string(p.image_size) + " is not a multiple of the patch size in 16..448"};
+                "image-size: " + std::to_string(p.image_size) + " is not a multiple of " + std::to_string(unit) +
+                    (p.projector == "mlp" ? " (the patch size)" : " (twice the patch size)") + " in 16..448"};
     return {};
 }
 
@@ -72,11 +75,13 @@ Status mkmmproj_write(const mkmmproj_params & p, const std::string & path) {
     gguf_set_val_str(gc, "general.type", "mmproj");
     gguf_set_val_str(gc, "general.name", ("baton-test-mmproj-" + p.projector).c_str());
     gguf_set_val_u32(gc, "general.file_type", 0);  // all f32
+    const bool mlp = p.projector == "mlp";
     gguf_set_val_bool(gc, "clip.has_vision_encoder", true);
     gguf_set_val_bool(gc, "clip.has_text_encoder", false);
-    gguf_set_val_bool(gc, "clip.has_llava_projector", true);
+    gguf_set_val_bool(gc, "clip.has_llava_projector", mlp);
     gguf_set_val_str(gc, "clip.projector_type", p.projector.c_str());
-    gguf_set_val_bool(gc, "clip.use_gelu", false);  // quick GELU, as CLIP
+    if (mlp) gguf_set_val_bool(gc, "clip.use_gelu", false);  // quick GELU, as CLIP (qwen2vl: absent, the same)
+    else gguf_set_val_u32(gc, "clip.vision.spatial_merge_size", 2);
     gguf_set_val_u32(gc, "clip.vision.image_size", uint32_t(p.image_size));
     gguf_set_val_u32(gc, "clip.vision.patch_size", uint32_t(p.patch_size));
     gguf_set_val_u32(gc, "clip.vision.embedding_length", uint32_t(E));
@@ -95,17 +100,23 @@ Status mkmmproj_write(const mkmmproj_params & p, const std::string & path) {
     tm.wtype = GGML_TYPE_F32;
     const float wE = 1.0f / std::sqrt(float(E)), wF = 1.0f / std::sqrt(float(F)), wT = 1.0f / std::sqrt(float(T));
     tm.add("v.patch_embd.weight", {P, P, 3, E}, 'w', 1.0f / std::sqrt(float(P * P * 3)));
-    tm.add("v.class_embd", {E}, 'w', 0.5f);
-    tm.add("v.position_embd.weight", {E, n_pos}, 'w', 0.5f);
-    tm.add("v.pre_ln.weight", {E}, 'o');
-    tm.add("v.pre_ln.bias", {E}, 'z');
+    if (mlp) {
+        tm.add("v.class_embd", {E}, 'w', 0.5f);
+        tm.add("v.position_embd.weight", {E, n_pos}, 'w', 0.5f);
+        tm.add("v.pre_ln.weight", {E}, 'o');
+        tm.add("v.pre_ln.bias", {E}, 'z');
+    } else {
+        // Qwen2-VL's patch embedding is a 3-D convolution over two frames, stored as two 2-D kernels; positions
+        // come from the vision blocks' 2-D rotary embedding, so there is no class or position embedding.
+        tm.add("v.patch_embd.weight.1", {P, P, 3, E}, 'w', 1.0f / std::sqrt(float(P * P * 3)));
+    }
     for (int il = 0; il < p.n_layer; ++il) {
         const std::string b = "v.blk." + std::to_string(il) + ".";
         tm.add(b + "ln1.weight", {E}, 'o');
         tm.add(b + "ln1.bias", {E}, 'z');
         for (const char * w : {"attn_q", "attn_k", "attn_v", "attn_out"}) {
             tm.add(b + w + ".weight", {E, E}, 'w', wE);
-            tm.add(b + w + ".bias", {E}, 'z');
+            tm.add(b + w + ".bias", {E}, mlp ? 'z' : 'w', 0.1f);
         }
         tm.add(b + "ln2.weight", {E}, 'o');
         tm.add(b + "ln2.bias", {E}, 'z');
@@ -114,11 +125,23 @@ Status mkmmproj_write(const mkmmproj_params & p, const std::string & path) {
         tm.add(b + "ffn_down.weight", {F, E}, 'w', wF);
         tm.add(b + "ffn_down.bias", {E}, 'z');
     }
-    // The projector: mm.0 [E -> T], GELU, mm.2 [T -> T] (its output width is the text model's).
-    tm.add("mm.0.weight", {E, T}, 'w', wE);
-    tm.add("mm.0.bias", {T}, 'z');
-    tm.add("mm.2.weight", {T, T}, 'w', wT);
-    tm.add("mm.2.bias", {T}, 'z');
+    if (mlp) {
+        // The projector: mm.0 [E -> T], GELU, mm.2 [T -> T] (its output width is the text model's).
+        tm.add("mm.0.weight", {E, T}, 'w', wE);
+        tm.add("mm.0.bias", {T}, 'z');
+        tm.add("mm.2.weight", {T, T}, 'w', wT);
+        tm.add("mm.2.bias", {T}, 'z');
+    } else {
+        // The merger: a norm, then 2x2 neighbouring patches concatenated (4E) through mm.0 [4E -> 4E], GELU,
+        // mm.2 [4E -> T].
+        tm.add("v.post_ln.weight", {E}, 'o');
+        tm.add("v.post_ln.bias", {E}, 'z');
+        const float w4 = 1.0f / std::sqrt(float(4 * E));
+        tm.add("mm.0.weight", {4 * E, 4 * E}, 'w', w4);
+        tm.add("mm.0.bias", {4 * E}, 'z');
+        tm.add("mm.2.weight", {4 * E, T}, 'w', w4);
+        tm.add("mm.2.bias", {T}, 'z');
+    }
 
     if (!gguf_write_to_file(gc, tmp.c_str(), false)) {
         ::unlink(tmp.c_str());

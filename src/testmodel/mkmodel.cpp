@@ -81,6 +81,7 @@ const std::vector<std::string> & mkmodel_vocabs() {
 Status mkmodel_check_params(const mkmodel_params & p) {
     std::vector<std::string> archs = mkmodel_archs();
     archs.insert(archs.begin() + 1, "qwen3");
+    archs.insert(archs.begin() + 2, "qwen2vl");
     if (!one_of(p.arch, archs))
         return {status_code::invalid_argument,
                 "arch: unknown architecture '" + p.arch + "' (expected " + list_of(archs) + ")"};

@@ -5,6 +5,7 @@
 //   token_embd [E,V], output_norm [E] (lfm2: token_embd_norm [E]), output [E,V] (always untied);
 //   attention layer: attn_norm, attn_q [E,H*D] (qwen3next: [E,2*H*D], query and gate), attn_k/attn_v
 //   [E,Hkv*D], attn_output [H*D,E]; qwen3, lfm2, gemma3, qwen3moe and qwen3next add attn_q_norm/attn_k_norm [D];
+//   qwen2vl (llama's layout with M-RoPE: rope.dimension_sections) adds attn_q.bias [H*D], attn_k/v.bias [Hkv*D];
 //   gemma3 adds post_attention_norm [E] after attention and post_ffw_norm [E] after the FFN;
 //   mamba2 layer: attn_norm, ssm_in, ssm_conv1d (+bias), ssm_dt.bias, ssm_a, ssm_d, ssm_norm, ssm_out;
 //   lfm2 conv layer: attn_norm, shortconv.conv [3,E], shortconv.in_proj [E,3E], shortconv.out_proj [E,E];
@@ -40,7 +41,8 @@ constexpr int k_gdn_head_dim = 16;  // qwen3next delta-net key/value head size
 
 // Archs whose attention.head_count_kv is one number (the others write a per-layer array).
 bool scalar_head_count_kv(const std::string & arch) {
-    return arch == "llama" || arch == "qwen3" || arch == "gemma3" || arch == "qwen3moe" || arch == "qwen3next";
+    return arch == "llama" || arch == "qwen3" || arch == "gemma3" || arch == "qwen3moe" || arch == "qwen3next" ||
+           arch == "qwen2vl";
 }
 
 // gemma3: even layers use the sliding window, odd layers attend globally.
@@ -76,6 +78,12 @@ void add_attention(tensor_maker & tm, const std::string & arch, const std::strin
     tm.add(p + "attn_k.weight", {E, s.n_head_kv * D}, 'w', sc);
     tm.add(p + "attn_v.weight", {E, s.n_head_kv * D}, 'w', sc);
     tm.add(p + "attn_output.weight", {s.n_head * D, E}, 'w', sc);
+    if (arch == "qwen2vl") {  // Qwen2's query/key/value biases, no norms
+        tm.add(p + "attn_q.bias", {s.n_head * D}, 'w', 0.1f);
+        tm.add(p + "attn_k.bias", {s.n_head_kv * D}, 'w', 0.1f);
+        tm.add(p + "attn_v.bias", {s.n_head_kv * D}, 'w', 0.1f);
+        return;
+    }
     if (arch != "llama" && arch != "granitehybrid") {
         tm.add(p + "attn_q_norm.weight", {D}, 'o');
         tm.add(p + "attn_k_norm.weight", {D}, 'o');
@@ -228,6 +236,13 @@ void set_hparams(gguf_context * g, const mkmodel_params & mp, const arch_shape &
         gguf_set_val_u32(g, key("ssm.group_count").c_str(), 1);
     }
     if (a == "lfm2") gguf_set_val_u32(g, key("shortconv.l_cache").c_str(), k_lfm2_cache);
+    if (a == "qwen2vl") {
+        // M-RoPE: the rotary pairs of a head (D/2) split into time, height, width (and an unused fourth) sections,
+        // as Qwen2-VL's [16, 24, 24, 0] of 64 pairs.
+        const int32_t pairs = s.head_dim / 2, t = pairs / 4;
+        const int32_t sections[4] = {t, (pairs - t) / 2, pairs - t - (pairs - t) / 2, 0};
+        gguf_set_arr_data(g, key("rope.dimension_sections").c_str(), GGUF_TYPE_INT32, sections, 4);
+    }
     if (a == "gemma3") {
         gguf_set_val_u32(g, key("attention.sliding_window").c_str(), k_gemma3_swa);
         // Per-layer SWA flags (libllama's default pattern, 5 SWA : 1 global, would make a 4-layer model all SWA).

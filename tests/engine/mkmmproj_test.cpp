@@ -9,8 +9,10 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <set>
 #include <vector>
 
+#include "baton/generate.h"
 #include "baton/model.h"
 #include "baton/testmodel/mkmmproj.h"
 #include "baton/testmodel/mkmodel.h"
@@ -32,6 +34,7 @@ struct mtmd_free_of {
 using mtmd_ptr = std::unique_ptr<mtmd_context, mtmd_free_of>;
 
 mtmd_ptr open_projector(const std::string & mmproj, const loaded_model & text) {
+    mtmd_log_set([](ggml_log_level, const char *, void *) {}, nullptr);  // (libmtmd logs every chunk it makes)
     mtmd_context_params mp = mtmd_context_params_default();
     mp.use_gpu = false;
     mp.n_threads = 2;
@@ -51,26 +54,52 @@ std::vector<unsigned char> rgb(uint32_t w, uint32_t h, uint32_t seed) {
     return px;
 }
 
-// encode_one tokenizes "<text> <marker> ..." with one image and encodes its image chunk: the embeddings.
-std::vector<float> encode_one(mtmd_context * ctx, const std::vector<unsigned char> & px, uint32_t w, uint32_t h,
-                              size_t & n_tokens, size_t & n_chunks) {
+// What one image became: its embeddings, the chunks of the prompt, the image chunk's tokens and positions, and
+// each embedding's decoder position (M-RoPE) at pos_0 = 0 and 10.
+struct encoded {
+    std::vector<float> embd;
+    size_t n_chunks = 0, n_tokens = 0;
+    llama_pos n_pos = 0;
+    std::vector<mtmd_decoder_pos> pos0, pos10;
+};
+
+// encode_one tokenizes "<text> <marker> <text>" with one w x h image and encodes its image chunk.
+encoded encode_one(mtmd_context * ctx, const std::vector<unsigned char> & px, uint32_t w, uint32_t h, int width) {
+    encoded out;
     std::unique_ptr<mtmd_bitmap, mtmd_free_of> bmp(mtmd_bitmap_init(w, h, px.data()));
     std::unique_ptr<mtmd_input_chunks, mtmd_free_of> chunks(mtmd_input_chunks_init());
     const std::string prompt = std::string("Here is a picture: ") + mtmd_default_marker() + " What is in it?";
     mtmd_input_text text{prompt.c_str(), prompt.size(), true, true};
     const mtmd_bitmap * bitmaps[] = {bmp.get()};
     EXPECT_EQ(mtmd_tokenize(ctx, chunks.get(), &text, bitmaps, 1), 0);
-    n_chunks = mtmd_input_chunks_size(chunks.get());
-    for (size_t i = 0; i < n_chunks; ++i) {
+    out.n_chunks = mtmd_input_chunks_size(chunks.get());
+    for (size_t i = 0; i < out.n_chunks; ++i) {
         const mtmd_input_chunk * c = mtmd_input_chunks_get(chunks.get(), i);
         if (mtmd_input_chunk_get_type(c) != MTMD_INPUT_CHUNK_TYPE_IMAGE) continue;
-        n_tokens = mtmd_input_chunk_get_n_tokens(c);
+        out.n_tokens = mtmd_input_chunk_get_n_tokens(c);
+        out.n_pos = mtmd_input_chunk_get_n_pos(c);
+        const mtmd_image_tokens * it = mtmd_input_chunk_get_tokens_image(c);
+        for (size_t k = 0; k < out.n_tokens; ++k) {
+            out.pos0.push_back(mtmd_image_tokens_get_decoder_pos(it, 0, k));
+            out.pos10.push_back(mtmd_image_tokens_get_decoder_pos(it, 10, k));
+        }
         EXPECT_EQ(mtmd_encode_chunk(ctx, c), 0);
         const float * e = mtmd_get_output_embd(ctx);
-        return std::vector<float>(e, e + n_tokens * 64);
+        out.embd.assign(e, e + out.n_tokens * size_t(width));
+        return out;
     }
     ADD_FAILURE() << "no image chunk";
-    return {};
+    return out;
+}
+
+void expect_varied_and_finite(const std::vector<float> & v) {
+    ASSERT_FALSE(v.empty());
+    float lo = v[0], hi = v[0];
+    for (float x : v) {
+        ASSERT_TRUE(std::isfinite(x));
+        lo = std::min(lo, x), hi = std::max(hi, x);
+    }
+    EXPECT_LT(lo, hi);
 }
 
 TEST(MkMmproj, LibmtmdLoadsItAndAnImageBecomesEmbeddingsOfTheTextWidth) {
@@ -92,19 +121,14 @@ TEST(MkMmproj, LibmtmdLoadsItAndAnImageBecomesEmbeddingsOfTheTextWidth) {
     EXPECT_FALSE(mtmd_support_audio(ctx.get()));
     EXPECT_FALSE(mtmd_decode_use_mrope(ctx.get()));
 
-    size_t n_tokens = 0, n_chunks = 0;
-    const auto a = encode_one(ctx.get(), rgb(40, 24, 1), 40, 24, n_tokens, n_chunks);  // resized to 32 x 32
-    EXPECT_EQ(n_chunks, 3u);                                                           // text, image, text
-    EXPECT_EQ(n_tokens, size_t(mkmmproj_image_tokens(pp)));
-    ASSERT_EQ(a.size(), n_tokens * 64);
-    float lo = a[0], hi = a[0];
-    for (float v : a) {
-        ASSERT_TRUE(std::isfinite(v));
-        lo = std::min(lo, v), hi = std::max(hi, v);
-    }
-    EXPECT_LT(lo, hi);
-    EXPECT_EQ(encode_one(ctx.get(), rgb(40, 24, 1), 40, 24, n_tokens, n_chunks), a);  // deterministic
-    EXPECT_NE(encode_one(ctx.get(), rgb(40, 24, 2), 40, 24, n_tokens, n_chunks), a);  // the image matters
+    const encoded a = encode_one(ctx.get(), rgb(40, 24, 1), 40, 24, 64);  // resized to 32 x 32
+    EXPECT_EQ(a.n_chunks, 3u);                                            // text, image, text
+    EXPECT_EQ(a.n_tokens, size_t(mkmmproj_image_tokens(pp)));
+    EXPECT_EQ(a.n_pos, llama_pos(a.n_tokens));  // one position per embedding (no M-RoPE)
+    ASSERT_EQ(a.embd.size(), a.n_tokens * 64);
+    expect_varied_and_finite(a.embd);
+    EXPECT_EQ(encode_one(ctx.get(), rgb(40, 24, 1), 40, 24, 64).embd, a.embd);  // deterministic
+    EXPECT_NE(encode_one(ctx.get(), rgb(40, 24, 2), 40, 24, 64).embd, a.embd);  // the image matters
 
     // libmtmd's own width check: a projector for a 96-wide text model does not open with this one.
     mkmmproj_params wide = pp;
@@ -112,6 +136,65 @@ TEST(MkMmproj, LibmtmdLoadsItAndAnImageBecomesEmbeddingsOfTheTextWidth) {
     const std::string wide_path = test::scratch_dir() + "/mmproj-mlp-96.gguf";
     ASSERT_TRUE(mkmmproj_write(wide, wide_path).ok());
     EXPECT_FALSE(open_projector(wide_path, *text.value()));
+}
+
+// Qwen2-VL's merger with mkmodel's qwen2vl text model: libllama runs the text model, libmtmd loads the pair and
+// decodes with M-RoPE, and a 64 x 32 image (patches of 4, merged 2 x 2) becomes 8 x 4 = 32 embeddings on a
+// grid of 8 x 4 decoder positions that take max(8, 4) = 8 positions of the sequence.
+TEST(MkMmproj, Qwen2vlMergerTakesFewerPositionsThanEmbeddingsWithMrope) {
+    mkmodel_params tp;
+    tp.arch = "qwen2vl";
+    tp.n_embd = 64;
+    tp.n_layer = 2;
+    const std::string text_path = test::scratch_dir() + "/mmproj-text-qwen2vl.gguf";
+    ASSERT_TRUE(mkmodel_write(tp, text_path).ok());
+    auto text = loaded_model::load(text_path);
+    ASSERT_TRUE(text.ok()) << text.status().to_string();
+    generate_params gp;
+    gp.prompt = std::string("The state blob moves from the prefill node to the decode node.");
+    gp.n_predict = 6;
+    gp.sampling.temperature = 0;
+    gp.record_logits = true;
+    gp.ctx.n_ctx = 256;
+    auto g = generate_run(*text.value(), gp);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    ASSERT_GE(g->logits.size(), 2u);
+    expect_varied_and_finite(g->logits[0]);
+
+    mkmmproj_params pp;
+    pp.projector = "qwen2vl_merger";
+    pp.text_n_embd = 64;
+    pp.n_embd = 32;
+    pp.patch_size = 4;
+    pp.image_size = 32;
+    const std::string proj_path = test::scratch_dir() + "/mmproj-qwen2vl.gguf";
+    ASSERT_TRUE(mkmmproj_write(pp, proj_path).ok());
+    mtmd_ptr ctx = open_projector(proj_path, *text.value());
+    ASSERT_TRUE(ctx) << "libmtmd refused the projector";
+    EXPECT_TRUE(mtmd_support_vision(ctx.get()));
+    EXPECT_TRUE(mtmd_decode_use_mrope(ctx.get()));
+
+    const encoded a = encode_one(ctx.get(), rgb(64, 32, 3), 64, 32, 64);
+    EXPECT_EQ(a.n_tokens, 32u);
+    EXPECT_EQ(a.n_pos, 8);
+    ASSERT_EQ(a.embd.size(), 32u * 64);
+    expect_varied_and_finite(a.embd);
+    EXPECT_NE(encode_one(ctx.get(), rgb(64, 32, 4), 64, 32, 64).embd, a.embd);
+    // The decoder positions: one time step for the whole image, a distinct (x, y) cell per embedding on an 8 x 4
+    // grid; pos_0 moves the time (absolute positions) or not at all (relative ones), the grid never.
+    std::set<std::pair<uint32_t, uint32_t>> cells;
+    uint32_t max_x = 0, max_y = 0;
+    for (size_t k = 0; k < a.pos0.size(); ++k) {
+        EXPECT_EQ(a.pos0[k].t, a.pos0[0].t);
+        cells.insert({a.pos0[k].x, a.pos0[k].y});
+        max_x = std::max(max_x, a.pos0[k].x), max_y = std::max(max_y, a.pos0[k].y);
+        const uint32_t shift = a.pos10[k].t - a.pos0[k].t;
+        EXPECT_TRUE(shift == 0 || shift == 10) << shift;
+        EXPECT_EQ(a.pos10[k].x - a.pos0[k].x, shift);
+        EXPECT_EQ(a.pos10[k].y - a.pos0[k].y, shift);
+    }
+    EXPECT_EQ(cells.size(), 32u);
+    EXPECT_EQ(std::set<uint32_t>({max_x - a.pos0[0].x, max_y - a.pos0[0].y}), (std::set<uint32_t>{7, 3}));
 }
 
 TEST(MkMmproj, FilesAreDeterministicAndBadParamsNameTheField) {
@@ -130,12 +213,18 @@ TEST(MkMmproj, FilesAreDeterministicAndBadParamsNameTheField) {
         EXPECT_EQ(st.code(), status_code::invalid_argument) << field;
         EXPECT_NE(st.message().find(field), std::string::npos) << st.message();
     };
-    refused([](mkmmproj_params & q) { q.projector = "qwen2vl_merger"; }, "projector");
+    refused([](mkmmproj_params & q) { q.projector = "gemma3"; }, "projector");
     refused([](mkmmproj_params & q) { q.text_n_embd = 48; }, "text-n-embd");
     refused([](mkmmproj_params & q) { q.n_embd = 16; }, "n-embd");
     refused([](mkmmproj_params & q) { q.n_layer = 1; }, "n-layer");
     refused([](mkmmproj_params & q) { q.patch_size = 1; }, "patch-size");
     refused([](mkmmproj_params & q) { q.image_size = 36; }, "image-size");
+    refused(
+        [](mkmmproj_params & q) {
+            q.projector = "qwen2vl_merger";
+            q.image_size = 40;  // a multiple of the patch, not of two
+        },
+        "image-size");
     EXPECT_EQ(mkmmproj_write(p, "/nonexistent-dir/x.gguf").code(), status_code::io_error);
 }
 

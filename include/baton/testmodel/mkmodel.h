@@ -30,6 +30,10 @@
 // invalid UTF-8 (and overlong forms) into U+FFFD before the vocabulary is used, so no BPE vocabulary can
 // round-trip those bytes (the SentencePiece one is lossy on them too).
 //
+// qwen2vl: llama's layout with Qwen2's query/key/value biases and M-RoPE (rope.dimension_sections: a head's rotary
+// pairs split into time, height and width sections), the text model of mkmmproj.h's qwen2vl_merger projector;
+// not in mkmodel_archs (the generation suites run text only, where its positions are llama's).
+//
 // Rerankers (`rerank`, qwen3 only): a ranking head cls.output [E,2] with classifier labels "yes", "no",
 // qwen3.pooling_type 4 (rank), so libllama's rank pooling (the last token's state through the head, then a
 // softmax) gives llama-server's /rerank score, the "yes" probability. With a chat template the model also
@@ -47,7 +51,8 @@
 namespace baton {
 
 struct mkmodel_params {
-    std::string arch = "llama";  // llama | qwen3 | mamba2 | granitehybrid | lfm2 | gemma3 | qwen3moe | qwen3next
+    std::string arch =
+        "llama";  // llama | qwen3 | qwen2vl | mamba2 | granitehybrid | lfm2 | gemma3 | qwen3moe | qwen3next
     uint64_t seed = 1;
     int n_embd = 64;            // embedding width; a multiple of 32, 32..8192
     int n_layer = 4;            // 1..256 (hybrids and gemma3 need >= 2 to hold both kinds of layer)
