@@ -19,7 +19,7 @@
 // (a heavily loaded machine) measuring stops and what was measured is reported.
 // Target: Baton >= 1.0x llama-server on every figure.
 //
-// Usage: quant_serve_bench [--quick] [--runs N] [--runs-min N] [--attempts N] [--budget-s S] [--gen N]
+// Usage: quant_serve_bench [--quick] [--runs N] [--runs-min N] [--attempts N] [--budget-s S] [--gen N] [--baton-arg A]...
 //                          [-t N] [-c N] [-np N] [-fa on|off] [--wtypes q8_0,q4_K] [--conc 1,4,16]
 //                          [--prompts 256,128,64] [--baton PATH] [--llama-server PATH]
 // --quick: a 256x2 model, 1 run, short prompts (the smoke run of bench/run --quick).
@@ -48,6 +48,7 @@ struct options {
     double budget_s = 300;  // measuring stops after the run that would take it past this (at least min_runs)
     std::vector<std::string> wtypes = {"q8_0", "q4_K"};
     std::vector<int> conc = {1, 4, 16}, prompts = {256, 128, 64};
+    std::vector<std::string> baton_args;  // --baton-arg A (repeatable): added to `baton serve`'s flags (A/B runs)
 };
 
 std::vector<std::string> split(const std::string & s) {
@@ -112,6 +113,7 @@ int main(int argc, char ** argv) try {
         const std::string a = argv[i];
         auto next = [&] { return std::string(argv[++i]); };
         if (a == "--baton") o.baton_bin = next();
+        else if (a == "--baton-arg") o.baton_args.push_back(next());
         else if (a == "--llama-server") o.llama_bin = next();
         else if (a == "-t") o.threads = std::stoi(next());
         else if (a == "-c") o.ctx = std::stoi(next());
@@ -134,11 +136,12 @@ int main(int argc, char ** argv) try {
         p.wtype = w;
         p.model = bench_model("llama", o.n_embd, o.n_layer, 8192, w);
         p.n_vocab = model_n_vocab(p.model);
-        p.baton = bench_process::start({o.baton_bin, "serve",        "-m",     p.model,    "-t",   t,     "-tb",
-                                        t,           "-c",           c,        "-np",      np,     "-b",  "512",
-                                        "-ub",       "512",          "-fa",    o.fa,       "-ctk", "f16", "-ctv",
-                                        "f16",       "--kv-unified", "--host", "127.0.0.1"},
-                                       "baton " + w, 120);
+        std::vector<std::string> baton_argv = {o.baton_bin, "serve", "-m",  p.model, "-t",   t,     "-tb",
+                                               t,           "-c",    c,     "-np", np,      "-b",   "512", "-ub",
+                                               "512",       "-fa",   o.fa,  "-ctk", "f16",  "-ctv", "f16", "--kv-unified",
+                                               "--host",    "127.0.0.1"};
+        baton_argv.insert(baton_argv.end(), o.baton_args.begin(), o.baton_args.end());
+        p.baton = bench_process::start(baton_argv, "baton " + w, 120);
         const int lp = free_port();
         p.llama = bench_process::start({o.llama_bin,
                                         "-m",
