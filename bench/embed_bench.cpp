@@ -13,6 +13,8 @@
 // Reported beside the embeddings figure (target >= 1.0 too).
 #include <httplib.h>
 
+#include <functional>
+
 #include <nlohmann/json.hpp>
 
 #include "bench_net.h"
@@ -92,6 +94,49 @@ std::string reranker_model(int n_embd, int n_layer) {
     return path;
 }
 
+// server_pair: `baton serve` and llama-server on the same flags (common), each with its own -c/-np.
+struct server_pair {
+    std::unique_ptr<bench_process> baton, llama;
+};
+server_pair start_pair(const std::vector<std::string> & common, const std::string & baton_ctx,
+                       const std::string & llama_ctx) {
+    server_pair p;
+    std::vector<std::string> b = {baton_exe(), "serve", "-c", baton_ctx, "-np", "1"};
+    b.insert(b.end(), common.begin(), common.end());
+    p.baton = bench_process::start(b, "baton");
+    const int lp = free_port();
+    std::vector<std::string> l = {"/usr/bin/llama-server", "-c", llama_ctx, "-np", "32", "--no-webui",
+                                  "--host", "127.0.0.1", "--port", std::to_string(lp)};
+    l.insert(l.end(), common.begin(), common.end());
+    p.llama = bench_process::start(l, "llama-server", 120, "http://127.0.0.1:" + std::to_string(lp));
+    return p;
+}
+
+// paired: a warm-up, then `runs` measurements of each server (rate(server, seed)), who goes first alternating
+// run by run; the medians of each and of the per-run ratios.
+struct paired_stats {
+    stats baton, llama, ratio;
+};
+paired_stats paired(const server_pair & p, int runs, const std::function<double(const bench_process &, uint32_t)> & rate) {
+    std::vector<double> b, l, ratio;
+    for (int r = -1; r < runs; ++r) {  // r == -1: warm-up
+        const uint32_t seed = uint32_t(1000 * (r + 2));
+        double tb = 0, tl = 0;
+        if (r % 2 == 0) {
+            tb = rate(*p.baton, seed);
+            tl = rate(*p.llama, seed);
+        } else {
+            tl = rate(*p.llama, seed);
+            tb = rate(*p.baton, seed);
+        }
+        if (r < 0) continue;
+        b.push_back(tb);
+        l.push_back(tl);
+        ratio.push_back(tb / tl);
+    }
+    return {summarize(b), summarize(l), summarize(ratio)};
+}
+
 }  // namespace
 
 int main(int argc, char ** argv) try {
@@ -102,90 +147,45 @@ int main(int argc, char ** argv) try {
     if (!rerank_only) {
         const std::string model = quick ? bench_model("llama", 128, 2) : bench_model("llama", 512, 8);
         const int n_vocab = model_n_vocab(model);
-        const std::vector<std::string> common = {"-m", model, "-t", "2", "-tb", "2", "-b", "2048", "-ub", "2048",
-                                                 "-fa", "off", "--embedding", "--pooling", "mean"};
-        std::vector<std::string> baton_argv = {baton_exe(), "serve", "-c", "2048", "-np", "1"};
-        baton_argv.insert(baton_argv.end(), common.begin(), common.end());
-        auto baton_srv = bench_process::start(baton_argv, "baton");
-        const int lp = free_port();
-        std::vector<std::string> llama_argv = {"/usr/bin/llama-server", "-c", "4096", "-np", "32", "--no-webui",
-                                               "--host", "127.0.0.1", "--port", std::to_string(lp)};
-        llama_argv.insert(llama_argv.end(), common.begin(), common.end());
-        auto llama_srv = bench_process::start(llama_argv, "llama-server", 120, "http://127.0.0.1:" + std::to_string(lp));
-
+        server_pair srv = start_pair({"-m", model, "-t", "2", "-tb", "2", "-b", "2048", "-ub", "2048", "-fa", "off",
+                                      "--embedding", "--pooling", "mean"},
+                                     "2048", "4096");
         std::printf("%-6s %14s %14s %8s\n", "batch", "baton in/s", "llama in/s", "ratio");
         bool all_ok = true;
         stats worst;
         for (const int batch : {1, 32}) {
             const int requests = batch == 1 ? (quick ? 16 : 64) : (quick ? 2 : 8);
-            std::vector<double> b, l, ratio;
-            for (int r = -1; r < runs; ++r) {  // r == -1: warm-up
-                const uint32_t seed = uint32_t(1000 * (r + 2));
-                double tb = 0, tl = 0;
-                if (r % 2 == 0) {
-                    tb = inputs_per_s(*baton_srv, requests, batch, n_vocab, seed);
-                    tl = inputs_per_s(*llama_srv, requests, batch, n_vocab, seed);
-                } else {
-                    tl = inputs_per_s(*llama_srv, requests, batch, n_vocab, seed);
-                    tb = inputs_per_s(*baton_srv, requests, batch, n_vocab, seed);
-                }
-                if (r < 0) continue;
-                b.push_back(tb);
-                l.push_back(tl);
-                ratio.push_back(tb / tl);
-            }
-            const stats sb = summarize(b), sl = summarize(l), sr = summarize(ratio);
-            std::printf("%-6d %14.1f %14.1f %7.2fx\n", batch, sb.median, sl.median, sr.median);
+            const paired_stats ps = paired(srv, runs, [&](const bench_process & p, uint32_t seed) {
+                return inputs_per_s(p, requests, batch, n_vocab, seed);
+            });
+            std::printf("%-6d %14.1f %14.1f %7.2fx\n", batch, ps.baton.median, ps.llama.median, ps.ratio.median);
             const std::string tag = "embed/batch" + std::to_string(batch);
-            result_at(tag + "/baton_inputs_per_s", sb, "inputs/s", "reported", true, {20, "baton", double(batch)});
-            result_at(tag + "/llama_server_inputs_per_s", sl, "inputs/s", "reported", true, {20, "llama-server", double(batch)});
-            const bool ok = sr.median >= 1.0;
-            result(tag + "/ratio", sr, "x", ">= 1.0", ok);
+            result_at(tag + "/baton_inputs_per_s", ps.baton, "inputs/s", "reported", true, {20, "baton", double(batch)});
+            result_at(tag + "/llama_server_inputs_per_s", ps.llama, "inputs/s", "reported", true,
+                      {20, "llama-server", double(batch)});
+            const bool ok = ps.ratio.median >= 1.0;
+            result(tag + "/ratio", ps.ratio, "x", ">= 1.0", ok);
             all_ok = all_ok && ok;
-            if (worst.n == 0 || sr.median < worst.median) worst = sr;
+            if (worst.n == 0 || ps.ratio.median < worst.median) worst = ps.ratio;
         }
         headline(20, "embed/worst_ratio", worst, "x", ">= 1.0", all_ok);
-        baton_srv.reset();
-        llama_srv.reset();
     }
 
     // Rerank: the same comparison with a ranking head.
     const std::string rmodel = quick ? reranker_model(128, 2) : reranker_model(512, 8);
-    const std::vector<std::string> rcommon = {"-m", rmodel, "-t", "2", "-tb", "2", "-b", "2048", "-ub", "2048",
-                                              "-fa", "off", "--rerank"};
-    std::vector<std::string> rb_argv = {baton_exe(), "serve", "-c", "4096", "-np", "1"};
-    rb_argv.insert(rb_argv.end(), rcommon.begin(), rcommon.end());
-    auto rb = bench_process::start(rb_argv, "baton");
-    const int rlp = free_port();
-    std::vector<std::string> rl_argv = {"/usr/bin/llama-server", "-c", "8192", "-np", "32", "--no-webui",
-                                        "--host", "127.0.0.1", "--port", std::to_string(rlp)};
-    rl_argv.insert(rl_argv.end(), rcommon.begin(), rcommon.end());
-    auto rl = bench_process::start(rl_argv, "llama-server", 120, "http://127.0.0.1:" + std::to_string(rlp));
+    server_pair rsrv = start_pair(
+        {"-m", rmodel, "-t", "2", "-tb", "2", "-b", "2048", "-ub", "2048", "-fa", "off", "--rerank"}, "4096", "8192");
     std::printf("%-6s %14s %14s %8s\n", "docs", "baton docs/s", "llama docs/s", "ratio");
     for (const int batch : {1, 32}) {
         const int requests = batch == 1 ? (quick ? 8 : 48) : (quick ? 1 : 2);  // 48 or 64 documents a run
-        std::vector<double> b, l, ratio;
-        for (int r = -1; r < runs; ++r) {  // r == -1: warm-up
-            const uint32_t seed = uint32_t(1000 * (r + 2));
-            double tb = 0, tl = 0;
-            if (r % 2 == 0) {
-                tb = rerank_docs_per_s(*rb, requests, batch, seed);
-                tl = rerank_docs_per_s(*rl, requests, batch, seed);
-            } else {
-                tl = rerank_docs_per_s(*rl, requests, batch, seed);
-                tb = rerank_docs_per_s(*rb, requests, batch, seed);
-            }
-            if (r < 0) continue;
-            b.push_back(tb);
-            l.push_back(tl);
-            ratio.push_back(tb / tl);
-        }
-        const stats sb = summarize(b), sl = summarize(l), sr = summarize(ratio);
-        std::printf("%-6d %14.1f %14.1f %7.2fx\n", batch, sb.median, sl.median, sr.median);
+        const paired_stats ps = paired(rsrv, runs, [&](const bench_process & p, uint32_t seed) {
+            return rerank_docs_per_s(p, requests, batch, seed);
+        });
+        std::printf("%-6d %14.1f %14.1f %7.2fx\n", batch, ps.baton.median, ps.llama.median, ps.ratio.median);
         const std::string tag = "rerank/docs" + std::to_string(batch);
-        result(tag + "/baton_docs_per_s", sb, "docs/s", "reported", true);
-        result(tag + "/llama_server_docs_per_s", sl, "docs/s", "reported", true);
-        result(tag + "/ratio", sr, "x", ">= 1.0", sr.median >= 1.0);
+        result(tag + "/baton_docs_per_s", ps.baton, "docs/s", "reported", true);
+        result(tag + "/llama_server_docs_per_s", ps.llama, "docs/s", "reported", true);
+        result(tag + "/ratio", ps.ratio, "x", ">= 1.0", ps.ratio.median >= 1.0);
     }
     return 0;
 } catch (const std::exception & e) {

@@ -48,17 +48,15 @@ Status mkmmproj_check_params(const mkmmproj_params & p) {
 }
 
 Status mkmmproj_ensure(const mkmmproj_params & p, const std::string & path) {
-    struct stat st;
-    if (::stat(path.c_str(), &st) == 0) return {};
+    if (!testmodel::gguf_file_absent(path)) return {};
     return mkmmproj_write(p, path);
 }
 
 Status mkmmproj_write(const mkmmproj_params & p, const std::string & path) {
     BATON_RETURN_IF_ERROR(mkmmproj_check_params(p));
-    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-    int fd = ::open(tmp.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
-    if (fd < 0) return {status_code::io_error, "cannot write '" + path + "': " + std::strerror(errno)};
-    ::close(fd);
+    auto started = testmodel::gguf_file_start(path);
+    if (!started.ok()) return started.status();
+    const std::string tmp = std::move(started.value());
 
     const int64_t E = p.n_embd, F = 2 * int64_t(p.n_embd), T = p.text_n_embd, P = p.patch_size;
     const int64_t side = p.image_size / p.patch_size;
@@ -143,16 +141,7 @@ Status mkmmproj_write(const mkmmproj_params & p, const std::string & path) {
         tm.add("mm.2.bias", {T}, 'z');
     }
 
-    if (!gguf_write_to_file(gc, tmp.c_str(), false)) {
-        ::unlink(tmp.c_str());
-        return {status_code::io_error, "cannot write '" + path + "': writing the GGUF data failed"};
-    }
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-        const int e = errno;
-        ::unlink(tmp.c_str());
-        return {status_code::io_error, "cannot write '" + path + "': " + std::strerror(e)};
-    }
-    return {};
+    return testmodel::gguf_file_finish(gc, tmp, path);
 }
 
 }  // namespace baton

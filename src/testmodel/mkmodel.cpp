@@ -112,8 +112,7 @@ Status mkmodel_check_params(const mkmodel_params & p) {
 }
 
 Status mkmodel_ensure(const mkmodel_params & params, const std::string & path) {
-    struct stat st;
-    if (::stat(path.c_str(), &st) == 0) return {};
+    if (!testmodel::gguf_file_absent(path)) return {};
     return mkmodel_write(params, path);
 }
 
@@ -124,10 +123,9 @@ Status mkmodel_write(const mkmodel_params & mp, const std::string & path) {
     const arch_shape s = shape_of(mp, int(vocab.tokens.size()));
 
     // Open the temporary file first so an unwritable path fails before any work, with the OS reason.
-    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-    int fd = ::open(tmp.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
-    if (fd < 0) return {status_code::io_error, "cannot write '" + path + "': " + std::strerror(errno)};
-    ::close(fd);
+    auto started = testmodel::gguf_file_start(path);
+    if (!started.ok()) return started.status();
+    const std::string tmp = std::move(started.value());
 
     // The ggml context holds only tensor descriptions (at most 32 per layer plus the 4 global ones); the
     // data lives in tensor_maker::data, exactly as large as each tensor's type needs.
@@ -164,16 +162,7 @@ Status mkmodel_write(const mkmodel_params & mp, const std::string & path) {
     if (mp.rerank)
         tm.add("cls.output.weight", {E, int64_t(std::size(k_rerank_labels))}, 'w', 4.0f / std::sqrt(float(E)));
 
-    if (!gguf_write_to_file(g.get(), tmp.c_str(), false)) {
-        ::unlink(tmp.c_str());
-        return {status_code::io_error, "cannot write '" + path + "': writing the GGUF data failed"};
-    }
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-        const int e = errno;
-        ::unlink(tmp.c_str());
-        return {status_code::io_error, "cannot write '" + path + "': " + std::strerror(e)};
-    }
-    return {};
+    return testmodel::gguf_file_finish(g.get(), tmp, path);
 }
 
 }  // namespace baton

@@ -23,6 +23,12 @@
 // rule); the draws never depend on the type, so an f32 model's bytes are what they always were.
 #include "testmodel_arch.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -195,6 +201,32 @@ void tensor_maker::add(const std::string & name, std::vector<int64_t> ne, char f
     }
     gguf_add_tensor(gctx, t);
     gguf_set_tensor_data(gctx, name.c_str(), bytes.data());
+}
+
+Result<std::string> gguf_file_start(const std::string & path) {
+    std::string tmp = path + ".tmp." + std::to_string(::getpid());
+    const int fd = ::open(tmp.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+    if (fd < 0) return Status(status_code::io_error, "cannot write '" + path + "': " + std::strerror(errno));
+    ::close(fd);
+    return tmp;
+}
+
+Status gguf_file_finish(gguf_context * g, const std::string & tmp, const std::string & path) {
+    if (!g || !gguf_write_to_file(g, tmp.c_str(), false)) {
+        ::unlink(tmp.c_str());
+        return {status_code::io_error, "cannot write '" + path + "': writing the GGUF data failed"};
+    }
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+        const int e = errno;
+        ::unlink(tmp.c_str());
+        return {status_code::io_error, "cannot write '" + path + "': " + std::strerror(e)};
+    }
+    return {};
+}
+
+bool gguf_file_absent(const std::string & path) {
+    struct stat st;
+    return ::stat(path.c_str(), &st) != 0;
 }
 
 bool is_moe(const std::string & arch) { return arch == "qwen3moe" || arch == "qwen3next"; }

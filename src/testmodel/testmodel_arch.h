@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "baton/base/status.h"
 #include "baton/testmodel/mkmodel.h"
 
 namespace baton::testmodel {
@@ -65,6 +66,14 @@ struct tensor_maker {
     // fallback rule otherwise) and adds the tensor to gctx.
     void add(const std::string & name, std::vector<int64_t> ne, char fill, float scale = 0.0f);
 };
+
+// gguf_file_start: the temporary sibling of path a GGUF is written to (opened and closed once, so an unwritable
+// path fails before any work, with the OS reason). gguf_file_finish writes g there and renames it to path (the
+// temporary file is removed on any failure), so a failure never leaves a partial file at path.
+Result<std::string> gguf_file_start(const std::string & path);
+Status gguf_file_finish(gguf_context * g, const std::string & tmp, const std::string & path);
+// gguf_file_absent: no file at path (the *_ensure functions write only then).
+bool gguf_file_absent(const std::string & path);
 
 // add_layer adds layer il's tensors (blk.N.*): its norm, its attention or recurrent/conv block, its FFN or MoE.
 void add_layer(tensor_maker & tm, const std::string & arch, int il, const arch_shape & s);
