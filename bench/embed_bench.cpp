@@ -48,7 +48,7 @@ double inputs_per_s(const bench_process & p, int requests, int batch, int n_voca
 // rerank_docs_per_s posts `requests` /v1/rerank requests of one query and `batch` documents each and returns
 // documents per second.
 double rerank_docs_per_s(const bench_process & p, int requests, int batch, uint32_t seed) {
-    static const char * const k_words[] = {"cat",   "state", "node",  "river", "blue", "token", "model", "paris",
+    static const char * const k_words[] = {"cat",   "state", "node",  "river", "blue", "token",  "model",  "paris",
                                            "cache", "slow",  "quick", "green", "sea",  "prompt", "answer", "map"};
     uint32_t x = seed * 2654435761u + 1;
     auto text = [&](int words) {
@@ -72,7 +72,8 @@ double rerank_docs_per_s(const bench_process & p, int requests, int batch, uint3
     for (const auto & b : bodies) {
         auto res = c.Post("/v1/rerank", b, "application/json");
         if (!res || res->status != 200)
-            throw std::runtime_error(p.name() + ": /v1/rerank failed: " + (res ? res->body.substr(0, 200) : "no answer"));
+            throw std::runtime_error(p.name() +
+                                     ": /v1/rerank failed: " + (res ? res->body.substr(0, 200) : "no answer"));
     }
     return double(requests) * batch / ((now_ms() - t0) / 1000.0);
 }
@@ -105,8 +106,9 @@ server_pair start_pair(const std::vector<std::string> & common, const std::strin
     b.insert(b.end(), common.begin(), common.end());
     p.baton = bench_process::start(b, "baton");
     const int lp = free_port();
-    std::vector<std::string> l = {"/usr/bin/llama-server", "-c", llama_ctx, "-np", "32", "--no-webui",
-                                  "--host", "127.0.0.1", "--port", std::to_string(lp)};
+    std::vector<std::string> l = {
+        "/usr/bin/llama-server", "-c", llama_ctx, "-np", "32", "--no-webui", "--host", "127.0.0.1", "--port",
+        std::to_string(lp)};
     l.insert(l.end(), common.begin(), common.end());
     p.llama = bench_process::start(l, "llama-server", 120, "http://127.0.0.1:" + std::to_string(lp));
     return p;
@@ -117,7 +119,8 @@ server_pair start_pair(const std::vector<std::string> & common, const std::strin
 struct paired_stats {
     stats baton, llama, ratio;
 };
-paired_stats paired(const server_pair & p, int runs, const std::function<double(const bench_process &, uint32_t)> & rate) {
+paired_stats paired(const server_pair & p, int runs,
+                    const std::function<double(const bench_process &, uint32_t)> & rate) {
     std::vector<double> b, l, ratio;
     for (int r = -1; r < runs; ++r) {  // r == -1: warm-up
         const uint32_t seed = uint32_t(1000 * (r + 2));
@@ -160,7 +163,8 @@ int main(int argc, char ** argv) try {
             });
             std::printf("%-6d %14.1f %14.1f %7.2fx\n", batch, ps.baton.median, ps.llama.median, ps.ratio.median);
             const std::string tag = "embed/batch" + std::to_string(batch);
-            result_at(tag + "/baton_inputs_per_s", ps.baton, "inputs/s", "reported", true, {20, "baton", double(batch)});
+            result_at(tag + "/baton_inputs_per_s", ps.baton, "inputs/s", "reported", true,
+                      {20, "baton", double(batch)});
             result_at(tag + "/llama_server_inputs_per_s", ps.llama, "inputs/s", "reported", true,
                       {20, "llama-server", double(batch)});
             const bool ok = ps.ratio.median >= 1.0;

@@ -136,10 +136,10 @@ int main(int argc, char ** argv) try {
         p.wtype = w;
         p.model = bench_model("llama", o.n_embd, o.n_layer, 8192, w);
         p.n_vocab = model_n_vocab(p.model);
-        std::vector<std::string> baton_argv = {o.baton_bin, "serve", "-m",  p.model, "-t",   t,     "-tb",
-                                               t,           "-c",    c,     "-np", np,      "-b",   "512", "-ub",
-                                               "512",       "-fa",   o.fa,  "-ctk", "f16",  "-ctv", "f16", "--kv-unified",
-                                               "--host",    "127.0.0.1"};
+        std::vector<std::string> baton_argv = {o.baton_bin, "serve",        "-m",     p.model,    "-t",   t,     "-tb",
+                                               t,           "-c",           c,        "-np",      np,     "-b",  "512",
+                                               "-ub",       "512",          "-fa",    o.fa,       "-ctk", "f16", "-ctv",
+                                               "f16",       "--kv-unified", "--host", "127.0.0.1"};
         baton_argv.insert(baton_argv.end(), o.baton_args.begin(), o.baton_args.end());
         p.baton = bench_process::start(baton_argv, "baton " + w, 120);
         const int lp = free_port();
