@@ -26,6 +26,15 @@
 
 namespace baton {
 
+// Media tokens (format 1.3): the ids that stand for the embeddings of an image in a prompt (media.h says how
+// they are made). A media token is an id in [media_token_min, media_token_min + media_token_count), far from any
+// vocabulary; a blob's tokens section may hold them from format 1.3 on.
+inline constexpr int32_t media_token_min = INT32_MIN;
+inline constexpr uint32_t media_token_count = uint32_t(1) << 30;
+inline constexpr bool media_token_is(int32_t t) {
+    return t >= media_token_min && t < media_token_min + int32_t(media_token_count);
+}
+
 // A partial (recurrent/SWA) state snapshot taken when the sequence covered tokens [0, n_tokens).
 // pos_min/pos_max are the memory's positions for the sequence at that moment.
 struct blob_checkpoint_view {

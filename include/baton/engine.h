@@ -33,6 +33,7 @@
 #include "baton/base/thread_annotations.h"
 #include "baton/blob.h"
 #include "baton/context.h"
+#include "baton/media.h"
 #include "baton/sampling.h"
 #include "baton/text.h"
 
@@ -75,6 +76,9 @@ struct engine_config {
 // A generation request, already parsed and tokenized at the edge.
 struct gen_request {
     std::vector<token_id> prompt;      // non-empty
+    // The images of the prompt (media.h): where each stands in prompt and its embeddings. Every media token of
+    // prompt lies in a span (a decode task's prompt comes with its state, so it needs none).
+    std::vector<media_span> media;
     int32_t n_predict = 128;           // tokens to generate at most
     sampling_params sampling;
     std::vector<std::string> stop;     // stop strings (not included in the output)

@@ -44,7 +44,8 @@ size_t text_tokens_min(const llama_vocab * vocab, std::string_view text, bool ad
 // tokens); false: long texts go to llama_tokenize as they are (its cost, bounded by the callers' limits).
 bool text_tokenize_linear(const llama_vocab * vocab);
 
-// text_token_piece returns the bytes of one token (control tokens render as nothing unless special).
+// text_token_piece returns the bytes of one token (control tokens render as nothing unless special; an id outside
+// the vocabulary, such as an image's media token (media.h), as nothing).
 std::string text_token_piece(const llama_vocab * vocab, token_id token, bool special = false);
 
 // text_detokenize concatenates the pieces of tokens (special: control tokens as their text, "<s>").

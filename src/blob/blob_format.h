@@ -57,7 +57,8 @@ namespace baton::blob_format {
 
 inline constexpr uint8_t k_magic[8] = {'B', 'A', 'T', 'N', 'B', 'L', 'O', 'B'};
 inline constexpr uint16_t k_version_major = 1;
-inline constexpr uint16_t k_version_minor = 2;  // 1.1: the optional mac section; 1.2: the base section (deltas)
+inline constexpr uint16_t k_version_minor = 3;  // 1.1: the optional mac section; 1.2: the base section (deltas);
+                                                // 1.3: media tokens in the tokens section
 
 // Header field offsets and size.
 inline constexpr size_t k_off_magic = 0;

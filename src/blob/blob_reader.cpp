@@ -238,7 +238,7 @@ Status parse_context(const found_section & s, kv_layout & c) {
     return r.done();
 }
 
-Status parse_tokens(const found_section & s, const blob_limits & limits, const model_identity & id,
+Status parse_tokens(const found_section & s, uint16_t minor, const blob_limits & limits, const model_identity & id,
                     const kv_layout & ctx, std::vector<int32_t> & tokens) {
     payload_reader r("tokens", s.payload, s.payload_offset);
     const uint64_t off = r.offset();
@@ -258,7 +258,8 @@ Status parse_tokens(const found_section & s, const blob_limits & limits, const m
     tokens.resize(n);
     for (uint32_t i = 0; i < n; ++i) {
         const int32_t t = int32_t(byte_cursor::load_u32(ids.data() + 4 * size_t(i)));
-        if (auto m = blob_rules::token(i, t, id.n_vocab); !m.empty()) return r.fail(m, off + 4 + 4 * uint64_t(i));
+        if (auto m = blob_rules::token(i, t, id.n_vocab, minor); !m.empty())
+            return r.fail(m, off + 4 + 4 * uint64_t(i));
         tokens[i] = t;
     }
     return r.done();
@@ -452,7 +453,8 @@ Result<blob_view> blob_parse(std::span<const uint8_t> bytes, const blob_limits &
 
     BATON_RETURN_IF_ERROR(parse_identity(found[bf::section_type_identity], v.identity));
     BATON_RETURN_IF_ERROR(parse_context(found[bf::section_type_context], v.context));
-    BATON_RETURN_IF_ERROR(parse_tokens(found[bf::section_type_tokens], limits, v.identity, v.context, v.tokens));
+    BATON_RETURN_IF_ERROR(
+        parse_tokens(found[bf::section_type_tokens], v.version_minor, limits, v.identity, v.context, v.tokens));
     const uint32_t n_tokens = uint32_t(v.tokens.size());
     BATON_RETURN_IF_ERROR(parse_state(found[bf::section_type_state], n_tokens, v.state));
     BATON_RETURN_IF_ERROR(parse_checkpoints(found[bf::section_type_checkpoints], limits, n_tokens, v.checkpoints));

@@ -33,10 +33,15 @@ std::string n_tokens(uint32_t n, uint32_t n_ctx) {
     return {};
 }
 
-std::string token(uint32_t i, int32_t t, uint32_t n_vocab) {
-    if (t < 0 || uint32_t(t) >= n_vocab)
-        return "token[" + num(i) + "] = " + std::to_string(t) + " is not in 0..n_vocab " + num(n_vocab);
-    return {};
+std::string token(uint32_t i, int32_t t, uint32_t n_vocab, uint16_t minor) {
+    if (t >= 0 && uint32_t(t) < n_vocab) return {};
+    if (media_token_is(t)) {
+        if (minor >= 3) return {};
+        return "token[" + num(i) + "] = " + std::to_string(t) + " is a media token, which a format 1." + num(minor) +
+               " blob cannot hold (1.3)";
+    }
+    return "token[" + num(i) + "] = " + std::to_string(t) + " is not in 0..n_vocab " + num(n_vocab) +
+           (minor >= 3 ? " nor a media token" : "");
 }
 
 std::string checkpoint_n_tokens(uint32_t cp, uint32_t prev, uint32_t n_tokens) {

@@ -21,8 +21,8 @@ std::string kv_type(std::string_view field, int32_t type);  // a ggml_type numbe
 std::string n_seq_max(uint32_t n_seq_max);
 // n_tokens: at least one token, and within n_ctx when the blob records one (n_ctx != 0).
 std::string n_tokens(uint32_t n_tokens, uint32_t n_ctx);
-// token i of the token list: an id in 0..n_vocab-1.
-std::string token(uint32_t i, int32_t token, uint32_t n_vocab);
+// token i of the token list: an id in 0..n_vocab-1, or from format 1.3 on (minor >= 3) a media token (blob.h).
+std::string token(uint32_t i, int32_t token, uint32_t n_vocab, uint16_t minor);
 // A checkpoint's n_tokens: in 1..n_tokens of the blob and above the previous checkpoint's (prev, 0 for
 // the first): checkpoints are ordered and distinct.
 std::string checkpoint_n_tokens(uint32_t cp_n_tokens, uint32_t prev, uint32_t n_tokens);

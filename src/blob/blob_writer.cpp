@@ -6,6 +6,7 @@
 // little-endian hosts tokens and logits) go to the sink straight from the caller's memory.
 #include <xxhash.h>
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstring>
@@ -42,7 +43,7 @@ Status check_parts(const blob_parts & p) {
     const uint32_t n_tokens = uint32_t(p.tokens.size());
     BATON_RETURN_IF_ERROR(rule("tokens", blob_rules::n_tokens(n_tokens, p.context.n_ctx)));
     for (uint32_t i = 0; i < n_tokens; ++i)
-        BATON_RETURN_IF_ERROR(rule("tokens", blob_rules::token(i, p.tokens[i], n_vocab)));
+        BATON_RETURN_IF_ERROR(rule("tokens", blob_rules::token(i, p.tokens[i], n_vocab, bf::k_version_minor)));
     if (p.state.empty()) return invalid_input("state: empty");
     if (p.checkpoints.size() > UINT32_MAX) return invalid_input("checkpoints: too many");
     uint32_t prev = 0;
@@ -206,7 +207,8 @@ Status blob_write(const blob_parts & p, blob_sink & final_sink, const blob_key *
     le_store_u16(header + bf::k_off_version_major, bf::k_version_major);
     // The lowest version that holds what the blob carries: a full unauthenticated blob stays 1.0 byte for byte,
     // so readers of an older minor go on reading every blob that does not need the newer one.
-    le_store_u16(header + bf::k_off_version_minor, uint16_t(delta ? 2 : mac ? 1 : 0));
+    const bool media = std::any_of(p.tokens.begin(), p.tokens.end(), media_token_is);
+    le_store_u16(header + bf::k_off_version_minor, uint16_t(media ? 3 : delta ? 2 : mac ? 1 : 0));
     le_store_u32(header + bf::k_off_flags, (has_logits ? bf::k_flag_has_logits : 0) |
                                                (has_request ? bf::k_flag_has_request : 0) |
                                                (delta ? bf::k_flag_delta : 0));

@@ -50,6 +50,11 @@ struct serve_options {
     bool rerank = false;  // --rerank: --embedding with --pooling rank, as llama-server's
     std::string pooling;
     int32_t embd_normalize = 2;
+    // --mmproj and its flags: folded into cfg.media by serve_check.
+    std::string mmproj;
+    bool mmproj_offload = true;
+    uint32_t mmproj_max_images = media_config{}.max_images;
+    double mmproj_max_image_mb = double(media_config{}.max_image_bytes) / (1 << 20);
     std::string
         state_secret_file;  // --state-secret-file (or BATON_STATE_SECRET_FILE): folded into cfg.engine.limits.key
     // --tier-* (docs/tier.md): folded into cfg.tier by serve_check_tier.
@@ -201,6 +206,16 @@ Status serve_check(serve_options & o) {
         o.cfg.embedding = e;
     } else if (!o.pooling.empty()) {
         return {status_code::invalid_argument, "pooling: needs --embedding"};
+    }
+    if (!o.mmproj.empty()) {
+        media_config m;
+        m.path = o.mmproj;
+        m.offload = o.mmproj_offload;
+        m.max_images = o.mmproj_max_images;
+        if (!(o.mmproj_max_image_mb > 0) || o.mmproj_max_image_mb > 1024)
+            return {status_code::invalid_argument, "--mmproj-max-image-mb: must be in (0, 1024]"};
+        m.max_image_bytes = uint64_t(o.mmproj_max_image_mb * 1024 * 1024);
+        o.cfg.media = m;
     }
     if (!(o.max_blob_mb > 0) || !(o.max_json_mb > 0)) return {status_code::invalid_argument, "max-blob-mb/max-json-mb: must be > 0"};
     o.cfg.max_blob_bytes = uint64_t(o.max_blob_mb * 1024 * 1024);
@@ -406,6 +421,16 @@ void cli_add_serve(CLI::App & app, cli_run_fn & run) {
                     "With --embedding: none | mean | cls | last | rank (default: the model's)");
     sub->add_option("--embd-normalize", o->embd_normalize,
                     "With --embedding: -1 none, 0 max-abs int16, 1 taxicab, 2 euclidean, >2 p-norm")
+        ->capture_default_str();
+    sub->add_option("-mm,--mmproj", o->mmproj,
+                    "Multimodal projector (GGUF) of the model: chats take images (image_url parts with data: URLs; "
+                    "LLaVA-style projectors, docs/api.md \"Images\")");
+    sub->add_flag("--mmproj-offload,!--no-mmproj-offload", o->mmproj_offload,
+                  "Run the projector on the offload device when there is one (default on)");
+    sub->add_option("--mmproj-max-images", o->mmproj_max_images, "Images one request may carry")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 256));
+    sub->add_option("--mmproj-max-image-mb", o->mmproj_max_image_mb, "Largest image file a request may carry (MiB)")
         ->capture_default_str();
     sub->add_option("--tags", o->tags, "Comma-separated model tags (informational: /v1/models meta.tags)");
     sub->add_option("--reasoning-format", o->reasoning_format,

@@ -64,9 +64,11 @@ class engine_impl {
     restore_faults faults;  // tests only: what env.faults points to when the seam asks for faults
     bool partial_state = false;
     int32_t n_vocab = 0;
+    uint32_t n_embd_inp = 0;  // floats per input embedding (an image's, media.h)
     token_pieces pieces;  // every token's text, for grammar chains' UTF-8 guard (built at create)
     std::vector<token_id> eog;  // the vocabulary's end-of-generation tokens, which ignore_eos bans (at create)
     llama_batch batch{};
+    llama_batch media_batch{};  // an image's embeddings (n_batch rows of n_embd_inp floats), made at first use
     std::shared_ptr<const engine_test_seam> seam;  // immutable after create; null in production
 
     // scheduler
@@ -120,6 +122,7 @@ class engine_impl {
     std::vector<batch_part> phase_plan_batch();
     void phase_guard(const std::vector<batch_part> & parts);
     bool phase_decode(const std::vector<batch_part> & parts);
+    bool decode_batch(llama_batch & b, const std::vector<batch_part> & parts);
     void phase_sample();
     void publish();
     // deliver publishes the slot snapshot, then pushes a terminal event.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "baton/base/buffer_pool.h"
@@ -16,6 +17,23 @@ namespace baton {
 namespace {
 double seconds_since(steady::time_point t) { return std::chrono::duration<double>(steady::now() - t).count(); }
 double ms_between(steady::time_point a, steady::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
+
+// media_at: the image whose embeddings stand at prompt position k, if one does.
+const media_span * media_at(const std::vector<media_span> & spans, uint32_t k) {
+    for (const auto & sp : spans)
+        if (k >= sp.begin && k < sp.begin + sp.n) return &sp;
+    return nullptr;
+}
+
+// media_cut: a batch part holds text tokens or one image's embeddings, never both: [have, n_end) ends where the
+// image it starts in ends, or where the next image begins.
+uint32_t media_cut(const std::vector<media_span> & spans, uint32_t have, uint32_t n_end) {
+    for (const auto & sp : spans) {
+        if (have < sp.begin) return std::min(n_end, sp.begin);
+        if (have < sp.begin + sp.n) return std::min(n_end, sp.begin + sp.n);
+    }
+    return n_end;
+}
 }  // namespace
 
 token_probs probs_of(const std::vector<float> & logits, token_id chosen, int32_t n_top) {
@@ -608,7 +626,7 @@ std::vector<batch_part> engine_impl::phase_plan_batch() {
             const uint32_t next = s.task->plan.front();
             const bool generating = next == have + 1 && s.task->n_generated > 0;
             if ((pass == 0) != generating) continue;
-            const uint32_t n_end = std::min(next, have + budget);
+            const uint32_t n_end = media_cut(s.task->req.media, have, std::min(next, have + budget));
             parts.push_back({i, have, n_end});
             budget -= n_end - have;
         }
@@ -644,16 +662,31 @@ void engine_impl::repair(slot & s, const Status & why) {
     t.need_sample = false;
 }
 
-// ---- decode: one llama_decode for all parts; the repaired parts re-plan from 0 next step ----
+// ---- decode: one llama_decode for the text of all parts, one per image part; the repaired parts re-plan from 0
+// next step ----
 
 bool engine_impl::phase_decode(const std::vector<batch_part> & in) {
-    std::vector<batch_part> parts;
+    std::vector<batch_part> text;
+    std::vector<std::pair<batch_part, const media_span *>> images;
     batch.n_tokens = 0;
     for (const auto & p : in) {
         slot & s = slots[p.slot];
         if (uint32_t(s.tokens.size()) != p.n_begin) continue;  // repaired by the guard: planned again next step
         active_task & t = *s.task;
         t.batch_row = -1;
+        if (const media_span * sp = media_at(t.req.media, p.n_begin)) {
+            images.emplace_back(p, sp);
+            continue;
+        }
+        // Media tokens outside every span: cells of an image this engine was not given (a restored state's,
+        // dropped by a repair), which its tokens cannot compute again.
+        if (std::any_of(t.seq.begin() + p.n_begin, t.seq.begin() + p.n_end, media_token_is)) {
+            slot_clear(ctx.get(), s);
+            fail_task(s, Status(status_code::engine_error,
+                                "the cells of an image in this sequence were lost and cannot be computed again from "
+                                "its tokens (the image was encoded on another node)"));
+            continue;
+        }
         for (uint32_t k = p.n_begin; k < p.n_end; ++k) {
             const int32_t row = batch.n_tokens++;
             batch.token[row] = t.seq[k];
@@ -663,20 +696,44 @@ bool engine_impl::phase_decode(const std::vector<batch_part> & in) {
             batch.logits[row] = (k + 1 == p.n_end && p.n_end == t.seq.size()) ? 1 : 0;
             if (batch.logits[row]) t.batch_row = row;
         }
-        parts.push_back(p);
+        text.push_back(p);
     }
-    if (parts.empty()) return true;
+    bool ok = true;
+    if (!text.empty()) ok = decode_batch(batch, text);
+    for (const auto & [p, sp] : images) {
+        slot & s = slots[p.slot];
+        if (!s.task) continue;
+        active_task & t = *s.task;
+        if (!media_batch.embd) media_batch = llama_batch_init(int32_t(cfg.ctx.n_batch), int32_t(n_embd_inp), 1);
+        const uint32_t n = p.n_end - p.n_begin;
+        std::memcpy(media_batch.embd, sp->embd->data() + size_t(p.n_begin - sp->begin) * n_embd_inp,
+                    sizeof(float) * n * n_embd_inp);
+        media_batch.n_tokens = int32_t(n);
+        for (uint32_t k = 0; k < n; ++k) {
+            media_batch.pos[k] = llama_pos(p.n_begin + k);
+            media_batch.n_seq_id[k] = 1;
+            media_batch.seq_id[k][0] = s.id;
+            media_batch.logits[k] = (k + 1 == n && p.n_end == t.seq.size()) ? 1 : 0;
+            if (media_batch.logits[k]) t.batch_row = int32_t(k);
+        }
+        ok = decode_batch(media_batch, {p}) && ok;
+    }
+    return ok;
+}
+
+// decode_batch runs one llama_decode of b (holding parts) and moves each part's slot past its chunk.
+bool engine_impl::decode_batch(llama_batch & b, const std::vector<batch_part> & parts) {
     const auto t_decode = steady::now();
-    int32_t rc = llama_decode(ctx.get(), batch);
-    if (rc == 0 && batch.n_tokens >= 16) {
-        const double ms = ms_between(t_decode, steady::now()) / batch.n_tokens;
+    int32_t rc = llama_decode(ctx.get(), b);
+    if (rc == 0 && b.token && b.n_tokens >= 16) {
+        const double ms = ms_between(t_decode, steady::now()) / b.n_tokens;
         prompt_ms_per_token = prompt_ms_per_token > 0 ? 0.8 * prompt_ms_per_token + 0.2 * ms : ms;
     }
     if (rc == 1) {
         // No room in the KV cache: drop the memory of idle slots (LRU caches) and try once more.
         for (auto & s : slots)
             if (!s.task && !s.tokens.empty()) slot_clear(ctx.get(), s);
-        rc = llama_decode(ctx.get(), batch);
+        rc = llama_decode(ctx.get(), b);
     }
     bump([](engine_metrics & m) { ++m.decode_calls; });
     if (rc != 0) {

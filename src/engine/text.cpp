@@ -334,6 +334,7 @@ std::vector<token_id> text_eog_tokens(const llama_vocab * vocab) {
 }
 
 std::string text_token_piece(const llama_vocab * vocab, token_id token, bool special) {
+    if (token < 0 || token >= llama_vocab_n_tokens(vocab)) return {};  // (an image's media token: no text)
     char buf[256];
     int32_t n = llama_token_to_piece(vocab, token, buf, sizeof buf, 0, special);
     if (n >= 0) return std::string(buf, size_t(n));

@@ -481,7 +481,8 @@ net::awaitable<Result<openai_request>> node_impl::prepare(std::string_view body,
         co_return oreq;
     }
     if (!std::holds_alternative<openai_chat>(oreq->input)) co_return oreq;
-    co_return co_await http->offload([&] { return chat->render_request(std::move(oreq.value()), *model, n_ctx); });
+    co_return co_await http->offload(
+        [&] { return chat->render_request(std::move(oreq.value()), *model, n_ctx, media.get()); });
 }
 
 net::awaitable<void> node_impl::on_openai(http_exchange & ex, openai_endpoint endpoint) {

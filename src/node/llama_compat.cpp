@@ -123,7 +123,8 @@ net::awaitable<void> node_impl::on_count_tokens(http_exchange & ex) {
     auto oreq = openai_parse(ex.request().body_text(), openai_endpoint::messages, cfg.defaults);
     if (!oreq.ok()) co_return (void) co_await ex.respond_error(oreq.status());
     // (No context bound: a prompt too long to generate from is still counted; --max-prompt-mb bounds it.)
-    auto rendered = co_await http->offload([&] { return chat->render_request(std::move(oreq.value()), *model); });
+    auto rendered =
+        co_await http->offload([&] { return chat->render_request(std::move(oreq.value()), *model, 0, media.get()); });
     if (!rendered.ok()) co_return (void) co_await ex.respond_error(rendered.status());
     const auto * in = std::get_if<openai_chat_rendered>(&rendered->input);
     const uint32_t n = in ? uint32_t(in->tokens.size()) : 0;
@@ -143,7 +144,7 @@ net::awaitable<void> node_impl::on_props(http_exchange & ex) {
                   {"total_slots", c.n_seq_max},
                   {"model_alias", model_name},
                   {"model_path", cfg.model_path},
-                  {"modalities", {{"vision", false}, {"video", false}, {"audio", false}}},
+                  {"modalities", {{"vision", media != nullptr}, {"video", false}, {"audio", false}}},
                   {"endpoint_slots", cfg.slots_endpoint},
                   {"endpoint_props", false},
                   {"endpoint_metrics", true},

@@ -210,6 +210,14 @@ Status node_impl::load() {
                      rerank.prompt_template ? "the model's rerank template" : "[BOS] query [EOS] [SEP] document [EOS]");
         }
     }
+    if (cfg.media) {
+        cfg.media->marker = openai_media_marker();
+        cfg.media->n_threads = int32_t(cfg.engine.ctx.n_threads);
+        auto me = media_encoder::create(*model, *cfg.media);
+        if (!me.ok()) return me.status();
+        media = std::move(me.value());
+        log_info("serve: images on ({}, projector {})", cfg.media->path, media->fingerprint().substr(0, 16));
+    }
     if (Status v = eng->state_validation(); !v.ok())
         log_warn("serve: state validation is unavailable, so this node restores no states: {}", v.message());
     if (const auto & key = cfg.engine.limits.key)

@@ -94,6 +94,7 @@ class node_impl {
     std::atomic<tier_link *> tier_ptr{nullptr};
     std::unique_ptr<engine> eng;
     std::unique_ptr<embedder> emb;       // with --embedding, from load() on
+    std::unique_ptr<media_encoder> media;  // with --mmproj, from load() on (thread-safe: encode serializes)
     rerank_layout rerank;                // the model's rerank prompt layout (with rank pooling), from load()
     std::vector<token_id> eog;           // the model's end-of-generation tokens (generation_settings), from load()
     std::string model_file;              // the model's file name (cluster records' model id)

@@ -5,6 +5,7 @@
 #include <string_view>
 #include <vector>
 
+#include "image_input.h"
 #include "message_quote.h"
 #include "request_fields.h"
 
@@ -64,12 +65,9 @@ Result<std::string> anthropic_text_of(const ajson & block, const char * key, con
 }
 
 Status anthropic_refuse_block(const std::string & type, const std::string & where) {
-    if (type == "image")
-        return invalid_input(where + ": image blocks are not supported (this server takes text; images are a "
-                                     "separate feature)");
     return invalid_input(where + ".type: " + quoted_for_message(type) +
-                         " is not a content block Baton takes (text, thinking, redacted_thinking, tool_use, "
-                         "tool_result)");
+                         " is not a content block Baton takes (text, image, thinking, redacted_thinking, "
+                         "tool_use, tool_result)");
 }
 
 // anthropic_system: "system", a string or text blocks (concatenated), as a leading system message.
@@ -127,11 +125,29 @@ Status anthropic_tool_result(const ajson & block, const std::string & where, ant
     return budget.add(out.content.size() + out.tool_call_id.size(), where);
 }
 
+// anthropic_image: an image block's file bytes: {"type":"image","source":{"type":"base64","media_type":"image/png",
+// "data":"..."}} (a "url" source is refused: this server downloads nothing).
+Result<std::string> anthropic_image(const ajson & block, const std::string & where) {
+    auto src = block.find("source");
+    if (src == block.end() || !src->is_object()) return invalid_input(where + ".source: must be an object");
+    auto kind = anthropic_text_of(*src, "type", where + ".source");
+    if (!kind.ok()) return kind.status();
+    if (kind.value() == "url")
+        return invalid_input(where + ".source: url sources are not taken (this server does not download images; "
+                                     "send a base64 source)");
+    if (kind.value() != "base64") return invalid_input(where + ".source.type: must be \"base64\"");
+    auto type = anthropic_text_of(*src, "media_type", where + ".source");
+    if (!type.ok()) return type.status();
+    auto data = anthropic_text_of(*src, "data", where + ".source");
+    if (!data.ok()) return data.status();
+    return image_from_base64(type.value(), data.value(), where + ".source");
+}
+
 // anthropic_message: one message of "messages" as the chat messages it becomes (none, the turn itself,
-// and/or tool messages after it), in llama-server's order: the turn (text, thinking, tool calls), then its
-// tool results.
+// and/or tool messages after it), in llama-server's order: the turn (text, images, thinking, tool calls), then
+// its tool results. An image block becomes openai_media_marker() in the turn's text and its bytes in images.
 Status anthropic_message(const ajson & m, const std::string & where, anthropic_text_budget & budget,
-                         std::vector<chat_message> & out) {
+                         std::vector<chat_message> & out, std::vector<std::string> & images) {
     if (!m.is_object()) return invalid_input(where + ": must be an object");
     auto role = m.find("role");
     if (role == m.end() || !role->is_string()) return invalid_input(where + ".role: must be a string");
@@ -165,6 +181,13 @@ Status anthropic_message(const ajson & m, const std::string & where, anthropic_t
             if (!text.ok()) return text.status();
             BATON_RETURN_IF_ERROR(budget.add(text->size(), at));
             turn.content += text.value();
+            any_text = true;
+        } else if (t == "image") {
+            if (assistant) return invalid_input(at + ": image blocks belong to user messages");
+            auto img = anthropic_image(block, at);
+            if (!img.ok()) return img.status();
+            images.push_back(std::move(img.value()));
+            turn.content += openai_media_marker();
             any_text = true;
         } else if (t == "thinking") {
             if (!assistant) return invalid_input(at + ": thinking blocks belong to assistant messages");
@@ -336,7 +359,7 @@ Status anthropic_parse_fields(const nlohmann::json & j, const nlohmann::ordered_
     BATON_RETURN_IF_ERROR(anthropic_system(j, budget, chat.messages));
     for (size_t i = 0; i < it->size(); ++i)
         BATON_RETURN_IF_ERROR(
-            anthropic_message((*it)[i], "messages[" + std::to_string(i) + "]", budget, chat.messages));
+            anthropic_message((*it)[i], "messages[" + std::to_string(i) + "]", budget, chat.messages, chat.images));
     if (chat.messages.empty()) return invalid_input("messages: no message has content");
     const size_t n = chat.messages.size();
     if (n >= 2 && chat.messages[n - 1].role == "assistant" && chat.messages[n - 2].role == "assistant")

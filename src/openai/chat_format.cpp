@@ -146,16 +146,27 @@ Result<chat_prompt> chat_formatter::render(const openai_chat & in) const {
     return out;
 }
 
-Result<openai_request> chat_formatter::render_request(openai_request r, const loaded_model & model,
-                                                      uint32_t n_ctx) const {
+Result<openai_request> chat_formatter::render_request(openai_request r, const loaded_model & model, uint32_t n_ctx,
+                                                      const media_encoder * media) const {
     const auto * chat = std::get_if<openai_chat>(&r.input);
     if (!chat) return r;
+    if (!chat->images.empty() && !media)
+        return invalid_input("messages: image input is not supported by this server (start it with --mmproj, the "
+                             "model's multimodal projector)");
     auto p = render(*chat);
     if (!p.ok()) return p.status();
-    auto toks = text_tokenize(model, p->text, true, true, n_ctx);
-    if (!toks.ok()) return toks.status();
-    if (toks->empty()) return invalid_input("messages: the rendered prompt is empty");
-    openai_chat_rendered rendered{std::move(toks.value()), p->reasoning, std::nullopt, std::move(p->prefill)};
+    openai_chat_rendered rendered{{}, p->reasoning, std::nullopt, std::move(p->prefill), {}};
+    if (!chat->images.empty()) {
+        auto mp = media->encode(p->text, chat->images, true, true, n_ctx);
+        if (!mp.ok()) return mp.status();
+        rendered.tokens = std::move(mp->tokens);
+        rendered.media = std::move(mp->spans);
+    } else {
+        auto toks = text_tokenize(model, p->text, true, true, n_ctx);
+        if (!toks.ok()) return toks.status();
+        rendered.tokens = std::move(toks.value());
+    }
+    if (rendered.tokens.empty()) return invalid_input("messages: the rendered prompt is empty");
     if (chat->tools.is_array() && !std::holds_alternative<tool_choice_none>(chat->choice)) {
         const tool_call_format f = tool_call_format_detect(s_->source);
         auto g = tool_calls_grammar(f, chat->tools, chat->choice, chat->parallel_tool_calls);

@@ -6,11 +6,15 @@
 #include <array>
 #include <climits>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+
+#include <random>
 
 #include "anthropic_request.h"
 #include "baton/openai/chat_template.h"
 #include "baton/openai/json_schema_grammar.h"
+#include "image_input.h"
 #include "request_fields.h"
 
 namespace baton {
@@ -37,9 +41,33 @@ Result<openai_endpoint> openai_endpoint_parse(std::string_view name) {
                                                      "\" is not completions, chat, completion, infill or messages");
 }
 
+const std::string & openai_media_marker() {
+    static const std::string marker = [] {
+        std::random_device rd;
+        char hex[17];
+        std::snprintf(hex, sizeof hex, "%08x%08x", rd(), rd());
+        return std::string("<__image_") + hex + "__>";
+    }();
+    return marker;
+}
+
 namespace {
 
 using namespace request_fields;
+
+// chat_image_part: an "image_url" content part, {"type":"image_url","image_url":{"url":"data:...","detail":...}}
+// (or the url as a string, as some clients send it); "detail" is accepted and ignored (docs/api.md).
+Result<std::string> chat_image_part(const json & part, const std::string & where) {
+    auto iu = part.find("image_url");
+    if (iu == part.end()) return invalid_input(where + ".image_url: is missing");
+    if (iu->is_string()) return image_from_data_url(iu->get<std::string>(), where + ".image_url");
+    if (!iu->is_object()) return invalid_input(where + ".image_url: must be an object with a url");
+    auto url = iu->find("url");
+    if (url == iu->end() || !url->is_string()) return invalid_input(where + ".image_url.url: must be a string");
+    if (auto d = iu->find("detail"); d != iu->end() && !d->is_null() && !d->is_string())
+        return invalid_input(where + ".image_url.detail: must be a string");
+    return image_from_data_url(url->get<std::string>(), where + ".image_url.url");
+}
 
 // parse_logit_bias reads OpenAI's {"TOKEN_ID": bias} or llama-server's [[TOKEN_ID, bias | false], ...]
 // (false: never sample it). Text instead of an id — an array entry's string, or an object key that is not
@@ -290,13 +318,23 @@ Status parse_messages(const json & j, const ordered_json & ordered, const prompt
         } else if (content->is_string()) {
             cm.content = content->get<std::string>();
         } else if (content->is_array()) {
-            for (const auto & part : *content) {
-                if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
-                    return invalid_input(where + ".content: only text parts are supported");
+            for (size_t k = 0; k < content->size(); ++k) {
+                const json & part = (*content)[k];
+                const std::string pw = where + ".content[" + std::to_string(k) + "]";
+                const std::string type = part.is_object() ? part.value("type", "") : "";
+                if (type == "image_url") {
+                    auto img = chat_image_part(part, pw);
+                    if (!img.ok()) return img.status();
+                    chat.images.push_back(std::move(img.value()));
+                    cm.content += openai_media_marker();
+                    continue;
+                }
+                if (type != "text" || !part.contains("text") || !part["text"].is_string())
+                    return invalid_input(pw + ": only text and image_url parts are supported");
                 cm.content += part["text"].get<std::string>();
             }
         } else {
-            return invalid_input(where + ".content: must be a string or an array of text parts");
+            return invalid_input(where + ".content: must be a string or an array of text and image_url parts");
         }
         chat.messages.push_back(std::move(cm));
     }
@@ -558,6 +596,7 @@ Result<gen_request> openai_to_gen(const openai_request & r, const loaded_model &
         return invalid_input("input_prefix: the infill prompt was not built (infill_tokens)");
     } else if (const auto * rendered = std::get_if<openai_chat_rendered>(&r.input)) {
         g.prompt = rendered->tokens;
+        g.media = rendered->media;
     } else if (const auto * ids = std::get_if<openai_prompt_tokens>(&r.input)) {
         g.prompt = ids->tokens;
     } else {

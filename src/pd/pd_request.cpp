@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "baton/blob.h"
 #include "baton/sampling.h"
 
 namespace baton {
@@ -116,7 +117,9 @@ Status get_tokens(const json & v, const std::string & field, std::vector<token_i
         if (!t.is_number_integer()) return corrupt(field, "must hold only integers");
         const int64_t x = t.is_number_unsigned() ? int64_t(std::min<uint64_t>(t.get<uint64_t>(), uint64_t(INT64_MAX)))
                                                  : t.get<int64_t>();
-        if (x < 0 || x > INT32_MAX) return corrupt(field, "token " + std::to_string(x) + " is out of range");
+        // (an image's media tokens, blob.h, are negative: a rendered chat with images holds them)
+        if ((x < 0 || x > INT32_MAX) && !(x >= INT32_MIN && media_token_is(int32_t(x))))
+            return corrupt(field, "token " + std::to_string(x) + " is out of range");
         out.push_back(token_id(x));
     }
     return {};

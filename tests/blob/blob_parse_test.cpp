@@ -157,7 +157,7 @@ TEST(BlobParse, NewerMajorVersionNamesBothVersions) {
     auto bytes = write_blob(synthetic().parts);
     le_store_u16(bytes.data() + bf::k_off_version_major, 2);
     le_store_u16(bytes.data() + bf::k_off_version_minor, 3);
-    expect_error(bytes, status_code::unsupported, {"version_major", "format 2.3", "reads format 1.2"});
+    expect_error(bytes, status_code::unsupported, {"version_major", "format 2.3", "reads format 1.3"});
     le_store_u16(bytes.data() + bf::k_off_version_major, 0);
     expect_error(bytes, status_code::unsupported, {"version_major", "format 0.3"});
 }
@@ -226,6 +226,39 @@ TEST(BlobParse, TokenIdNotBelowNVocab) {
     expect_error(assemble(3, secs), status_code::corrupt, {"tokens: token[3] = 100 is not in 0..n_vocab 100"});
     le_store_u32(tok->payload.data() + 4 + 4 * 3, uint32_t(-1));
     expect_error(assemble(3, secs), status_code::corrupt, {"tokens: token[3] = -1"});
+    expect_error(assemble(3, secs, 1, 3), status_code::corrupt, {"tokens: token[3] = -1", "nor a media token"});
+}
+
+// ---- media tokens (format 1.3): an image's embeddings in the token list ----
+
+TEST(BlobParse, MediaTokensMakeTheBlobFormat13AndRoundTrip) {
+    synthetic s;
+    s.tokens[2] = media_token_min + 5;
+    s.tokens[3] = media_token_min + int32_t(media_token_count) - 1;
+    s.parts.tokens = s.tokens;
+    const auto bytes = write_blob(s.parts);
+    auto v = blob_parse(bytes);
+    ASSERT_TRUE(v.ok()) << v.status().to_string();
+    EXPECT_EQ(v->version_minor, 3);
+    EXPECT_EQ(std::vector<int32_t>(v->tokens.begin(), v->tokens.end()), s.tokens);
+    EXPECT_EQ(write_blob(synthetic().parts)[bf::k_off_version_minor], 0);  // (without them: 1.0 as before)
+}
+
+TEST(BlobParse, MediaTokenInABlobBelowFormat13IsRejected) {
+    synthetic s;
+    auto secs = split(write_blob(s.parts));
+    le_store_u32(find(secs, bf::section_type_tokens)->payload.data() + 4 + 4 * 3, uint32_t(media_token_min + 9));
+    expect_error(assemble(3, secs, 1, 2), status_code::corrupt,
+                 {"token[3]", "is a media token", "format 1.2", "(1.3)"});
+    EXPECT_TRUE(blob_parse(assemble(3, secs, 1, 3)).ok());
+}
+
+TEST(BlobParse, IdJustPastTheMediaRangeIsRejected) {
+    synthetic s;
+    auto secs = split(write_blob(s.parts));
+    le_store_u32(find(secs, bf::section_type_tokens)->payload.data() + 4,
+                 uint32_t(media_token_min + int32_t(media_token_count)));
+    expect_error(assemble(3, secs, 1, 3), status_code::corrupt, {"token[0]", "nor a media token"});
 }
 
 TEST(BlobParse, CheckpointOutOfRange) {
@@ -302,8 +335,8 @@ TEST(BlobParse, UnknownOptionalSectionIsSkipped) {
 TEST(BlobParse, UnknownMandatorySectionIsRejected) {
     auto secs = split(write_blob(synthetic().parts));
     secs.push_back(raw_section{99, 0, {1, 2, 3}});
-    expect_error(assemble(3, secs, 1, 3), status_code::unsupported,
-                 {"type 99", "not flagged optional", "blob format 1.3", "reads 1.2"});
+    expect_error(assemble(3, secs, 1, 4), status_code::unsupported,
+                 {"type 99", "not flagged optional", "blob format 1.4", "reads 1.3"});
 }
 
 TEST(BlobParse, UnknownSectionFlagBitsAreRejected) {

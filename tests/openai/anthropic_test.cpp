@@ -143,10 +143,35 @@ TEST(AnthropicParse, MessagesWithNothingToSayAreLeftOutAsLlamaServerDoes) {
     EXPECT_EQ(m[1].content, "");
 }
 
-TEST(AnthropicParse, ImagesAndUnknownBlocksAreRefusedByName) {
+TEST(AnthropicParse, ImageBlocksBecomeMarkersAndBytes) {
+    auto r = parse_messages_body(R"({"messages":[{"role":"user","content":[{"type":"text","text":"look: "},
+                       {"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw=="}},
+                       {"type":"text","text":" and "},
+                       {"type":"image","source":{"type":"base64","media_type":"image/jpeg","data":"/9j/"}}]}]})");
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    const auto & c = messages_chat_of(r);
+    ASSERT_EQ(c.images.size(), 2u);
+    EXPECT_EQ(c.images[0], std::string("\x89PNG", 4));
+    EXPECT_EQ(c.images[1], std::string("\xff\xd8\xff", 3));
+    EXPECT_EQ(c.messages[0].content, "look: " + openai_media_marker() + " and " + openai_media_marker());
+}
+
+TEST(AnthropicParse, ImageBlocksThatCannotBeTakenAreRefusedByName) {
+    expect_messages_refused(R"({"messages":[{"role":"user","content":[{"type":"image","source":{"type":"url",
+                       "url":"https://example.com/a.png"}}]}]})",
+                            "messages[0].content[0].source: url sources are not taken");
     expect_messages_refused(R"({"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64",
+                       "media_type":"text/plain","data":"AA=="}}]}]})",
+                            "messages[0].content[0].source.media_type");
+    expect_messages_refused(R"({"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64",
+                       "media_type":"image/png","data":"not base64!"}}]}]})",
+                            "messages[0].content[0].source.data: the image is not valid base64");
+    expect_messages_refused(R"({"messages":[{"role":"assistant","content":[{"type":"image","source":{"type":"base64",
                        "media_type":"image/png","data":"AA=="}}]}]})",
-                            "messages[0].content[0]: image blocks are not supported");
+                            "messages[0].content[0]: image blocks belong to user messages");
+}
+
+TEST(AnthropicParse, UnknownBlocksAreRefusedByName) {
     expect_messages_refused(R"({"messages":[{"role":"user","content":[{"type":"document"}]}]})",
                             "messages[0].content[0].type");
     expect_messages_refused(R"({"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t",

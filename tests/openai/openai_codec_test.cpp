@@ -78,6 +78,46 @@ TEST(OpenaiParse, ChatMessagesKeepRolesContentAndOrder) {
     EXPECT_TRUE(r->include_usage);
 }
 
+// Images: an image_url part becomes the process's media marker in the text and the file's bytes in images, in
+// order; the url may be the object's or (as some clients send it) the part's string; detail is ignored.
+TEST(OpenaiParse, ImageUrlPartsBecomeMarkersAndFileBytes) {
+    auto r = parse(R"({"messages":[{"role":"user","content":[{"type":"text","text":"a"},
+                       {"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw==","detail":"high"}},
+                       {"type":"text","text":"b"},{"type":"image_url","image_url":"data:image/jpeg;base64,/9j/"}]}]})",
+                   openai_endpoint::chat);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    const auto & c = std::get<openai_chat>(r->input);
+    ASSERT_EQ(c.images.size(), 2u);
+    EXPECT_EQ(c.images[0], std::string("\x89PNG", 4));
+    EXPECT_EQ(c.images[1], std::string("\xff\xd8\xff", 3));
+    EXPECT_EQ(c.messages[0].content, "a" + openai_media_marker() + "b" + openai_media_marker());
+    EXPECT_EQ(openai_media_marker().size(), 28u);  // "<__image_" + 16 hex digits + "__>"
+}
+
+// One refusal per rule of an image part: no download, a data: URL of an image, base64, a url string.
+TEST(OpenaiParse, ImageUrlPartsThatCannotBeTakenAreRefusedByName) {
+    auto chat_with = [](const std::string & part) {
+        return R"({"messages":[{"role":"user","content":[)" + part + "]}]}";
+    };
+    expect_refused(chat_with(R"({"type":"image_url","image_url":{"url":"https://example.com/cat.png"}})"),
+                   "does not download images", openai_endpoint::chat);
+    expect_refused(chat_with(R"({"type":"image_url","image_url":{"url":"file:///etc/passwd"}})"),
+                   "content[0].image_url.url: must be a data: URL", openai_endpoint::chat);
+    expect_refused(chat_with(R"({"type":"image_url","image_url":{"url":"data:text/plain;base64,AA=="}})"),
+                   "is not an image", openai_endpoint::chat);
+    expect_refused(chat_with(R"({"type":"image_url","image_url":{"url":"data:image/png,rawbytes"}})"), "must be base64",
+                   openai_endpoint::chat);
+    expect_refused(chat_with(R"({"type":"image_url","image_url":{"url":"data:image/png;base64,@@@="}})"),
+                   "not valid base64", openai_endpoint::chat);
+    expect_refused(chat_with(R"({"type":"image_url","image_url":{"url":"data:image/png;base64,"}})"),
+                   "the image is empty", openai_endpoint::chat);
+    expect_refused(chat_with(R"({"type":"image_url","image_url":{"url":5}})"), "image_url.url: must be a string",
+                   openai_endpoint::chat);
+    expect_refused(chat_with(R"({"type":"image_url"})"), "image_url: is missing", openai_endpoint::chat);
+    expect_refused(chat_with(R"({"type":"input_audio","input_audio":{}})"), "only text and image_url parts",
+                   openai_endpoint::chat);
+}
+
 TEST(OpenaiParse, MaxTokensSpellingsAndSeedMinusOne) {
     EXPECT_EQ(parse(R"({"prompt":"a","max_completion_tokens":9})")->max_tokens, 9);
     EXPECT_EQ(parse(R"({"prompt":"a","n_predict":11})")->max_tokens, 11);

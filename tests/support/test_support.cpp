@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "baton/testmodel/mkmmproj.h"
 #include "baton/testmodel/mkmodel.h"
 
 namespace baton::test {
@@ -58,6 +59,19 @@ std::string test_model_path(const std::string & arch, unsigned seed, int n_embd,
     p.fim = fim;
     Status s = mkmodel_ensure(p, path);
     if (!s.ok()) throw std::runtime_error("mkmodel failed: " + s.to_string());
+    return path;
+}
+
+std::string test_mmproj_path(int text_n_embd, unsigned seed) {
+    const std::string dir = BATON_TEST_MODELS;
+    ::mkdir(dir.c_str(), 0755);
+    const std::string path =
+        dir + "/mmproj-mlp-s" + std::to_string(seed) + "-e" + std::to_string(text_n_embd) + ".gguf";
+    mkmmproj_params p;
+    p.seed = seed;
+    p.text_n_embd = text_n_embd;
+    Status s = mkmmproj_ensure(p, path);
+    if (!s.ok()) throw std::runtime_error("mkmmproj failed: " + s.to_string());
     return path;
 }
 

@@ -44,6 +44,10 @@ std::string test_model_path(const std::string & arch, unsigned seed = 1, int n_e
 // <s> query </s></s> document </s>.
 std::string test_reranker_path(bool with_template, unsigned seed = 1);
 
+// test_mmproj_path returns a LLaVA-style image projector (mkmmproj's mlp: 32x32 images of 16 embeddings) for a
+// text model of width text_n_embd, cached like test_model_path's.
+std::string test_mmproj_path(int text_n_embd = 64, unsigned seed = 1);
+
 struct proc_result {
     int exit_code = -1;   // -1 when killed by a signal or the timeout
     bool timed_out = false;

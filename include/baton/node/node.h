@@ -75,6 +75,9 @@ struct node_config {
     // --embedding (--pooling, --embd-normalize, -b): the embedding endpoints (an embedder beside the engine);
     // unset: they answer 501, as llama-server without --embeddings.
     std::optional<embedder_config> embedding;
+    // --mmproj (--no-mmproj-offload, --mmproj-max-images, --mmproj-max-image-mb): images in chats, encoded by this
+    // projector (media.h); unset: a chat with images is refused (400), as llama-server without --mmproj.
+    std::optional<media_config> media;
     openai_defaults defaults;                     // --temp, --top-k, ..., --seed, -n: what requests leave out
     chat_format_config chat;     // --jinja, --chat-template(-file), --chat-template-kwargs, --reasoning-format
     bool slots_endpoint = true;  // --slots / --no-slots: GET /slots

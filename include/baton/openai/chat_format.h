@@ -64,8 +64,11 @@ class chat_formatter {
     // render_request turns an openai_chat input into openai_chat_rendered (the prompt tokenized with
     // model's vocabulary, control tokens parsed); any other input is returned as it is. A rendered text over
     // max_prompt_bytes is too_large; n_ctx > 0 (the slot's context): a prompt that cannot come to fewer
-    // tokens is refused before it is tokenized whole. REQUIRES: model is the one whose info() made this.
-    Result<openai_request> render_request(openai_request r, const loaded_model & model, uint32_t n_ctx = 0) const;
+    // tokens is refused before it is tokenized whole. A chat with images is encoded by media (the node's
+    // projector, whose marker must be openai_media_marker()): its media spans go with the tokens; without one it
+    // is refused (invalid_argument). REQUIRES: model is the one whose info() made this.
+    Result<openai_request> render_request(openai_request r, const loaded_model & model, uint32_t n_ctx = 0,
+                                          const media_encoder * media = nullptr) const;
 
     // The template for /props: its source (or libllama's built-in name), whether Jinja renders it, where
     // it came from ("model", "--chat-template", "--chat-template-file PATH", "chatml fallback").

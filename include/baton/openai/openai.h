@@ -58,6 +58,10 @@ struct openai_chat {  // chat: "messages" (non-empty), rendered by the node's ch
         nullptr;  // "tools": null or a checked array (tools_check), in the client's key order
     tool_choice choice = tool_choice_auto{};                   // "tool_choice"
     bool parallel_tool_calls = true;                           // "parallel_tool_calls" (OpenAI's default)
+    // The images of the messages ("image_url" parts, Anthropic's image blocks): each image's file bytes, in the
+    // order their openai_media_marker() stands in the messages' contents. A node encodes them with its projector
+    // when it renders the chat (media.h); without one it refuses them.
+    std::vector<std::string> images = {};
     bool operator==(const openai_chat &) const = default;
 };
 // How a chat's output is split into reasoning_content and content (decided when the prompt was rendered).
@@ -75,6 +79,9 @@ struct openai_chat_rendered {
     // The output is parsed into tool_calls in this format (tools were given and tool_choice is not none).
     std::optional<tool_call_format> tools = std::nullopt;
     std::string prefill;  // the trailing assistant message the prompt ends with: the answer's content starts with it
+    // The chat's images, encoded: where each stands in tokens (its media tokens) and its embeddings. Not embedded
+    // in a blob (the decode node receives their cells).
+    std::vector<media_span> media = {};
     bool operator==(const openai_chat_rendered &) const = default;
 };
 // infill: /infill's fields (parse_infill in openai.cpp), turned into tokens by infill_tokens (infill.h) on the
@@ -98,6 +105,10 @@ struct openai_prompt_mixed {
 };
 using openai_input = std::variant<openai_prompt_text, openai_prompt_tokens, openai_chat, openai_chat_rendered,
                                   openai_infill, openai_prompt_mixed>;
+
+// openai_media_marker: the text that stands for one image in a chat's message contents until the chat is rendered.
+// Random per process (no client can write it into a text to shift or forge an image's place).
+const std::string & openai_media_marker();
 
 // openai_mixed_tokens tokenizes a mixed prompt as llama-server does: texts with their control tokens parsed,
 // the first part (when it is a text) with the model's BOS; ids as they are.

@@ -1,0 +1,106 @@
+// media.h — images in prompts (llama-server's --mmproj), through libmtmd's public C API.
+//
+// A media_encoder owns one libmtmd context: the projector (vision encoder) opened next to the text model. encode()
+// takes a rendered prompt whose markers (marker()) each stand for the next image, in order, and returns a
+// media_prompt: the prompt's tokens, where every embedding of an image is one *media token*, and per image a
+// media_span with its embeddings (computed here, by the projector). The scheduler decodes a span's embeddings
+// into the slot as it decodes text tokens (engine.md, "Images"); from then on the slot holds the media tokens like
+// any other, so prefix reuse, blobs, deltas and tiers see them as tokens.
+//
+// Media tokens: a media token is a negative id in [media_token_min, media_token_min + media_token_count). It is
+// derived from the projector's fingerprint, the image's decoded pixels and the embedding's index in the image, so
+// two prompts that differ only in an image differ in their tokens (and never share cells), the same image under
+// the same projector is the same tokens wherever it is encoded, and a token names where in its image it stands.
+// A blob holding media tokens is format 1.3 (state-blob.md). Cells of media tokens can be moved, kept and restored,
+// but not computed again from the tokens: a slot that would have to recompute them fails its task instead.
+//
+// What is served: projectors whose images take one sequence position per embedding and are decoded with causal
+// attention (LLaVA-style: mkmodel's `mlp`, ...). Projectors that need M-RoPE positions (Qwen2-VL) or non-causal
+// image attention (Gemma 3) are refused by create() with the reason; audio-only projectors too.
+// Thread-safety: encode() may be called from any thread; calls are serialized (one libmtmd context).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "baton/base/status.h"
+#include "baton/base/thread_annotations.h"
+#include "baton/blob.h"
+#include "baton/text.h"
+
+struct mtmd_context;
+
+namespace baton {
+
+class loaded_model;
+
+// (media_token_min, media_token_count and media_token_is: blob.h, whose format 1.3 carries them.)
+// media_token_make: the token of embedding `index` of the image whose content hash is `content`.
+token_id media_token_make(uint64_t content, uint32_t index);
+// media_tokens_count: how many tokens of toks are media tokens.
+size_t media_tokens_count(const std::vector<token_id> & toks);
+
+// media_span: one image of a prompt: its embeddings stand at prompt positions [begin, begin + n).
+struct media_span {
+    uint32_t begin = 0;
+    uint32_t n = 0;
+    uint32_t n_embd = 0;                                  // floats per embedding (the text model's input width)
+    std::shared_ptr<const std::vector<float>> embd;       // n * n_embd floats
+    bool operator==(const media_span &) const = default;  // (the same embeddings object)
+};
+
+struct media_prompt {
+    std::vector<token_id> tokens;   // text tokens and, for each span, its n media tokens
+    std::vector<media_span> spans;  // in prompt order, not overlapping
+};
+
+// media_spans_check: spans are in order, inside tokens, each n >= 1 with n * n_embd floats, and the tokens they
+// cover are media tokens, as every other token of tokens is not (invalid_argument naming the first that is not).
+Status media_spans_check(const std::vector<token_id> & tokens, const std::vector<media_span> & spans, uint32_t n_embd);
+
+struct media_config {
+    std::string path;     // --mmproj
+    std::string marker;   // the text that stands for an image in encode()'s text (empty: a random one)
+    bool offload = true;  // --no-mmproj-offload: false (the projector stays on the CPU)
+    int32_t n_threads = 2;
+    uint32_t max_images = 16;             // per request (--mmproj-max-images)
+    uint64_t max_image_bytes = 8u << 20;  // one image's file bytes (--mmproj-max-image-mb)
+};
+
+class media_encoder {
+  public:
+    ~media_encoder();
+    media_encoder(const media_encoder &) = delete;
+    media_encoder & operator=(const media_encoder &) = delete;
+
+    // create opens the projector for text. io_error if the file cannot be read; invalid_argument if libmtmd
+    // refuses it (another text model's width, not a projector) or it is of a kind this server does not serve.
+    static Result<std::unique_ptr<media_encoder>> create(const loaded_model & text, const media_config & cfg);
+
+    const std::string & marker() const { return marker_; }  // stands for one image in a rendered prompt
+    const media_config & config() const { return cfg_; }
+    bool vision() const { return vision_; }
+    const std::string & fingerprint() const { return fingerprint_; }  // hex of the projector file's hash
+
+    // encode tokenizes text (add_special/parse_special as text_tokenize) and encodes images, one per marker in
+    // order (the files' bytes: PNG, JPEG, BMP, GIF, ... as libmtmd's image loader reads them). invalid_argument:
+    // the counts differ, too many or too large images, an image that does not decode; context_exceeded when
+    // the prompt takes n_ctx or more positions (n_ctx 0: no check); engine_error when the projector fails.
+    Result<media_prompt> encode(std::string_view text, const std::vector<std::string> & images, bool add_special,
+                                bool parse_special, uint32_t n_ctx = 0) const;
+
+  private:
+    media_encoder() = default;
+    media_config cfg_;
+    std::string marker_, fingerprint_;
+    uint64_t fingerprint_hash_ = 0;
+    bool vision_ = false;
+    uint32_t n_embd_ = 0;
+    mutable mutex mu_;
+    mtmd_context * ctx_ BATON_PT_GUARDED_BY(mu_) = nullptr;
+};
+
+}  // namespace baton

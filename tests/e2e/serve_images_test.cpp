@@ -1,0 +1,126 @@
+// serve_images_test.cpp — images in chats (`serve --mmproj`): the answer to a chat with an image is Debian's
+// llama-server's on the same model and projector; Anthropic's image blocks answer as OpenAI's image_url parts;
+// a PD pair whose decode node has no projector answers as the single node; and what cannot be taken is refused
+// with the reason (400), by a node without a projector too. One process per role serves every case.
+#include "baton/base/base64.h"
+#include "serve_test_util.h"
+#include "support/test_image.h"
+
+namespace baton::test {
+namespace {
+
+std::vector<std::string> image_flags(bool projector) {
+    std::vector<std::string> f = {"-m", test_model_path("llama"), "-c", "1024", "-np", "1", "-t", "2", "-fa", "off"};
+    if (projector) f.insert(f.end(), {"--mmproj", test_mmproj_path(64), "--no-mmproj-offload"});
+    return f;
+}
+
+std::string data_url(const std::string & file) { return "data:image/bmp;base64," + ::baton::base64_encode(file); }
+
+json image_chat(const std::vector<std::string> & images, const std::string & text = "What is in it?") {
+    json content = json::array({{{"type", "text"}, {"text", "Here is a picture: "}}});
+    for (const auto & img : images) content.push_back({{"type", "image_url"}, {"image_url", {{"url", data_url(img)}}}});
+    content.push_back({{"type", "text"}, {"text", text}});
+    return {{"messages", {{{"role", "user"}, {"content", content}}}}, {"max_tokens", 12}, {"temperature", 0}};
+}
+
+class ServeImages : public ::testing::Test {
+  protected:
+    static void SetUpTestSuite() {
+        std::vector<std::string> a = {"serve"};
+        for (const auto & f : image_flags(true)) a.push_back(f);
+        a.insert(a.end(), {"--mmproj-max-images", "2", "--mmproj-max-image-mb", "0.01"});
+        with_ = node_process::start(a);
+        std::vector<std::string> b = {"serve"};
+        for (const auto & f : image_flags(false)) b.push_back(f);
+        without_ = node_process::start(b);
+    }
+    static void TearDownTestSuite() {
+        with_.reset();
+        without_.reset();
+    }
+    static std::unique_ptr<node_process> with_, without_;
+};
+std::unique_ptr<node_process> ServeImages::with_, ServeImages::without_;
+
+TEST_F(ServeImages, AChatWithAnImageAnswersAsLlamaServer) {
+    auto llama = node_process::start_llama_server(image_flags(true));
+    if (!llama) GTEST_SKIP() << "no /usr/bin/llama-server";
+    for (uint32_t seed : {1u, 2u}) {
+        const json body = image_chat({test_bmp(40, 24, seed)});
+        const http_reply l = post(*llama, "/v1/chat/completions", body.dump());
+        const http_reply r = post(*with_, "/v1/chat/completions", body.dump());
+        ASSERT_EQ(l.status, 200) << l.body;
+        ASSERT_EQ(r.status, 200) << r.body;
+        EXPECT_EQ(r.j()["choices"][0]["message"]["content"], l.j()["choices"][0]["message"]["content"]) << seed;
+        EXPECT_EQ(r.j()["usage"]["prompt_tokens"], l.j()["usage"]["prompt_tokens"]) << seed;
+    }
+    // The image is read: two images answer differently (their first tokens' log-probabilities differ).
+    json a = image_chat({test_bmp(40, 24, 1)}), b = image_chat({test_bmp(40, 24, 2)});
+    a["logprobs"] = b["logprobs"] = true;
+    const http_reply ra = post(*with_, "/v1/chat/completions", a.dump()),
+                     rb = post(*with_, "/v1/chat/completions", b.dump());
+    ASSERT_EQ(ra.status, 200);
+    ASSERT_EQ(rb.status, 200);
+    EXPECT_NE(ra.j()["choices"][0]["logprobs"]["content"][0]["logprob"],
+              rb.j()["choices"][0]["logprobs"]["content"][0]["logprob"]);
+    EXPECT_EQ(get(*with_, "/props").j()["modalities"]["vision"], true);
+    EXPECT_EQ(get(*without_, "/props").j()["modalities"]["vision"], false);
+}
+
+TEST_F(ServeImages, AnthropicImageBlocksAnswerAsImageUrlParts) {
+    const std::string img = test_bmp(40, 24, 3);
+    const http_reply chat = post(*with_, "/v1/chat/completions", image_chat({img}).dump());
+    const json msg = {
+        {"max_tokens", 12},
+        {"temperature", 0},
+        {"messages",
+         {{{"role", "user"},
+           {"content",
+            {{{"type", "text"}, {"text", "Here is a picture: "}},
+             {{"type", "image"},
+              {"source", {{"type", "base64"}, {"media_type", "image/bmp"}, {"data", ::baton::base64_encode(img)}}}},
+             {{"type", "text"}, {"text", "What is in it?"}}}}}}}};
+    const http_reply m = post(*with_, "/v1/messages", msg.dump());
+    ASSERT_EQ(chat.status, 200) << chat.body;
+    ASSERT_EQ(m.status, 200) << m.body;
+    EXPECT_EQ(m.j()["content"][0]["text"], chat.j()["choices"][0]["message"]["content"]);
+    // (Anthropic's input_tokens leave out the tokens read from the cache: the chat's prompt, just computed.)
+    EXPECT_EQ(m.j()["usage"]["input_tokens"].get<int>() + m.j()["usage"]["cache_read_input_tokens"].get<int>(),
+              chat.j()["usage"]["prompt_tokens"].get<int>());
+}
+
+// PD: the node with the projector prefills; the decode node, which has none, receives the image's cells and
+// answers as the single node does.
+TEST_F(ServeImages, APrefillWithAnImageDecodesOnANodeWithoutAProjector) {
+    const json body = image_chat({test_bmp(40, 24, 4)});
+    const http_reply single = post(*with_, "/v1/chat/completions", body.dump());
+    const http_reply pd = via_pd(*with_, *without_, "chat", body.dump());
+    ASSERT_EQ(single.status, 200) << single.body;
+    ASSERT_EQ(pd.status, 200) << pd.body;
+    EXPECT_EQ(pd.j()["choices"][0]["message"]["content"], single.j()["choices"][0]["message"]["content"]);
+    EXPECT_EQ(pd.j()["usage"]["prompt_tokens"], single.j()["usage"]["prompt_tokens"]);
+}
+
+void expect_400(const node_process & n, const json & body, const std::string & needle) {
+    const http_reply r = post(n, "/v1/chat/completions", body.dump());
+    EXPECT_EQ(r.status, 400) << r.body;
+    EXPECT_EQ(r.j()["error"]["type"], "invalid_request_error") << r.body;
+    EXPECT_NE(r.body.find(needle), std::string::npos) << needle << ": " << r.body;
+}
+
+TEST_F(ServeImages, WhatCannotBeTakenIsRefusedWithTheReason) {
+    const std::string img = test_bmp(16, 16, 1);
+    expect_400(*without_, image_chat({img}), "image input is not supported");
+    expect_400(*with_, image_chat({img, img, img}), "at most 2 (--mmproj-max-images)");
+    expect_400(*with_, image_chat({test_bmp(80, 80, 1)}), "(--mmproj-max-image-mb)");
+    expect_400(*with_, image_chat({std::string("BM but not a bitmap")}), "not an image this server can decode");
+    json remote = image_chat({img});
+    remote["messages"][0]["content"][1]["image_url"]["url"] = "https://example.com/cat.png";
+    expect_400(*with_, remote, "does not download images");
+    // The node goes on serving.
+    EXPECT_EQ(post(*with_, "/v1/chat/completions", image_chat({img}).dump()).status, 200);
+}
+
+}  // namespace
+}  // namespace baton::test
