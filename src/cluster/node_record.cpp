@@ -95,6 +95,7 @@ Status parse_fields(const json & j, node_record & r) {
     BATON_RETURN_IF_ERROR(get_u32(*load, "busy", "load.", r.busy));
     BATON_RETURN_IF_ERROR(get_u32(*load, "waiting", "load.", r.waiting));
     BATON_RETURN_IF_ERROR(get_bool(j, "draining", "", r.draining));
+    if (j.contains("vision")) BATON_RETURN_IF_ERROR(get_bool(j, "vision", "", r.vision));
     return {};
 }
 
@@ -132,7 +133,8 @@ std::string node_record_json(const node_record & r) {
           {"n_seq_max", r.kv.n_seq_max}}},
         {"slots", r.slots},
         {"load", {{"busy", r.busy}, {"waiting", r.waiting}}},
-        {"draining", r.draining}};
+        {"draining", r.draining},
+        {"vision", r.vision}};
     return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 

@@ -58,6 +58,7 @@ node_record node_impl::record() const {
     const uint32_t admitted = n_admitted.load();
     r.waiting = admitted > r.busy ? admitted - r.busy : 0;
     r.draining = stopping.load();
+    r.vision = media != nullptr;
     return r;
 }
 

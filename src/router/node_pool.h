@@ -37,6 +37,7 @@ struct node_meta {
     std::string model_id;  // the model's id and alias (requests' "model")
     std::string alias;
     uint32_t capacity = 0;  // requests the router lets it hold (slots + --node-queue); 0: unknown yet
+    bool vision = false;    // it takes images (--mmproj)
 };
 
 // node_status: one entry as the live view shows it.
@@ -52,6 +53,7 @@ struct node_status {
 struct node_filter {
     std::string group;  // a blob of this group is on its way: only nodes that can restore it
     std::string model;  // the request names this model (its id or alias)
+    bool vision = false;  // the request carries images: only nodes with a projector (static nodes: any)
 };
 
 class node_pool {

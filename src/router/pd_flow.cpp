@@ -75,7 +75,11 @@ net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpo
     // up to a block more than it can show, so it is credited with pd_kv_block_tokens - 1 more tokens (a tier
     // entry holds exactly its blocks). (--pd-min-tokens 0 takes PD always.)
     const uint32_t unseen = held > 0 && held >= tier && cfg.pd_min_tokens > 0 ? pd_kv_block_tokens - 1 : 0;
-    const bool pd = have_prefill && n_tokens - reusable >= cfg.pd_min_tokens + unseen;
+    // A chat with images goes to a prefill node whenever there is one: the projector is a prefill node's (a
+    // decode node needs none to continue an image prompt, docs/router.md "Images").
+    const auto * chat_in = std::get_if<openai_chat>(&ctx.req.input);
+    const bool images = chat_in && !chat_in->images.empty();
+    const bool pd = have_prefill && (images || n_tokens - reusable >= cfg.pd_min_tokens + unseen);
     if (pd) {
         ctx.cached_prefill = kv_cached(prefill, ctx);
         ctx.tier_prefill = kv_tier(prefill, ctx);
@@ -97,11 +101,25 @@ net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpo
     }
     ctx.trace.prompt_tokens = n_tokens;
     ctx.step("route", "", ctx.t_arrival, steady::now());
+    if (images) {
+        // Only a node with a projector can compute the prompt: a prefill node (PD) or the node answering
+        // directly (registered nodes say whether they have one, "vision"; static nodes are taken on trust).
+        node_filter with_projector = ctx.filter;
+        with_projector.vision = true;
+        if (!(pd ? prefill : decode).has_candidates({}, with_projector))
+            co_return (void) co_await ex.respond_error(
+                Status(status_code::unavailable, std::string("images: no available ") + (pd ? "prefill " : "") +
+                                                     "node has a projector (--mmproj)"));
+        ctx.filter.vision = true;  // (through PD, the prefill hop's only: the decode hop needs none)
+    }
     if (pd) {
         ctx.route = "pd";
         if (ctx.delta_base > 0) metrics.delta(ctx.delta_base);
         pd_fallback_decision next;
         auto blob = co_await prefill_hop(ex, ctx);
+        // The decode hop takes any decode node (the state carries the images' cells); a local prefill after a
+        // failed prefill hop (--fallback) needs a node with a projector again.
+        ctx.filter.vision = images && !blob.ok();
         if (blob.ok()) {
             // The decode hop starts while the blob is still arriving: the two transfers overlap. The blob goes
             // only to a node of the prefill node's group (one that can restore it).

@@ -2,6 +2,7 @@
 // rejected field, groups) and the key layout. etcd_client against a real etcd is in
 // tests/e2e/etcd_client_e2e_test.cpp.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "baton/base/base64.h"
 #include "baton/cluster/etcd_client.h"
@@ -54,6 +55,23 @@ TEST(NodeRecord, JsonRoundTrips) {
     ASSERT_TRUE(back.ok()) << back.status().to_string() << "\n" << j;
     EXPECT_EQ(back.value(), r);
     EXPECT_NE(j.find("\"type_k\":\"q8_0\""), std::string::npos) << j;
+    node_record v = r;
+    v.vision = true;
+    EXPECT_EQ(node_record_parse(node_record_json(v)).value(), v);
+}
+
+// "vision" is optional: a record without it (a node of an earlier build) parses as a node without a projector;
+// one that is not a boolean is refused by name.
+TEST(NodeRecord, VisionIsOptionalAndChecked) {
+    nlohmann::json j = nlohmann::json::parse(node_record_json(sample_record()));
+    j.erase("vision");
+    auto back = node_record_parse(j.dump());
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    EXPECT_FALSE(back->vision);
+    j["vision"] = "yes";
+    auto bad = node_record_parse(j.dump());
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.status().message().find("vision"), std::string::npos);
 }
 
 TEST(NodeRecord, RejectsEachBadFieldByName) {

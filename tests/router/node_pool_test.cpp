@@ -102,6 +102,21 @@ TEST(NodePool, FilterByModelAndGroupStaticNodesMatchAll) {
     EXPECT_TRUE(p.has_candidates({m1, m2}, {"g3", "model-3"})) << "a static node says nothing about itself: it matches";
 }
 
+// Images: only registered nodes that say they have a projector take them; a static node is taken on trust.
+TEST(NodePool, ImagesGoOnlyToNodesWithAProjector) {
+    node_pool p(urls({"static"}));
+    node_meta with = registered("g1", "model-1");
+    with.vision = true;
+    const size_t plain = p.upsert(urls({"plain"})[0], registered("g1", "model-1")).first;
+    const size_t vision = p.upsert(urls({"vision"})[0], with).first;
+    node_filter images;
+    images.vision = true;
+    EXPECT_FALSE(p.has_candidates({0, vision}, images)) << "the node without a projector never takes images";
+    EXPECT_TRUE(p.has_candidates({0, plain}, images));
+    EXPECT_TRUE(p.has_candidates({plain, vision}, images)) << "a static node says nothing about itself: it matches";
+    EXPECT_TRUE(p.has_candidates({0, vision}, {})) << "text goes anywhere";
+}
+
 TEST(NodePool, DrainingNodeIsNeverPickedUntilItRejoins) {
     node_pool p(urls({}));
     const auto a = urls({"a"})[0], b = urls({"b"})[0];

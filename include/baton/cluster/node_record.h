@@ -34,6 +34,9 @@ struct node_record {
     uint32_t busy = 0;     // slots working now
     uint32_t waiting = 0;  // admitted requests waiting for a slot
     bool draining = false;
+    // The node takes images (serve --mmproj). Optional in the JSON ("vision"; absent: false), so version-1
+    // readers and writers without it interoperate.
+    bool vision = false;
 
     bool operator==(const node_record &) const = default;
 };
