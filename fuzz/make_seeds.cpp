@@ -104,6 +104,16 @@ int make_seed(const std::string & arch, const std::string & out_dir, const std::
         return std::fprintf(stderr, "make_seeds: %s\n", d.to_string().c_str()), 1;
     std::ofstream(out_dir + "/" + arch + "-delta.blob", std::ios::binary)
         .write(reinterpret_cast<const char *>(delta_sink.bytes().data()), std::streamsize(delta_sink.bytes().size()));
+    // Format 1.3: the same state with an image's media tokens in its token list.
+    std::vector<int32_t> media_tokens(parts.tokens.begin(), parts.tokens.end());
+    for (size_t i = 1; i < media_tokens.size() && i < 5; ++i) media_tokens[i] = media_token_min + int32_t(i);
+    blob_parts media = parts;
+    media.tokens = media_tokens;
+    blob_buffer_sink media_sink;
+    if (Status m = blob_write(media, media_sink); !m.ok())
+        return std::fprintf(stderr, "make_seeds: %s\n", m.to_string().c_str()), 1;
+    std::ofstream(out_dir + "/" + arch + "-media.blob", std::ios::binary)
+        .write(reinterpret_cast<const char *>(media_sink.bytes().data()), std::streamsize(media_sink.bytes().size()));
     // A minimal variant without the optional parts reaches the absent-section paths directly.
     parts.checkpoints.clear();
     parts.logits = {};

@@ -9,8 +9,20 @@
 namespace baton::test {
 namespace {
 
+// (Hermes' tool-calling template, so the image + tools case has tools to render.)
 std::vector<std::string> image_flags(bool projector) {
-    std::vector<std::string> f = {"-m", test_model_path("llama"), "-c", "1024", "-np", "1", "-t", "2", "-fa", "off"};
+    std::vector<std::string> f = {"-m",
+                                  test_model_path("llama"),
+                                  "-c",
+                                  "1024",
+                                  "-np",
+                                  "1",
+                                  "-t",
+                                  "2",
+                                  "-fa",
+                                  "off",
+                                  "--chat-template-file",
+                                  BATON_TEST_E2E_DIR "/hermes_tools.jinja"};
     if (projector) f.insert(f.end(), {"--mmproj", test_mmproj_path(64), "--no-mmproj-offload"});
     return f;
 }
@@ -90,16 +102,46 @@ TEST_F(ServeImages, AnthropicImageBlocksAnswerAsImageUrlParts) {
               chat.j()["usage"]["prompt_tokens"].get<int>());
 }
 
-// PD: the node with the projector prefills; the decode node, which has none, receives the image's cells and
-// answers as the single node does.
-TEST_F(ServeImages, APrefillWithAnImageDecodesOnANodeWithoutAProjector) {
-    const json body = image_chat({test_bmp(40, 24, 4)});
-    const http_reply single = post(*with_, "/v1/chat/completions", body.dump());
-    const http_reply pd = via_pd(*with_, *without_, "chat", body.dump());
-    ASSERT_EQ(single.status, 200) << single.body;
-    ASSERT_EQ(pd.status, 200) << pd.body;
-    EXPECT_EQ(pd.j()["choices"][0]["message"]["content"], single.j()["choices"][0]["message"]["content"]);
-    EXPECT_EQ(pd.j()["usage"]["prompt_tokens"], single.j()["usage"]["prompt_tokens"]);
+// PD: the node with the projector prefills; the decode node, which has none, receives the images' cells and
+// answers as the single node does: greedy and seeded, streamed and not, one image and two, with tools; and
+// through a router whose decode node has no projector.
+TEST_F(ServeImages, APrefillWithImagesDecodesOnANodeWithoutAProjector) {
+    std::vector<json> cases;
+    cases.push_back(image_chat({test_bmp(40, 24, 4)}));
+    json seeded = image_chat({test_bmp(40, 24, 5)});
+    seeded["temperature"] = 0.9;
+    seeded["seed"] = 7;
+    cases.push_back(seeded);
+    cases.push_back(image_chat({test_bmp(40, 24, 6), test_bmp(24, 40, 7)}, "Which differs?"));
+    json tools = image_chat({test_bmp(32, 32, 8)}, "Describe it with the tool.");
+    tools["tools"] = json::parse(R"([{"type":"function","function":{"name":"describe","parameters":{"type":"object",
+        "properties":{"colour":{"type":"string"}},"required":["colour"]}}}])");
+    tools["tool_choice"] = "required";
+    tools["max_tokens"] = 40;
+    cases.push_back(tools);
+    const json router_body = cases[0];
+    for (json body : cases) {
+        for (bool stream : {false, true}) {
+            body["stream"] = stream;
+            SCOPED_TRACE(body.dump().substr(0, 80) + (stream ? " (stream)" : ""));
+            const http_reply single = post(*with_, "/v1/chat/completions", body.dump());
+            const http_reply pd = via_pd(*with_, *without_, "chat", body.dump());
+            ASSERT_EQ(single.status, 200) << single.body;
+            ASSERT_EQ(pd.status, 200) << pd.body;
+            if (stream) {
+                EXPECT_EQ(normalized_stream(pd.body), normalized_stream(single.body));
+            } else {
+                EXPECT_EQ(normalized(pd.j()), normalized(single.j()));
+            }
+        }
+    }
+    auto router = node_process::start({"route", "--prefill", with_->url(), "--decode", without_->url(),
+                                       "--pd-min-tokens", "100000", "--timeout", "60", "--health-interval", "0.2"});
+    const http_reply single = post(*with_, "/v1/chat/completions", router_body.dump());
+    const http_reply routed = post(*router, "/v1/chat/completions", router_body.dump());
+    ASSERT_EQ(routed.status, 200) << routed.body;
+    EXPECT_EQ(routed.route, "pd") << "a chat with images takes PD whatever its length";
+    EXPECT_EQ(normalized(routed.j()), normalized(single.j()));
 }
 
 void expect_400(const node_process & n, const json & body, const std::string & needle) {
