@@ -233,6 +233,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
                                                                       : token_id(std::get<std::string>(part).size()));
         r->input = std::move(t);
     }
+    if (const auto * pm = std::get_if<openai_prompt_media>(&r->input)) {
+        if (pd_request_encode(r.value()).ok())
+            fail("an unencoded prompt with images was embedded", std::string(body), "");
+        if (pm->images.empty()) fail("a multimodal prompt without images", std::string(body), "");
+        openai_prompt_tokens t;  // as a node makes it: the text's length, then one media token per image
+        t.tokens.push_back(token_id(pm->text.size()));
+        for (size_t i = 0; i < pm->images.size(); ++i) {
+            if (pm->images[i].empty()) fail("an empty image", std::string(body), "");
+            t.tokens.push_back(media_token_min + token_id(i));
+        }
+        r->input = std::move(t);
+    }
     if (const auto * in = std::get_if<openai_infill>(&r->input)) {
         if (endpoint != openai_endpoint::infill || r->endpoint != openai_endpoint::infill)
             fail("infill fields from another endpoint", std::string(body), "");

@@ -152,6 +152,44 @@ Status prompt_bytes_check(const std::string & text, const prompt_limits & lim) {
                      std::to_string(lim.max_prompt_bytes) + " bytes)");
 }
 
+// parse_prompt_media: llama-server's multimodal prompt object, {"prompt_string", "multimodal_data": [base64]}:
+// each "<__media__>" of the text stands for the next image. Without images it is the text prompt it holds.
+Status parse_prompt_media(const json & p, const prompt_limits & lim, openai_request & r) {
+    auto s = p.find("prompt_string");
+    if (s == p.end() || !s->is_string()) return invalid_input("prompt.prompt_string: must be a string");
+    BATON_RETURN_IF_ERROR(prompt_bytes_check(s->get_ref<const std::string &>(), lim));
+    for (const auto & [key, v] : p.items())
+        if (key != "prompt_string" && key != "multimodal_data")
+            return invalid_input("prompt." + key.substr(0, 64) +
+                                 ": is not a field of a multimodal prompt "
+                                 "(prompt_string, multimodal_data)");
+    openai_prompt_media m;
+    if (auto d = p.find("multimodal_data"); d != p.end() && !d->is_null()) {
+        if (!d->is_array()) return invalid_input("prompt.multimodal_data: must be an array of base64 strings");
+        for (size_t i = 0; i < d->size(); ++i) {
+            const std::string where = "prompt.multimodal_data[" + std::to_string(i) + "]";
+            if (!(*d)[i].is_string()) return invalid_input(where + ": must be a base64 string");
+            auto img = image_from_base64("image/", (*d)[i].get<std::string>(), where);
+            if (!img.ok()) return img.status();
+            m.images.push_back(std::move(img.value()));
+        }
+    }
+    const std::string & text = s->get_ref<const std::string &>();
+    if (m.images.empty()) {
+        r.input = openai_prompt_text{text};
+        return {};
+    }
+    for (size_t at = 0;;) {  // llama-server's marker -> this process's (which no client can write)
+        const size_t k = text.find(openai_media_marker_llama, at);
+        m.text.append(text, at, k == std::string::npos ? std::string::npos : k - at);
+        if (k == std::string::npos) break;
+        m.text += openai_media_marker();
+        at = k + openai_media_marker_llama.size();
+    }
+    r.input = std::move(m);
+    return {};
+}
+
 Status parse_prompt(const json & j, const prompt_limits & lim, openai_request & r) {
     auto it = j.find("prompt");
     if (it == j.end() || it->is_null()) return invalid_input("prompt: is required");
@@ -165,6 +203,7 @@ Status parse_prompt(const json & j, const prompt_limits & lim, openai_request & 
         r.input = openai_prompt_text{(*it)[0].get<std::string>()};
         return {};
     }
+    if (it->is_object()) return parse_prompt_media(*it, lim, r);
     if (it->is_array() && it->size() == 1 && (*it)[0].is_array() && !(*it)[0].empty()) {
         openai_prompt_tokens p;
         BATON_RETURN_IF_ERROR(parse_token_ids((*it)[0], "prompt", p.tokens));
@@ -592,6 +631,8 @@ Result<gen_request> openai_to_gen(const openai_request & r, const loaded_model &
         auto toks = openai_mixed_tokens(*m, model);
         if (!toks.ok()) return toks.status();
         g.prompt = std::move(toks.value());
+    } else if (std::holds_alternative<openai_prompt_media>(r.input)) {
+        return invalid_input("prompt: its images were not encoded (a node with --mmproj encodes them)");
     } else if (std::holds_alternative<openai_infill>(r.input)) {
         return invalid_input("input_prefix: the infill prompt was not built (infill_tokens)");
     } else if (const auto * rendered = std::get_if<openai_chat_rendered>(&r.input)) {
@@ -599,6 +640,7 @@ Result<gen_request> openai_to_gen(const openai_request & r, const loaded_model &
         g.media = rendered->media;
     } else if (const auto * ids = std::get_if<openai_prompt_tokens>(&r.input)) {
         g.prompt = ids->tokens;
+        g.media = ids->media;
     } else {
         // As llama-server: control tokens written in a raw prompt ("<|im_start|>") are parsed.
         auto toks = text_tokenize(model, std::get<openai_prompt_text>(r.input).text, true, true, n_ctx);

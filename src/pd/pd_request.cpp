@@ -329,6 +329,9 @@ Result<std::string> pd_request_encode(const openai_request & r) {
     if (std::holds_alternative<openai_prompt_mixed>(r.input))
         return Status(status_code::invalid_argument,
                       "embedded request: a prompt of texts and ids is embedded as its tokens (tokenize it first)");
+    if (std::holds_alternative<openai_prompt_media>(r.input))
+        return Status(status_code::invalid_argument,
+                      "embedded request: a prompt with images is embedded as its tokens (encode it first)");
     if (std::holds_alternative<openai_infill>(r.input) || r.endpoint == openai_endpoint::infill)
         return Status(
             status_code::invalid_argument,

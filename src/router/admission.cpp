@@ -25,6 +25,7 @@ uint32_t router_impl::count_tokens(const openai_request & r, std::vector<token_i
     if (const auto * text = std::get_if<openai_prompt_text>(&r.input)) bytes = text->text.size();
     if (const auto * chat = std::get_if<openai_chat>(&r.input))
         for (const auto & m : chat->messages) bytes += m.content.size() + m.role.size() + 8;
+    if (const auto * pm = std::get_if<openai_prompt_media>(&r.input)) bytes = pm->text.size();
     if (const auto * m = std::get_if<openai_prompt_mixed>(&r.input))
         for (const auto & part : m->parts)
             bytes += std::holds_alternative<token_id>(part) ? 4 : std::get<std::string>(part).size();

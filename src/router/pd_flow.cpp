@@ -78,7 +78,8 @@ net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpo
     // A chat with images goes to a prefill node whenever there is one: the projector is a prefill node's (a
     // decode node needs none to continue an image prompt, docs/router.md "Images").
     const auto * chat_in = std::get_if<openai_chat>(&ctx.req.input);
-    const bool images = chat_in && !chat_in->images.empty();
+    const bool images =
+        (chat_in && !chat_in->images.empty()) || std::holds_alternative<openai_prompt_media>(ctx.req.input);
     const bool pd = have_prefill && (images || n_tokens - reusable >= cfg.pd_min_tokens + unseen);
     if (pd) {
         ctx.cached_prefill = kv_cached(prefill, ctx);

@@ -12,6 +12,7 @@ namespace baton {
 uint64_t request_affinity_key(const openai_request & r) {
     std::string prefix;
     if (const auto * text = std::get_if<openai_prompt_text>(&r.input)) prefix = text->text;
+    if (const auto * pm = std::get_if<openai_prompt_media>(&r.input)) prefix = pm->text;
     if (const auto * chat = std::get_if<openai_chat>(&r.input))
         for (const auto & m : chat->messages) prefix += m.role + ":" + m.content + "\n";
     if (const auto * m = std::get_if<openai_prompt_mixed>(&r.input))

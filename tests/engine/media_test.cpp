@@ -107,6 +107,9 @@ TEST(MediaEncoder, ProjectorsItDoesNotServeAreRefusedAtCreate) {
     auto missing = media_encoder::create(*text_model(), c);
     ASSERT_FALSE(missing.ok());
     EXPECT_EQ(missing.status().code(), status_code::io_error);
+    // (Not under the sanitizers: libmtmd 0.7 leaks the context it was building when it refuses a file, which
+    // LeakSanitizer reports at exit; the release suite runs this case, as MkMmproj's refused-width case.)
+    if (k_sanitized_build) return;
     // A GGUF that is a text model, not a projector.
     c.path = test_model_path("llama");
     auto not_proj = media_encoder::create(*text_model(), c);

@@ -118,6 +118,28 @@ TEST(OpenaiParse, ImageUrlPartsThatCannotBeTakenAreRefusedByName) {
                    openai_endpoint::chat);
 }
 
+// llama-server's multimodal prompt: "<__media__>" in prompt_string stands for the next multimodal_data image
+// (base64); it becomes this process's marker. Without images it is a text prompt, as written.
+TEST(OpenaiParse, MultimodalPromptObjectsOfCompletion) {
+    auto r =
+        parse(R"({"prompt":{"prompt_string":"a <__media__> b <__media__>","multimodal_data":["iVBORw==","/9j/"]}})",
+              openai_endpoint::completion);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    const auto & m = std::get<openai_prompt_media>(r->input);
+    EXPECT_EQ(m.text, "a " + openai_media_marker() + " b " + openai_media_marker());
+    ASSERT_EQ(m.images.size(), 2u);
+    EXPECT_EQ(m.images[1], std::string("\xff\xd8\xff", 3));
+    auto plain = parse(R"({"prompt":{"prompt_string":"a <__media__>"}})", openai_endpoint::completion);
+    ASSERT_TRUE(plain.ok());
+    EXPECT_EQ(std::get<openai_prompt_text>(plain->input).text, "a <__media__>");
+    expect_refused(R"({"prompt":{"multimodal_data":[]}})", "prompt.prompt_string", openai_endpoint::completion);
+    expect_refused(R"({"prompt":{"prompt_string":"a","multimodal_data":"AA=="}})", "prompt.multimodal_data",
+                   openai_endpoint::completion);
+    expect_refused(R"({"prompt":{"prompt_string":"a","multimodal_data":["%%"]}})", "multimodal_data[0]",
+                   openai_endpoint::completion);
+    expect_refused(R"({"prompt":{"prompt_string":"a","audio":[]}})", "prompt.audio", openai_endpoint::completion);
+}
+
 TEST(OpenaiParse, MaxTokensSpellingsAndSeedMinusOne) {
     EXPECT_EQ(parse(R"({"prompt":"a","max_completion_tokens":9})")->max_tokens, 9);
     EXPECT_EQ(parse(R"({"prompt":"a","n_predict":11})")->max_tokens, 11);

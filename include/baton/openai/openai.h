@@ -47,6 +47,9 @@ struct openai_prompt_text {  // completions: "prompt" as a string (or a one-stri
 };
 struct openai_prompt_tokens {  // completions: "prompt" as token ids (non-empty)
     std::vector<token_id> tokens;
+    // The images among tokens, when a node encoded a prompt with images (openai_prompt_media) into this; never
+    // from a client, never embedded in a blob (the state carries their cells).
+    std::vector<media_span> media = {};
     bool operator==(const openai_prompt_tokens &) const = default;
 };
 struct openai_chat {  // chat: "messages" (non-empty), rendered by the node's chat template
@@ -97,6 +100,16 @@ struct openai_infill {
     std::vector<openai_infill_chunk> extra;  // input_extra: other files as context
     bool operator==(const openai_infill &) const = default;
 };
+// media: llama-server's multimodal prompt, {"prompt_string": "... <__media__> ...", "multimodal_data": [base64,
+// ...]} (completions, completion): the text with openai_media_marker() where each image stands, and the images'
+// file bytes in order. The node that prefills encodes it (media.h) into openai_prompt_tokens with its spans, so
+// a blob never carries this shape.
+inline constexpr std::string_view openai_media_marker_llama = "<__media__>";  // llama-server's marker
+struct openai_prompt_media {
+    std::string text;
+    std::vector<std::string> images;
+    bool operator==(const openai_prompt_media &) const = default;
+};
 // mixed: llama-server's direct token input, "prompt" as an array mixing texts and token ids. The node that
 // prefills turns it into openai_prompt_tokens (openai_mixed_tokens), so a blob never carries this shape.
 struct openai_prompt_mixed {
@@ -104,7 +117,7 @@ struct openai_prompt_mixed {
     bool operator==(const openai_prompt_mixed &) const = default;
 };
 using openai_input = std::variant<openai_prompt_text, openai_prompt_tokens, openai_chat, openai_chat_rendered,
-                                  openai_infill, openai_prompt_mixed>;
+                                  openai_infill, openai_prompt_mixed, openai_prompt_media>;
 
 // openai_media_marker: the text that stands for one image in a chat's message contents until the chat is rendered.
 // Random per process (no client can write it into a text to shift or forge an image's place).
