@@ -14,12 +14,15 @@
 //   - an accepted HTTP/1.1 head has exactly one Host; an admitted Content-Length is within both caps;
 //   - a decoded body is never larger than the bytes that carried it;
 //   - the same bytes as a node's error body (http_error_status, what the router reads from a prefill node):
-//     a Status read from them renders to a body that reads back as the same code, message and detail.
+//     a Status read from them renders to a body that reads back as the same code, message and detail;
+//   - the same bytes as an image URL a client names (http_fetch.h's fetch_url_parse): an accepted URL has a
+//     host, a port, a target starting with '/' and no byte <= 0x20, and its text reads back as the same URL.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "baton/http/http_errors.h"
+#include "baton/http/http_fetch.h"
 #include "http_request_head.h"
 
 namespace {
@@ -41,6 +44,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     if (const baton::Status said = baton::http_error_status(std::string_view(in, n)); !said.ok()) {
         const baton::Status back = baton::http_error_status(baton::http_error_json(said));
         check(back.code() == said.code() && back.message() == said.message() && back.detail() == said.detail());
+    }
+
+    if (auto u = baton::fetch_url_parse(std::string_view(in, n)); u.ok()) {
+        check(!u->origin.host.empty() && u->origin.port != 0 && !u->target.empty() && u->target[0] == '/');
+        for (char c : u->target) check(uint8_t(c) > 0x20 && c != 0x7f);
+        auto back = baton::fetch_url_parse(baton::fetch_url_text(*u));
+        check(back.ok() && baton::fetch_url_text(*back) == baton::fetch_url_text(*u) &&
+              back->origin.tls == u->origin.tls && back->origin.host == u->origin.host);
     }
 
     baton::http_limits lim;

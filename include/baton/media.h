@@ -63,7 +63,8 @@ Status media_spans_check(const std::vector<token_id> & tokens, const std::vector
 
 struct media_config {
     std::string path;     // --mmproj
-    std::string marker;   // the text that stands for an image in encode()'s text (empty: a random one)
+    std::string marker;   // the text that stands for an image in encode()'s text (required; the node passes
+                          // openai_media_marker(), a random per-process string no client can forge)
     bool offload = true;  // --no-mmproj-offload: false (the projector stays on the CPU)
     int32_t n_threads = 2;
     uint32_t max_images = 16;             // per request (--mmproj-max-images)
@@ -76,7 +77,8 @@ class media_encoder {
     media_encoder(const media_encoder &) = delete;
     media_encoder & operator=(const media_encoder &) = delete;
 
-    // create opens the projector for text. io_error if the file cannot be read; invalid_argument if libmtmd
+    // create opens the projector for text. io_error if the file cannot be read; invalid_argument if the marker is
+    // empty or libmtmd
     // refuses it (another text model's width, not a projector) or it is of a kind this server does not serve.
     static Result<std::unique_ptr<media_encoder>> create(const loaded_model & text, const media_config & cfg);
 

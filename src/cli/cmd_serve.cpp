@@ -55,6 +55,10 @@ struct serve_options {
     bool mmproj_offload = true;
     uint32_t mmproj_max_images = media_config{}.max_images;
     double mmproj_max_image_mb = double(media_config{}.max_image_bytes) / (1 << 20);
+    // --image-urls and its flags: folded into cfg.image_urls by serve_check.
+    bool image_urls = false;
+    double image_url_timeout_s = double(image_url_config{}.timeout.count()) / 1000;
+    std::string image_url_ca;
     std::string
         state_secret_file;  // --state-secret-file (or BATON_STATE_SECRET_FILE): folded into cfg.engine.limits.key
     // --tier-* (docs/tier.md): folded into cfg.tier by serve_check_tier.
@@ -216,6 +220,17 @@ Status serve_check(serve_options & o) {
             return {status_code::invalid_argument, "--mmproj-max-image-mb: must be in (0, 1024]"};
         m.max_image_bytes = uint64_t(o.mmproj_max_image_mb * 1024 * 1024);
         o.cfg.media = m;
+    }
+    if (o.image_urls) {
+        if (o.mmproj.empty()) return {status_code::invalid_argument, "--image-urls: needs --mmproj"};
+        if (!(o.image_url_timeout_s > 0) || o.image_url_timeout_s > 600)
+            return {status_code::invalid_argument, "--image-url-timeout: must be in (0, 600] seconds"};
+        image_url_config u;
+        u.timeout = std::chrono::milliseconds(int64_t(o.image_url_timeout_s * 1000));
+        u.ca_file = o.image_url_ca;
+        o.cfg.image_urls = u;
+    } else if (!o.image_url_ca.empty()) {
+        return {status_code::invalid_argument, "--image-url-ca: needs --image-urls"};
     }
     if (!(o.max_blob_mb > 0) || !(o.max_json_mb > 0)) return {status_code::invalid_argument, "max-blob-mb/max-json-mb: must be > 0"};
     o.cfg.max_blob_bytes = uint64_t(o.max_blob_mb * 1024 * 1024);
@@ -423,7 +438,8 @@ void cli_add_serve(CLI::App & app, cli_run_fn & run) {
                     "With --embedding: -1 none, 0 max-abs int16, 1 taxicab, 2 euclidean, >2 p-norm")
         ->capture_default_str();
     sub->add_option("-mm,--mmproj", o->mmproj,
-                    "Multimodal projector (GGUF) of the model: chats take images (image_url parts with data: URLs; "
+                    "Multimodal projector (GGUF) of the model: chats take images (image_url parts with data: URLs, "
+                    "http(s) with --image-urls; "
                     "LLaVA-style projectors, docs/api.md \"Images\")");
     sub->add_flag("--mmproj-offload,!--no-mmproj-offload", o->mmproj_offload,
                   "Run the projector on the offload device when there is one (default on)");
@@ -432,6 +448,15 @@ void cli_add_serve(CLI::App & app, cli_run_fn & run) {
         ->check(CLI::Range(1, 256));
     sub->add_option("--mmproj-max-image-mb", o->mmproj_max_image_mb, "Largest image file a request may carry (MiB)")
         ->capture_default_str();
+    sub->add_flag("--image-urls", o->image_urls,
+                  "With --mmproj: fetch the http(s) image URLs chats name (off: only inline data: images). The node "
+                  "then fetches any address a client names, its own network included: for trusted clients");
+    sub->add_option("--image-url-timeout", o->image_url_timeout_s,
+                    "With --image-urls: seconds for all of one request's image fetches")
+        ->capture_default_str();
+    sub->add_option("--image-url-ca", o->image_url_ca,
+                    "With --image-urls: CA file (PEM) that https image servers are verified against (default: the "
+                    "system's trust store)");
     sub->add_option("--tags", o->tags, "Comma-separated model tags (informational: /v1/models meta.tags)");
     sub->add_option("--reasoning-format", o->reasoning_format,
                     "none | deepseek | deepseek-legacy | auto (= deepseek): where a reasoning model's thought goes")

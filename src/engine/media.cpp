@@ -7,7 +7,6 @@
 #include <xxhash.h>
 
 #include <cstdio>
-#include <random>
 
 #include "baton/base/log.h"
 #include "baton/model.h"
@@ -68,13 +67,6 @@ struct chunks_free {
 using bitmap_ptr = std::unique_ptr<mtmd_bitmap, bitmap_free>;
 using chunks_ptr = std::unique_ptr<mtmd_input_chunks, chunks_free>;
 
-std::string random_marker() {
-    std::random_device rd;
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%08x%08x", rd(), rd());
-    return std::string("<__media_") + hex + "__>";
-}
-
 size_t count_of(std::string_view text, std::string_view marker) {
     size_t n = 0;
     for (size_t at = text.find(marker); at != std::string_view::npos; at = text.find(marker, at + marker.size())) ++n;
@@ -89,11 +81,12 @@ media_encoder::~media_encoder() {
 }
 
 Result<std::unique_ptr<media_encoder>> media_encoder::create(const loaded_model & text, const media_config & cfg) {
+    if (cfg.marker.empty()) return Status(status_code::invalid_argument, "media_config: marker is empty");
     auto fp = model_fingerprint_file(cfg.path);  // (io_error naming the file when it cannot be read)
     if (!fp.ok()) return fp.status();
     std::unique_ptr<media_encoder> e(new media_encoder());
     e->cfg_ = cfg;
-    e->marker_ = cfg.marker.empty() ? random_marker() : cfg.marker;
+    e->marker_ = cfg.marker;
     static const char * hexd = "0123456789abcdef";
     for (uint8_t b : fp.value()) e->fingerprint_ += hexd[b >> 4], e->fingerprint_ += hexd[b & 15];
     e->fingerprint_hash_ = XXH3_64bits(fp->data(), fp->size());

@@ -98,7 +98,8 @@ http_upstream::connect(const http_url & url, std::chrono::steady_clock::time_poi
 net::awaitable<Status> http_upstream::send_head(std::string_view method, std::string_view target, const http_headers & headers,
                                                 std::string_view content_type, uint64_t body_length) {
     http::request<http::empty_body> req{http::string_to_verb(method), target, 11};
-    req.set(http::field::host, url_.host + ":" + std::to_string(url_.port));
+    const bool v6 = url_.host.find(':') != std::string::npos;  // an IPv6 address goes in brackets
+    req.set(http::field::host, (v6 ? "[" + url_.host + "]" : url_.host) + ":" + std::to_string(url_.port));
     for (const auto & [k, v] : headers) req.insert(k, v);
     if (body_length > 0 || method != "GET") {
         req.set(http::field::content_type, content_type);

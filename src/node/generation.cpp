@@ -21,6 +21,7 @@
 #include "baton/pd/pd_protocol.h"
 #include "baton/pd/pd_request.h"
 #include "event_wait.h"
+#include "image_fetch.h"
 #include "node_impl.h"
 
 namespace baton {
@@ -491,7 +492,12 @@ net::awaitable<Result<openai_request>> node_impl::prepare(std::string_view body,
         oreq->input = openai_prompt_tokens{std::move(mp->tokens), std::move(mp->spans)};
         co_return oreq;
     }
-    if (!std::holds_alternative<openai_chat>(oreq->input)) co_return oreq;
+    auto * chat_in = std::get_if<openai_chat>(&oreq->input);
+    if (!chat_in) co_return oreq;
+    if (!chat_in->image_urls.empty() && media && cfg.image_urls) {  // (render_request refuses them otherwise)
+        Status st = co_await image_fetch_all(*chat_in, *cfg.image_urls, cfg.media->max_image_bytes, image_tls);
+        if (!st.ok()) co_return st;
+    }
     co_return co_await http->offload(
         [&] { return chat->render_request(std::move(oreq.value()), *model, n_ctx, media.get()); });
 }

@@ -219,6 +219,15 @@ Status node_impl::load() {
         media = std::move(me.value());
         log_info("serve: images on ({}, projector {})", cfg.media->path, media->fingerprint().substr(0, 16));
     }
+    if (cfg.image_urls) {
+        if (!media) return Status(status_code::invalid_argument, "--image-urls: needs --mmproj");
+        auto tls = tls_client_context({cfg.image_urls->ca_file, "", ""});
+        if (!tls.ok()) return Status(status_code::invalid_argument, "--image-url-ca: " + tls.status().message());
+        image_tls = std::move(tls.value());
+        log_warn("serve: --image-urls: this node fetches the http(s) images clients name (timeout {} ms, {} bytes "
+                 "per image): any address it can reach, its own network included",
+                 cfg.image_urls->timeout.count(), cfg.media->max_image_bytes);
+    }
     if (Status v = eng->state_validation(); !v.ok())
         log_warn("serve: state validation is unavailable, so this node restores no states: {}", v.message());
     if (const auto & key = cfg.engine.limits.key)

@@ -18,6 +18,7 @@
 
 #include "baton/cluster/node_registrar.h"
 #include "baton/engine.h"
+#include "baton/http/http_client.h"
 #include "baton/http/http_server.h"
 #include "baton/http/live_view.h"
 #include "baton/model.h"
@@ -95,6 +96,7 @@ class node_impl {
     std::unique_ptr<engine> eng;
     std::unique_ptr<embedder> emb;       // with --embedding, from load() on
     std::unique_ptr<media_encoder> media;  // with --mmproj, from load() on (thread-safe: encode serializes)
+    tls_context_ptr image_tls;             // with --image-urls: verifies https image servers (from load() on)
     rerank_layout rerank;                // the model's rerank prompt layout (with rank pooling), from load()
     std::vector<token_id> eog;           // the model's end-of-generation tokens (generation_settings), from load()
     std::string model_file;              // the model's file name (cluster records' model id)

@@ -125,29 +125,37 @@ Status anthropic_tool_result(const ajson & block, const std::string & where, ant
     return budget.add(out.content.size() + out.tool_call_id.size(), where);
 }
 
-// anthropic_image: an image block's file bytes: {"type":"image","source":{"type":"base64","media_type":"image/png",
-// "data":"..."}} (a "url" source is refused: this server downloads nothing).
-Result<std::string> anthropic_image(const ajson & block, const std::string & where) {
+// anthropic_image: an image block's file bytes, {"type":"image","source":{"type":"base64","media_type":"image/png",
+// "data":"..."}}, or its URL, {"source":{"type":"url","url":"https://..."}} (fetched by the node only with
+// --image-urls).
+Result<image_source> anthropic_image(const ajson & block, const std::string & where) {
     auto src = block.find("source");
     if (src == block.end() || !src->is_object()) return invalid_input(where + ".source: must be an object");
     auto kind = anthropic_text_of(*src, "type", where + ".source");
     if (!kind.ok()) return kind.status();
-    if (kind.value() == "url")
-        return invalid_input(where + ".source: url sources are not taken (this server does not download images; "
-                                     "send a base64 source)");
-    if (kind.value() != "base64") return invalid_input(where + ".source.type: must be \"base64\"");
+    if (kind.value() == "url") {
+        auto url = anthropic_text_of(*src, "url", where + ".source");
+        if (!url.ok()) return url.status();
+        if (!url->starts_with("http://") && !url->starts_with("https://"))
+            return invalid_input(where + ".source.url: must be an http(s) URL");
+        return image_source(image_link{url.value()});
+    }
+    if (kind.value() != "base64") return invalid_input(where + ".source.type: must be \"base64\" or \"url\"");
     auto type = anthropic_text_of(*src, "media_type", where + ".source");
     if (!type.ok()) return type.status();
     auto data = anthropic_text_of(*src, "data", where + ".source");
     if (!data.ok()) return data.status();
-    return image_from_base64(type.value(), data.value(), where + ".source");
+    auto bytes = image_from_base64(type.value(), data.value(), where + ".source");
+    if (!bytes.ok()) return bytes.status();
+    return image_source(std::move(bytes.value()));
 }
 
 // anthropic_message: one message of "messages" as the chat messages it becomes (none, the turn itself,
 // and/or tool messages after it), in llama-server's order: the turn (text, images, thinking, tool calls), then
 // its tool results. An image block becomes openai_media_marker() in the turn's text and its bytes in images.
 Status anthropic_message(const ajson & m, const std::string & where, anthropic_text_budget & budget,
-                         std::vector<chat_message> & out, std::vector<std::string> & images) {
+                         std::vector<chat_message> & out, std::vector<std::string> & images,
+                         std::vector<openai_chat::image_url> & image_urls) {
     if (!m.is_object()) return invalid_input(where + ": must be an object");
     auto role = m.find("role");
     if (role == m.end() || !role->is_string()) return invalid_input(where + ".role: must be a string");
@@ -186,7 +194,11 @@ Status anthropic_message(const ajson & m, const std::string & where, anthropic_t
             if (assistant) return invalid_input(at + ": image blocks belong to user messages");
             auto img = anthropic_image(block, at);
             if (!img.ok()) return img.status();
-            images.push_back(std::move(img.value()));
+            if (auto * link = std::get_if<image_link>(&img.value()))
+                image_urls.push_back({images.size(), std::move(link->url), at + ".source.url"});
+            images.push_back(std::holds_alternative<std::string>(img.value())
+                                 ? std::move(std::get<std::string>(img.value()))
+                                 : std::string());
             turn.content += openai_media_marker();
             any_text = true;
         } else if (t == "thinking") {
@@ -358,8 +370,8 @@ Status anthropic_parse_fields(const nlohmann::json & j, const nlohmann::ordered_
     openai_chat chat;
     BATON_RETURN_IF_ERROR(anthropic_system(j, budget, chat.messages));
     for (size_t i = 0; i < it->size(); ++i)
-        BATON_RETURN_IF_ERROR(
-            anthropic_message((*it)[i], "messages[" + std::to_string(i) + "]", budget, chat.messages, chat.images));
+        BATON_RETURN_IF_ERROR(anthropic_message((*it)[i], "messages[" + std::to_string(i) + "]", budget, chat.messages,
+                                                chat.images, chat.image_urls));
     if (chat.messages.empty()) return invalid_input("messages: no message has content");
     const size_t n = chat.messages.size();
     if (n >= 2 && chat.messages[n - 1].role == "assistant" && chat.messages[n - 2].role == "assistant")

@@ -153,6 +153,10 @@ Result<openai_request> chat_formatter::render_request(openai_request r, const lo
     if (!chat->images.empty() && !media)
         return invalid_input("messages: image input is not supported by this server (start it with --mmproj, the "
                              "model's multimodal projector)");
+    if (!chat->image_urls.empty())  // (the node fetches them first when it may: node/image_fetch.h)
+        return invalid_input(chat->image_urls.front().where +
+                             ": http(s) image URLs are not fetched by this server (send the image inline as "
+                             "data:image/png;base64,..., or start the server with --image-urls)");
     auto p = render(*chat);
     if (!p.ok()) return p.status();
     openai_chat_rendered rendered{{}, p->reasoning, std::nullopt, std::move(p->prefill), {}};

@@ -27,11 +27,11 @@ Result<std::string> decode(std::string_view data, const std::string & where) {
 
 }  // namespace
 
-Result<std::string> image_from_data_url(std::string_view url, const std::string & where) {
+Result<image_source> image_from_url(std::string_view url, const std::string & where) {
     if (starts_with_nocase(url, "http://") || starts_with_nocase(url, "https://"))
-        return bad(where, "only data: URLs are taken (this server does not download images; send the image inline "
-                          "as data:image/png;base64,...)");
-    if (!starts_with_nocase(url, "data:")) return bad(where, "must be a data: URL (data:image/png;base64,...)");
+        return image_source(image_link{std::string(url)});
+    if (!starts_with_nocase(url, "data:"))
+        return bad(where, "must be a data: URL (data:image/png;base64,...) or an http(s) URL");
     const size_t comma = url.find(',');
     if (comma == std::string_view::npos) return bad(where, "a data: URL needs a ',' before its data");
     const std::string_view head = url.substr(5, comma - 5);
@@ -43,7 +43,9 @@ Result<std::string> image_from_data_url(std::string_view url, const std::string 
         return bad(where, "media type " + quoted_for_message(std::string(type)) +
                               " is not an image (image/png, "
                               "image/jpeg, ...)");
-    return decode(url.substr(comma + 1), where);
+    auto bytes = decode(url.substr(comma + 1), where);
+    if (!bytes.ok()) return bytes.status();
+    return image_source(std::move(bytes.value()));
 }
 
 Result<std::string> image_from_base64(std::string_view media_type, std::string_view data, const std::string & where) {

@@ -57,16 +57,16 @@ using namespace request_fields;
 
 // chat_image_part: an "image_url" content part, {"type":"image_url","image_url":{"url":"data:...","detail":...}}
 // (or the url as a string, as some clients send it); "detail" is accepted and ignored (docs/api.md).
-Result<std::string> chat_image_part(const json & part, const std::string & where) {
+Result<image_source> chat_image_part(const json & part, const std::string & where) {
     auto iu = part.find("image_url");
     if (iu == part.end()) return invalid_input(where + ".image_url: is missing");
-    if (iu->is_string()) return image_from_data_url(iu->get<std::string>(), where + ".image_url");
+    if (iu->is_string()) return image_from_url(iu->get<std::string>(), where + ".image_url");
     if (!iu->is_object()) return invalid_input(where + ".image_url: must be an object with a url");
     auto url = iu->find("url");
     if (url == iu->end() || !url->is_string()) return invalid_input(where + ".image_url.url: must be a string");
     if (auto d = iu->find("detail"); d != iu->end() && !d->is_null() && !d->is_string())
         return invalid_input(where + ".image_url.detail: must be a string");
-    return image_from_data_url(url->get<std::string>(), where + ".image_url.url");
+    return image_from_url(url->get<std::string>(), where + ".image_url.url");
 }
 
 // parse_logit_bias reads OpenAI's {"TOKEN_ID": bias} or llama-server's [[TOKEN_ID, bias | false], ...]
@@ -364,7 +364,11 @@ Status parse_messages(const json & j, const ordered_json & ordered, const prompt
                 if (type == "image_url") {
                     auto img = chat_image_part(part, pw);
                     if (!img.ok()) return img.status();
-                    chat.images.push_back(std::move(img.value()));
+                    if (auto * link = std::get_if<image_link>(&img.value()))
+                        chat.image_urls.push_back({chat.images.size(), std::move(link->url), pw + ".image_url"});
+                    chat.images.push_back(std::holds_alternative<std::string>(img.value())
+                                              ? std::move(std::get<std::string>(img.value()))
+                                              : std::string());
                     cm.content += openai_media_marker();
                     continue;
                 }

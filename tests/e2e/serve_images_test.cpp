@@ -183,9 +183,94 @@ TEST_F(ServeImages, WhatCannotBeTakenIsRefusedWithTheReason) {
     expect_400(*with_, image_chat({std::string("BM but not a bitmap")}), "not an image this server can decode");
     json remote = image_chat({img});
     remote["messages"][0]["content"][1]["image_url"]["url"] = "https://example.com/cat.png";
-    expect_400(*with_, remote, "does not download images");
+    expect_400(*with_, remote, "messages[0].content[1].image_url: http(s) image URLs are not fetched by this server");
     // The node goes on serving.
     EXPECT_EQ(post(*with_, "/v1/chat/completions", image_chat({img}).dump()).status, 200);
+}
+
+// --image-urls: a node fetches the http(s) images a chat names (an image server on loopback here) and answers as
+// for the same image inline, on /v1/chat/completions and /v1/messages, through PD too (the prefill node fetches);
+// every failed fetch is a 400 naming the field, the URL and why.
+TEST_F(ServeImages, HttpImageUrlsAreFetchedOnlyWithTheFlagAndAnswerAsInlineImages) {
+    const std::string img = test_bmp(40, 24, 9);
+    httplib::Server host;
+    host.Get("/cat.bmp", [&](const httplib::Request &, httplib::Response & res) { res.set_content(img, "image/bmp"); });
+    host.Get("/moved", [](const httplib::Request &, httplib::Response & res) { res.set_redirect("/cat.bmp", 302); });
+    host.Get("/page", [](const httplib::Request &, httplib::Response & res) {
+        res.set_content("<html>gone</html>", "text/html");
+    });
+    host.Get("/big.bmp", [](const httplib::Request &, httplib::Response & res) {
+        res.set_content(test_bmp(80, 80, 1), "image/bmp");
+    });
+    host.Get("/slow.bmp", [&](const httplib::Request &, httplib::Response & res) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+        res.set_content(img, "image/bmp");
+    });
+    const int port = host.bind_to_any_port("127.0.0.1");
+    std::thread t([&] { host.listen_after_bind(); });
+    host.wait_until_ready();
+    const std::string base = "http://127.0.0.1:" + std::to_string(port);
+    std::vector<std::string> a = {"serve"};
+    for (const auto & f : image_flags(true)) a.push_back(f);
+    a.insert(a.end(), {"--mmproj-max-image-mb", "0.01", "--image-urls", "--image-url-timeout", "0.5"});
+    auto fetcher = node_process::start(a);
+
+    auto with_url = [&](const std::string & url) {
+        json b = image_chat({img});
+        b["messages"][0]["content"][1]["image_url"]["url"] = url;
+        return b;
+    };
+    const http_reply inline_ = post(*with_, "/v1/chat/completions", image_chat({img}).dump());
+    ASSERT_EQ(inline_.status, 200) << inline_.body;
+    for (const std::string path : {"/cat.bmp", "/moved"}) {
+        const http_reply r = post(*fetcher, "/v1/chat/completions", with_url(base + path).dump());
+        ASSERT_EQ(r.status, 200) << r.body;
+        EXPECT_EQ(normalized(r.j()), normalized(inline_.j())) << path;
+    }
+    // PD: the prefill node fetches; the decode node (no projector) answers as the single node with the inline image.
+    const http_reply pd = via_pd(*fetcher, *without_, "chat", with_url(base + "/cat.bmp").dump());
+    ASSERT_EQ(pd.status, 200) << pd.body;
+    EXPECT_EQ(normalized(pd.j()), normalized(inline_.j()));
+    // Anthropic's url source.
+    const json msg = {{"max_tokens", 12},
+                      {"temperature", 0},
+                      {"messages",
+                       {{{"role", "user"},
+                         {"content",
+                          {{{"type", "text"}, {"text", "Here is a picture: "}},
+                           {{"type", "image"}, {"source", {{"type", "url"}, {"url", base + "/cat.bmp"}}}},
+                           {{"type", "text"}, {"text", "What is in it?"}}}}}}}};
+    const http_reply m = post(*fetcher, "/v1/messages", msg.dump());
+    ASSERT_EQ(m.status, 200) << m.body;
+    EXPECT_EQ(m.j()["content"][0]["text"], inline_.j()["choices"][0]["message"]["content"]);
+    // One refusal per way a fetch fails, each naming the field.
+    const std::string field = "messages[0].content[1].image_url: ";
+    expect_400(*fetcher, with_url(base + "/missing.bmp"), field + "cannot fetch the image: ");
+    expect_400(*fetcher, with_url(base + "/missing.bmp"), "answered 404");
+    expect_400(*fetcher, with_url(base + "/page"), "answered Content-Type text/html");
+    expect_400(*fetcher, with_url(base + "/big.bmp"), "over the limit of 10485");
+    expect_400(*fetcher, with_url(base + "/slow.bmp"), "the --image-url-timeout of 500 ms passed");
+    expect_400(*fetcher, with_url("http://127.0.0.1:1/x.bmp"), field + "cannot fetch the image: ");
+    expect_400(*fetcher, with_url("http://user@127.0.0.1/x.bmp"), "credentials");
+    EXPECT_EQ(post(*fetcher, "/v1/chat/completions", with_url(base + "/cat.bmp").dump()).status, 200);
+    host.stop();
+    t.join();
+}
+
+// The fetch flags are checked by the command line (exit 2 naming the flag): each needs what it builds on.
+TEST(ServeImageFlags, FetchFlagsNeedWhatTheyBuildOn) {
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+        {{"--image-urls"}, "--image-urls: needs --mmproj"},
+        {{"--image-url-ca", "/etc/hostname"}, "--image-url-ca: needs --image-urls"},
+        {{"--mmproj", test_mmproj_path(64), "--image-urls", "--image-url-timeout", "0"}, "--image-url-timeout"},
+    };
+    for (const auto & [flags, why] : cases) {
+        std::vector<std::string> args = {baton_bin(), "serve", "-m", test_model_path("llama")};
+        args.insert(args.end(), flags.begin(), flags.end());
+        const proc_result r = run_process(args, 60);
+        EXPECT_EQ(r.exit_code, 2) << why << ": " << r.err;
+        EXPECT_NE(r.err.find(why), std::string::npos) << r.err;
+    }
 }
 
 }  // namespace

@@ -23,6 +23,7 @@ std::shared_ptr<const loaded_model> text_model() { return model_for("llama"); }
 
 std::unique_ptr<media_encoder> encoder(media_config c = {}) {
     c.path = test_mmproj_path(64);
+    if (c.marker.empty()) c.marker = "<__media_test_4f1c__>";
     c.offload = false;
     auto e = media_encoder::create(*text_model(), c);
     if (!e.ok()) throw std::runtime_error(e.status().to_string());
@@ -103,6 +104,11 @@ TEST(MediaEncoder, WhatItCannotTakeIsRefusedWithTheReason) {
 
 TEST(MediaEncoder, ProjectorsItDoesNotServeAreRefusedAtCreate) {
     media_config c;
+    c.path = test_mmproj_path(64);
+    auto no_marker = media_encoder::create(*text_model(), c);  // the marker is required, never made up here
+    ASSERT_FALSE(no_marker.ok());
+    EXPECT_EQ(no_marker.status().code(), status_code::invalid_argument);
+    c.marker = "<__m__>";
     c.path = test::scratch_dir() + "/no-such-projector.gguf";
     auto missing = media_encoder::create(*text_model(), c);
     ASSERT_FALSE(missing.ok());

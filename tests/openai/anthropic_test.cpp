@@ -156,10 +156,27 @@ TEST(AnthropicParse, ImageBlocksBecomeMarkersAndBytes) {
     EXPECT_EQ(c.messages[0].content, "look: " + openai_media_marker() + " and " + openai_media_marker());
 }
 
+// A url source is recorded for the node that prefills to fetch (only with --image-urls).
+TEST(AnthropicParse, UrlImageSourcesAreRecordedInPlaceForTheNodeToFetch) {
+    auto r = parse_messages_body(R"({"messages":[{"role":"user","content":[{"type":"text","text":"look: "},
+                       {"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw=="}},
+                       {"type":"image","source":{"type":"url","url":"https://example.com/a.png"}}]}]})");
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    const auto & c = messages_chat_of(r);
+    ASSERT_EQ(c.images.size(), 2u);
+    EXPECT_EQ(c.images[1], "");
+    ASSERT_EQ(c.image_urls.size(), 1u);
+    EXPECT_EQ(c.image_urls[0],
+              (openai_chat::image_url{1, "https://example.com/a.png", "messages[0].content[2].source.url"}));
+}
+
 TEST(AnthropicParse, ImageBlocksThatCannotBeTakenAreRefusedByName) {
     expect_messages_refused(R"({"messages":[{"role":"user","content":[{"type":"image","source":{"type":"url",
-                       "url":"https://example.com/a.png"}}]}]})",
-                            "messages[0].content[0].source: url sources are not taken");
+                       "url":"file:///etc/passwd"}}]}]})",
+                            "messages[0].content[0].source.url: must be an http(s) URL");
+    expect_messages_refused(R"({"messages":[{"role":"user","content":[{"type":"image","source":{"type":"file",
+                       "file_id":"x"}}]}]})",
+                            "messages[0].content[0].source.type: must be \"base64\" or \"url\"");
     expect_messages_refused(R"({"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64",
                        "media_type":"text/plain","data":"AA=="}}]}]})",
                             "messages[0].content[0].source.media_type");

@@ -94,15 +94,37 @@ TEST(OpenaiParse, ImageUrlPartsBecomeMarkersAndFileBytes) {
     EXPECT_EQ(openai_media_marker().size(), 28u);  // "<__image_" + 16 hex digits + "__>"
 }
 
-// One refusal per rule of an image part: no download, a data: URL of an image, base64, a url string.
+// An http(s) image URL is recorded, not fetched: its image's bytes stay empty, its place among the images and its
+// field are kept for the node that prefills (which fetches it only with --image-urls).
+TEST(OpenaiParse, HttpImageUrlsAreRecordedInPlaceForTheNodeToFetch) {
+    auto r = parse(R"({"messages":[{"role":"user","content":[
+                       {"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw=="}},
+                       {"type":"image_url","image_url":{"url":"HTTPS://example.com/cat.png?x=1"}},
+                       {"type":"image_url","image_url":"http://127.0.0.1:9/a.bmp"}]}]})",
+                   openai_endpoint::chat);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    const auto & c = std::get<openai_chat>(r->input);
+    ASSERT_EQ(c.images.size(), 3u);
+    EXPECT_EQ(c.images[0], std::string("\x89PNG", 4));
+    EXPECT_EQ(c.images[1], "");
+    EXPECT_EQ(c.images[2], "");
+    ASSERT_EQ(c.image_urls.size(), 2u);
+    EXPECT_EQ(c.image_urls[0],
+              (openai_chat::image_url{1, "HTTPS://example.com/cat.png?x=1", "messages[0].content[1].image_url"}));
+    EXPECT_EQ(c.image_urls[1].index, 2u);
+    EXPECT_EQ(c.image_urls[1].url, "http://127.0.0.1:9/a.bmp");
+    EXPECT_EQ(c.messages[0].content, openai_media_marker() + openai_media_marker() + openai_media_marker());
+}
+
+// One refusal per rule of an image part: a data: or http(s) URL, an image's media type, base64, a url string.
 TEST(OpenaiParse, ImageUrlPartsThatCannotBeTakenAreRefusedByName) {
     auto chat_with = [](const std::string & part) {
         return R"({"messages":[{"role":"user","content":[)" + part + "]}]}";
     };
-    expect_refused(chat_with(R"({"type":"image_url","image_url":{"url":"https://example.com/cat.png"}})"),
-                   "does not download images", openai_endpoint::chat);
     expect_refused(chat_with(R"({"type":"image_url","image_url":{"url":"file:///etc/passwd"}})"),
                    "content[0].image_url.url: must be a data: URL", openai_endpoint::chat);
+    expect_refused(chat_with(R"({"type":"image_url","image_url":{"url":"ftp://example.com/a.png"}})"),
+                   "or an http(s) URL", openai_endpoint::chat);
     expect_refused(chat_with(R"({"type":"image_url","image_url":{"url":"data:text/plain;base64,AA=="}})"),
                    "is not an image", openai_endpoint::chat);
     expect_refused(chat_with(R"({"type":"image_url","image_url":{"url":"data:image/png,rawbytes"}})"), "must be base64",

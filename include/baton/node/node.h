@@ -13,6 +13,7 @@
 // Thread-safety: the lifecycle functions are called from one thread; the handlers run on HTTP threads.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -48,6 +49,14 @@ struct node_tier_config {
     bool deltas = true;     // a turn's state as a delta over the node's entry for the turn before (--no-tier-deltas)
 };
 
+// Fetching the http(s) images a chat names (--image-urls, docs/api.md "Images"): off unless set, since it makes the
+// node fetch any address a client names, the network behind it included.
+struct image_url_config {
+    std::chrono::milliseconds timeout{10000};  // --image-url-timeout: all of one request's fetches
+    std::string ca_file;                       // --image-url-ca: https is verified against it (empty: the system's)
+    int max_redirects = 3;
+};
+
 struct node_config {
     std::string model_path;
     std::string host = "127.0.0.1";
@@ -78,6 +87,9 @@ struct node_config {
     // --mmproj (--no-mmproj-offload, --mmproj-max-images, --mmproj-max-image-mb): images in chats, encoded by this
     // projector (media.h); unset: a chat with images is refused (400), as llama-server without --mmproj.
     std::optional<media_config> media;
+    // --image-urls (--image-url-timeout, --image-url-ca): fetch the http(s) images a chat names (image_fetch.h);
+    // unset: such images are refused (400). Needs media.
+    std::optional<image_url_config> image_urls;
     openai_defaults defaults;                     // --temp, --top-k, ..., --seed, -n: what requests leave out
     chat_format_config chat;     // --jinja, --chat-template(-file), --chat-template-kwargs, --reasoning-format
     bool slots_endpoint = true;  // --slots / --no-slots: GET /slots

@@ -65,6 +65,14 @@ struct openai_chat {  // chat: "messages" (non-empty), rendered by the node's ch
     // order their openai_media_marker() stands in the messages' contents. A node encodes them with its projector
     // when it renders the chat (media.h); without one it refuses them.
     std::vector<std::string> images = {};
+    // The images named by an http(s) URL (image_url parts, Anthropic url sources): images[index] stays empty until
+    // the node that prefills fetches url (only with --image-urls; refused otherwise). where names the field.
+    struct image_url {
+        size_t index = 0;
+        std::string url, where;
+        bool operator==(const image_url &) const = default;
+    };
+    std::vector<image_url> image_urls = {};
     bool operator==(const openai_chat &) const = default;
 };
 // How a chat's output is split into reasoning_content and content (decided when the prompt was rendered).
