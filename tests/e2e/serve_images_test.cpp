@@ -257,6 +257,49 @@ TEST_F(ServeImages, HttpImageUrlsAreFetchedOnlyWithTheFlagAndAnswerAsInlineImage
     t.join();
 }
 
+// On the Vulkan device (llvmpipe): the node with the projector runs model and projector on the device, the decode
+// node the model only (no projector); PD answers as that single node, greedy and seeded, streamed and not, one
+// image and two. (Across devices the numerics differ, so the device is compared with itself: as PdGrid's cells.)
+TEST(ServeImagesVulkan, APrefillWithImagesOnTheDeviceDecodesOnTheDeviceAsTheSingleNode) {
+    // Under ASan/TSan llvmpipe's uninstrumented JIT threads report what is not Baton's: the release suite runs it.
+    if (k_sanitized) GTEST_SKIP() << "sanitized build: the release suite runs the Vulkan cases";
+    auto on_device = [](bool projector) {
+        std::vector<std::string> a = {"GGML_VK_VISIBLE_DEVICES=0", baton_bin(), "serve"};
+        for (const auto & f : image_flags(false)) a.push_back(f);
+        a.insert(a.end(), {"-dev", "Vulkan0", "-ngl", "all"});
+        if (projector) a.insert(a.end(), {"--mmproj", test_mmproj_path(64)});  // (offloaded: the default)
+        return node_process::start(a, 120, "/usr/bin/env");
+    };
+    auto pre = on_device(true), dec = on_device(false);
+    const json props = get(*pre, "/props").j();
+    ASSERT_EQ(props["modalities"]["vision"], true);
+    json seeded = image_chat({test_bmp(40, 24, 11)});
+    seeded["temperature"] = 0.9;
+    seeded["seed"] = 3;
+    for (json body : {image_chat({test_bmp(40, 24, 10)}), seeded,
+                      image_chat({test_bmp(40, 24, 12), test_bmp(24, 40, 13)}, "Which differs?")}) {
+        for (bool stream : {false, true}) {
+            body["stream"] = stream;
+            SCOPED_TRACE(body.dump().substr(0, 80) + (stream ? " (stream)" : ""));
+            const http_reply single = post(*pre, "/v1/chat/completions", body.dump());
+            const http_reply pd = via_pd(*pre, *dec, "chat", body.dump());
+            ASSERT_EQ(single.status, 200) << single.body;
+            ASSERT_EQ(pd.status, 200) << pd.body;
+            if (stream) EXPECT_EQ(normalized_stream(pd.body), normalized_stream(single.body));
+            else EXPECT_EQ(normalized(pd.j()), normalized(single.j()));
+        }
+    }
+    // The image is read on the device too: two images, two first-token distributions.
+    json a = image_chat({test_bmp(40, 24, 1)}), b = image_chat({test_bmp(40, 24, 2)});
+    a["logprobs"] = b["logprobs"] = true;
+    const http_reply ra = post(*pre, "/v1/chat/completions", a.dump()),
+                     rb = post(*pre, "/v1/chat/completions", b.dump());
+    ASSERT_EQ(ra.status, 200) << ra.body;
+    ASSERT_EQ(rb.status, 200) << rb.body;
+    EXPECT_NE(ra.j()["choices"][0]["logprobs"]["content"][0]["logprob"],
+              rb.j()["choices"][0]["logprobs"]["content"][0]["logprob"]);
+}
+
 // The fetch flags are checked by the command line (exit 2 naming the flag): each needs what it builds on.
 TEST(ServeImageFlags, FetchFlagsNeedWhatTheyBuildOn) {
     const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
