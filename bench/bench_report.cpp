@@ -256,6 +256,18 @@ const std::vector<figure_doc> & figures() {
          "--rerank` and `llama-server --rerank -np 32`, /v1/rerank requests of one query and 1 or 32 documents of 12 "
          "words (~90 tokens in the test vocabulary), documents/s, interleaved and paired the same way.",
          "inputs/s", "inputs per request", "inputs/s", false, "", true, false},
+        {21, "Images: time to first token through PD, vs llama-server, and the decode node's memory",
+         "bench/image_bench.cpp. A 512x8 llama and a matching LLaVA-style projector from mkmmproj (a 512-wide, 6-block "
+         "vision transformer on 224x224 images in 14-pixel patches: 256 embeddings per image). Three targets, every "
+         "server -t 2 -np 1 -c 2048 -fa off, unpinned: one `baton serve --mmproj` node; a router over a prefill node "
+         "with the projector and a decode node without it (an image chat always takes PD); Debian's `llama-server "
+         "--mmproj` on the same files. A request: one user message, text + one 224x224 BMP (a data: URL; a new image "
+         "each run, the same for the three) + text, max_tokens 1, not streamed: its wall time on the client is the "
+         "TTFT. The three in rotating order per run after a warm-up; medians of 8 runs; ratios per run. Memory: "
+         "VmRSS of the decode node and of the single node after serving, the projector file's size beside it. "
+         "Targets: PD TTFT <= 1.10x the single node's; Baton's single-node TTFT <= 1.05x llama-server's; the decode "
+         "node's RSS lower than the single node's by >= 0.8x the projector file.",
+         "ms", "", "TTFT (ms)", true, "(\"baton single\" 0, \"baton PD\" 1, \"llama-server\" 2)", false, false},
     };
     return f;
 }

@@ -1,0 +1,161 @@
+// image_bench.cpp — figure 21: image prompts. Time to the first token of a chat with one image through PD (a
+// router, a prefill node with the projector, a decode node without) vs a single node, and vs Debian's llama-server
+// on the same GGUF + projector; and what a decode node saves by not loading the projector.
+//
+// A 512x8 llama (quick: 128x2) and a matching LLaVA-style projector from mkmmproj (a 512-wide, 6-block vision
+// transformer on 224x224 images in 14-pixel patches: 256 embeddings per image; quick: 128-wide, 2 blocks, 112x112,
+// 64 embeddings). Every server -t 2, -np 1, -c 2048, flash attention off, unpinned. A request: a chat of one user
+// message, "Here is a picture: " + the image (a 224x224 BMP whose pixels follow from the run's seed, as a data: URL)
+// + "What is in it?", max_tokens 1, temperature 0, not streamed: its wall time on the client is the TTFT (prompt,
+// image and one token). Each run sends a new image (so no server reuses the image's cells; the text before it is
+// reused by all alike) to the three targets in rotating order, after one warm-up each; medians of 8 runs (quick 2).
+// Memory: VmRSS of the decode node (no projector) and of the single node (with it), both after serving; the
+// projector file's size beside it. Targets: PD TTFT <= 1.10x the single node's; Baton's single-node TTFT <= 1.05x
+// llama-server's; the decode node's RSS below the single node's by >= 0.8x the projector file.
+#include <sys/stat.h>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "baton/base/base64.h"
+#include "baton/testmodel/mkmmproj.h"
+#include "bench_net.h"
+#include "bench_util.h"
+#include "support/test_image.h"
+
+using namespace baton;
+using namespace baton::bench;
+using json = nlohmann::json;
+
+namespace {
+
+long rss_kib(pid_t pid) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+    for (std::string line; std::getline(f, line);)
+        if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+    return 0;
+}
+
+std::string projector(int text_n_embd, int n_embd, int n_layer, int image_size, int patch) {
+    const char * env = std::getenv("BATON_BENCH_DIR");
+    const std::string dir = env && *env ? env : "build/bench-models";
+    ::mkdir(dir.c_str(), 0755);
+    const std::string path = dir + "/mmproj-mlp-t" + std::to_string(text_n_embd) + "-v" + std::to_string(n_embd) + "x" +
+                             std::to_string(n_layer) + "-i" + std::to_string(image_size) + ".gguf";
+    mkmmproj_params p;
+    p.text_n_embd = text_n_embd;
+    p.n_embd = n_embd;
+    p.n_layer = n_layer;
+    p.image_size = image_size;
+    p.patch_size = patch;
+    Status s = mkmmproj_ensure(p, path);
+    if (!s.ok()) throw std::runtime_error("mkmmproj: " + s.to_string());
+    return path;
+}
+
+std::string chat_body(const std::string & image) {
+    const json content =
+        json::array({{{"type", "text"}, {"text", "Here is a picture: "}},
+                     {{"type", "image_url"}, {"image_url", {{"url", "data:image/bmp;base64," + base64_encode(image)}}}},
+                     {{"type", "text"}, {"text", "What is in it?"}}});
+    return json{{"messages", {{{"role", "user"}, {"content", content}}}}, {"max_tokens", 1}, {"temperature", 0}}.dump();
+}
+
+// ttft_ms: one chat's wall time (max_tokens 1) and its prompt tokens.
+double ttft_ms(const bench_process & p, const std::string & body, int * prompt_tokens = nullptr) {
+    httplib::Client c(p.host(), p.port());
+    c.set_read_timeout(std::chrono::seconds(300));
+    const double t0 = now_ms();
+    auto r = c.Post("/v1/chat/completions", body, "application/json");
+    const double ms = now_ms() - t0;
+    if (!r || r->status != 200)
+        throw std::runtime_error(p.name() + ": chat failed: " + (r ? r->body.substr(0, 300) : "no answer"));
+    if (prompt_tokens) *prompt_tokens = json::parse(r->body)["usage"]["prompt_tokens"].get<int>();
+    return ms;
+}
+
+}  // namespace
+
+int main(int argc, char ** argv) try {
+    const bool quick = quick_mode(argc, argv);
+    const int runs = quick ? 2 : 8;
+    const int text_w = quick ? 128 : 512, image_size = quick ? 112 : 224;
+    const std::string model = quick ? bench_model("llama", 128, 2) : bench_model("llama", 512, 8);
+    const std::string mmproj =
+        quick ? projector(text_w, 128, 2, image_size, 14) : projector(text_w, 512, 6, image_size, 14);
+    struct stat st{};
+    ::stat(mmproj.c_str(), &st);
+    const double mmproj_mib = double(st.st_size) / (1 << 20);
+
+    const std::vector<std::string> common = {"-m", model, "-t", "2", "-c", "2048", "-np", "1", "-fa", "off"};
+    auto serve = [&](const std::string & role, bool with_projector, const std::string & name) {
+        std::vector<std::string> a = {baton_exe(), "serve", "--role", role};
+        a.insert(a.end(), common.begin(), common.end());
+        if (with_projector) a.insert(a.end(), {"--mmproj", mmproj});
+        return bench_process::start(a, name);
+    };
+    auto single = serve("both", true, "baton single");
+    auto pre = serve("prefill", true, "baton prefill");
+    auto dec = serve("decode", false, "baton decode");
+    auto router = bench_process::start(
+        {baton_exe(), "route", "--prefill", pre->url(), "--decode", dec->url(), "--fallback", "fail"}, "baton route");
+    const int lp = free_port();
+    std::vector<std::string> l = {"/usr/bin/llama-server", "--no-webui", "--host", "127.0.0.1", "--port",
+                                  std::to_string(lp),      "--mmproj",   mmproj};
+    l.insert(l.end(), common.begin(), common.end());
+    auto llama = bench_process::start(l, "llama-server", 120, "http://127.0.0.1:" + std::to_string(lp));
+
+    const std::vector<const bench_process *> targets = {single.get(), router.get(), llama.get()};
+    std::vector<std::vector<double>> ms(3);
+    std::vector<double> pd_ratio, llama_ratio;
+    int prompt_tokens[3] = {0, 0, 0};
+    for (int r = -1; r < runs; ++r) {  // r == -1: warm-up
+        const std::string body =
+            chat_body(test::test_bmp(uint32_t(image_size), uint32_t(image_size), uint32_t(100 + r)));
+        double t[3] = {0, 0, 0};
+        for (int k = 0; k < 3; ++k) {
+            const int i = (k + (r + 3)) % 3;  // rotating order
+            t[i] = ttft_ms(*targets[size_t(i)], body, &prompt_tokens[i]);
+        }
+        if (r < 0) continue;
+        for (int i = 0; i < 3; ++i) ms[size_t(i)].push_back(t[i]);
+        pd_ratio.push_back(t[1] / t[0]);
+        llama_ratio.push_back(t[0] / t[2]);
+    }
+    if (prompt_tokens[0] != prompt_tokens[1] || prompt_tokens[0] != prompt_tokens[2])
+        throw std::runtime_error("prompt tokens differ: baton " + std::to_string(prompt_tokens[0]) + ", PD " +
+                                 std::to_string(prompt_tokens[1]) + ", llama-server " +
+                                 std::to_string(prompt_tokens[2]));
+    const stats s_single = summarize(ms[0]), s_pd = summarize(ms[1]), s_llama = summarize(ms[2]);
+    const stats s_pd_ratio = summarize(pd_ratio), s_llama_ratio = summarize(llama_ratio);
+    std::printf("prompt tokens: %d (one image of %dx%d)\n", prompt_tokens[0], image_size, image_size);
+    std::printf("%-14s %10s\n", "target", "TTFT ms");
+    std::printf("%-14s %10.1f\n%-14s %10.1f\n%-14s %10.1f\n", "baton single", s_single.median, "baton PD", s_pd.median,
+                "llama-server", s_llama.median);
+    result_at("images/ttft_ms/single", s_single, "ms", "reported", true, {21, "TTFT ms", 0});
+    result_at("images/ttft_ms/pd", s_pd, "ms", "reported", true, {21, "TTFT ms", 1});
+    result_at("images/ttft_ms/llama_server", s_llama, "ms", "reported", true, {21, "TTFT ms", 2});
+    result("images/pd_over_single", s_pd_ratio, "x", "<= 1.10", s_pd_ratio.median <= 1.10);
+    const bool llama_ok = s_llama_ratio.median <= 1.05;
+    result("images/baton_over_llama_server", s_llama_ratio, "x", "<= 1.05", llama_ok);
+
+    const double rss_single = double(rss_kib(single->pid())) / 1024, rss_dec = double(rss_kib(dec->pid())) / 1024,
+                 rss_pre = double(rss_kib(pre->pid())) / 1024, rss_llama = double(rss_kib(llama->pid())) / 1024;
+    const double saved = rss_single - rss_dec;
+    std::printf(
+        "RSS MiB: single %.1f, prefill %.1f, decode %.1f (saved %.1f; projector file %.1f MiB), llama-server %.1f\n",
+        rss_single, rss_pre, rss_dec, saved, mmproj_mib, rss_llama);
+    auto one = [](double v) { return stats{v, v, v, 1}; };
+    result("images/rss_mib/single", one(rss_single), "MiB", "reported", true);
+    result("images/rss_mib/decode", one(rss_dec), "MiB", "reported", true);
+    result("images/rss_mib/llama_server", one(rss_llama), "MiB", "reported", true);
+    result("images/projector_mib", one(mmproj_mib), "MiB", "reported", true);
+    const bool mem_ok = saved >= 0.8 * mmproj_mib;
+    result("images/decode_rss_saved_mib", one(saved), "MiB", ">= 0.8x the projector file", mem_ok);
+    headline(21, "images/pd_over_single", s_pd_ratio, "x", "<= 1.10", s_pd_ratio.median <= 1.10);
+    return 0;
+} catch (const std::exception & e) {
+    std::fprintf(stderr, "image_bench: %s\n", e.what());
+    return 1;
+}
