@@ -28,6 +28,9 @@
 //   r2 = pd_request_decode(J1)      must equal r field for field (floats bit for bit), and
 //   J2 = pd_request_encode(r2)      must be byte-identical to J1.
 // An embedded request that decodes must re-encode to text that decodes to the same request.
+// Several prompts (completions, completion): openai_prompts_split gives 2..openai_prompts_max bodies or none; each
+// body it gives holds one prompt (splits to none again), and the whole body then does not parse (openai_parse
+// takes one prompt). Each piece goes through the checks below as a body of its own.
 // Why the round trip holds (checked against the code, not assumed):
 //   - nlohmann's parser rejects invalid UTF-8 and lone surrogates, so every string that reaches the request
 //     is valid UTF-8 and the dump's error_handler_t::replace never rewrites it;
@@ -216,6 +219,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
             return 0;
         }
         embedded_round_trip(r.value());
+        return 0;
+    }
+    auto several = openai_prompts_split(body, endpoint);
+    if (!several.ok() && several.status().message().empty()) fail("error without a message");
+    if (several.ok() && !several->empty()) {
+        if (several->size() < 2 || several->size() > openai_prompts_max) fail("a split of the wrong size");
+        if (openai_parse(body, endpoint).ok()) fail("several prompts parsed as one", std::string(body), "");
+        for (const std::string & one : *several) {
+            auto again = openai_prompts_split(one, endpoint);
+            if (!again.ok() || !again->empty()) fail("a split prompt splits again", one, "");
+            std::string input(1, char(data[0]));  // the same selector: the piece runs every check below
+            input += one;
+            LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t *>(input.data()), input.size());
+        }
         return 0;
     }
     auto r = openai_parse(body, endpoint);

@@ -244,41 +244,58 @@ struct choice_state {
 
 }  // namespace
 
-net::awaitable<void> node_impl::respond_generation(http_exchange & ex, engine_task task, const openai_request & oreq) {
+net::awaitable<void> node_impl::respond_generation(http_exchange & ex, std::vector<engine_task> tasks,
+                                                   const openai_request & oreq) {
     latency_probe probe{metrics, steady_clock::now(), {}, false};
     view_trace trace{live, probe, ex, {}};
     trace.r.unix_ms = live_log::now_unix_ms();
     trace.r.stream = oreq.stream;
-    trace.r.route = std::holds_alternative<task_decode>(task) ? "decode" : "local";
+    trace.r.route = std::holds_alternative<task_decode>(tasks.at(0)) ? "decode" : "local";
     const auto lim = wait_limits(deadline_from_now());
-    const size_t n = size_t(std::max(oreq.n, 1));
+    const size_t n_per = size_t(std::max(oreq.n, 1)), n_jobs = tasks.size(), n = n_jobs * n_per;
     std::vector<admission_ptr> tickets;
     for (size_t i = 0; i < n; ++i) {
         auto ticket = admit();
         if (!ticket.ok()) co_return (void) co_await ex.respond_error(ticket.status());
         tickets.push_back(std::move(ticket.value()));
     }
-    const gen_request * req = nullptr;
-    if (const auto * g = std::get_if<task_generate>(&task)) req = &g->req;
-    if (const auto * d = std::get_if<task_decode>(&task)) req = &d->req;
-    const uint32_t n_prompt = req ? uint32_t(req->prompt.size()) : 0;
-    trace.r.prompt_tokens = n_prompt;
+    // Per prompt: its token count (chunks' tokens_evaluated) and, for /completion, its text as the model saw it.
+    std::vector<uint32_t> n_prompt(n_jobs, 0);
+    std::vector<std::string> prompt_text(n_jobs);
+    for (size_t p = 0; p < n_jobs; ++p) {
+        const gen_request * req = nullptr;
+        if (const auto * g = std::get_if<task_generate>(&tasks[p])) req = &g->req;
+        if (const auto * d = std::get_if<task_decode>(&tasks[p])) req = &d->req;
+        n_prompt[p] = req ? uint32_t(req->prompt.size()) : 0;
+        trace.r.prompt_tokens += n_prompt[p];
+        // llama-server's "prompt": the prompt as the model saw it, special tokens written out ("<s>...").
+        if (req && oreq.endpoint == openai_endpoint::completion)
+            prompt_text[p] = text_detokenize(*model, req->prompt, true);
+    }
     openai_response_meta meta = openai_response_meta_make(
         oreq.endpoint, model_name, "fp_" + identity_fingerprint_hex(model->identity().fingerprint).substr(0, 12));
     meta.return_tokens = oreq.return_tokens;
     meta.logprobs = oreq.n_probs >= 0;
+    meta.choices_per_prompt = uint32_t(n_per);
     if (oreq.endpoint == openai_endpoint::completion) {
-        // llama-server's "prompt": the prompt as the model saw it, special tokens written out ("<s>...").
         meta.generation_settings = openai_generation_settings(oreq, n_ctx_slot(), eog);
-        if (req) meta.prompt_text = text_detokenize(*model, req->prompt, true);
+        meta.prompt_text = prompt_text[0];
     }
-    if (const auto * g = std::get_if<task_generate>(&task)) co_await tier_warm(g->req.prompt);
-    req = nullptr;  // (it points into task, which may be replaced below)
+    // /completion's objects name their own prompt (several prompts: each result's).
+    auto meta_of = [&](size_t choice) {
+        openai_response_meta m = meta;
+        m.prompt_text = prompt_text[choice / n_per];
+        return m;
+    };
+    for (auto & t : tasks)
+        if (const auto * g = std::get_if<task_generate>(&t)) co_await tier_warm(g->req.prompt);
     // n > 1 on a node that serves the whole request: the prompt is processed once, into a blob that is
     // restored into n slots — the path a PD decode node takes, so the choices start from the same state as
     // a PD answer's (same logprobs) and the prompt is not computed n times.
-    std::optional<event_done> prefilled;
-    if (auto * g = std::get_if<task_generate>(&task); g && n > 1) {
+    std::vector<std::optional<event_done>> prefilled(n_jobs);
+    for (size_t p = 0; p < n_jobs; ++p) {
+        auto * g = std::get_if<task_generate>(&tasks[p]);
+        if (!g || n_per < 2) continue;
         gen_request one = std::move(g->req);
         gen_request prompt_only = one;
         prompt_only.return_progress = false;  // (the choices' restores report it)
@@ -287,18 +304,19 @@ net::awaitable<void> node_impl::respond_generation(http_exchange & ex, engine_ta
         auto blob = co_await blob_parse_edge(std::move(done->blob));
         if (!blob.ok()) co_return (void) co_await ex.respond_error(blob.status());
         done->blob.clear();
-        prefilled = std::move(done.value());
-        task = task_decode{blob.value(), std::move(one)};
+        prefilled[p] = std::move(done.value());
+        tasks[p] = task_decode{blob.value(), std::move(one)};
     }
     std::vector<request_ptr> handles;
-    for (engine_task & t : choice_tasks(std::move(task), oreq.n)) {
-        auto h = eng->submit(std::move(t));
-        if (!h.ok()) {
-            for (auto & started : handles) started->cancel();
-            co_return (void) co_await ex.respond_error(h.status());
+    for (engine_task & task : tasks)
+        for (engine_task & t : choice_tasks(std::move(task), oreq.n)) {
+            auto h = eng->submit(std::move(t));
+            if (!h.ok()) {
+                for (auto & started : handles) started->cancel();
+                co_return (void) co_await ex.respond_error(h.status());
+            }
+            handles.push_back(std::move(h.value()));
         }
-        handles.push_back(std::move(h.value()));
-    }
     event_group g(std::move(handles), ex.executor());
     choice_events events(g, lim, ex, probe);
 
@@ -309,11 +327,12 @@ net::awaitable<void> node_impl::respond_generation(http_exchange & ex, engine_ta
     for (size_t i = 0; i < n; ++i) choices.emplace_back(uint32_t(i), rs, tf, pre, oreq.stream, oreq.endpoint);
     auto results = [&] {
         std::vector<openai_result> out;
-        for (const auto & c : choices) {
-            out.push_back(c.res);
-            if (prefilled) {  // the prompt was processed by the prefill above, not by the choices' restores
-                out.back().done.usage.cached_tokens = prefilled->usage.cached_tokens;
-                if (out.size() == 1) out.back().done.ms_prompt += prefilled->ms_prompt;
+        for (size_t i = 0; i < choices.size(); ++i) {
+            out.push_back(choices[i].res);
+            // The prompt was processed by the prefill above, not by the choices' restores.
+            if (const auto & pre = prefilled[i / n_per]) {
+                out.back().done.usage.cached_tokens = pre->usage.cached_tokens;
+                if (i % n_per == 0) out.back().done.ms_prompt += pre->ms_prompt;
             }
         }
         return out;
@@ -348,6 +367,13 @@ net::awaitable<void> node_impl::respond_generation(http_exchange & ex, engine_ta
         for (const auto & c : choices) log_generation(ex.request().id, oreq, c.res);
         if (meta.endpoint == openai_endpoint::messages)  // (one choice: the Messages API has no "n")
             co_return (void) co_await ex.respond(http_response::json(anthropic_message_json(meta, results().at(0))));
+        if (meta.endpoint == openai_endpoint::completion && n_jobs > 1) {
+            // Several prompts on /completion: an array of the results' objects, as llama-server answers.
+            const auto rs = results();
+            std::string out = "[";
+            for (size_t i = 0; i < rs.size(); ++i) out += (i ? "," : "") + openai_response_json(meta_of(i), {rs[i]});
+            co_return (void) co_await ex.respond(http_response::json(out + "]"));
+        }
         co_return (void) co_await ex.respond(http_response::json(openai_response_json(meta, results())));
     }
 
@@ -372,7 +398,7 @@ net::awaitable<void> node_impl::respond_generation(http_exchange & ex, engine_ta
     };
     if (meta.endpoint == openai_endpoint::messages) {
         anthropic.emplace(meta);
-        if (!co_await put(frame(anthropic->start(n_prompt)))) co_return;
+        if (!co_await put(frame(anthropic->start(n_prompt[0])))) co_return;
     }
     const bool done_marker = openai_stream_ends_with_done(meta);
     // emit renders what one event of choice i adds (a delta chunk, and the finish chunk when it ends).
@@ -402,11 +428,12 @@ net::awaitable<void> node_impl::respond_generation(http_exchange & ex, engine_ta
         if (has_text || (meta.endpoint == openai_endpoint::completion && !d.tokens.empty())) {
             d.logprobs = std::move(lps);
             lps.clear();
-            out += sse_event(openai_chunk_delta_json(meta, d, uint32_t(c.res.tokens.size()), n_prompt));
+            out += sse_event(openai_chunk_delta_json(meta, d, uint32_t(c.res.tokens.size()), n_prompt[i / n_per]));
         }
         if (c.finished) {
             log_generation(ex.request().id, oreq, c.res);
-            out += sse_event(openai_chunk_finish_json(meta, c.res, lps));
+            out += sse_event(n_jobs > 1 ? openai_chunk_finish_json(meta_of(i), c.res, lps)
+                                        : openai_chunk_finish_json(meta, c.res, lps));
         } else {
             c.unsent = std::move(lps);
         }
@@ -503,6 +530,26 @@ net::awaitable<Result<openai_request>> node_impl::prepare(std::string_view body,
 }
 
 net::awaitable<void> node_impl::on_openai(http_exchange & ex, openai_endpoint endpoint) {
+    auto several = openai_prompts_split(ex.request().body_text(), endpoint);
+    if (!several.ok()) co_return (void) co_await ex.respond_error(several.status());
+    if (!several->empty()) {
+        // Several prompts: each prepared as its own request (any refusal names the prompt), answered together.
+        std::vector<engine_task> tasks;
+        std::optional<openai_request> first;
+        auto of_prompt = [](size_t p, const Status & st) {
+            return Status(st.code(), "prompt[" + std::to_string(p) + "]: " + st.message(), st.detail());
+        };
+        for (size_t p = 0; p < several->size(); ++p) {
+            auto one = co_await prepare((*several)[p], endpoint);
+            if (!one.ok()) co_return (void) co_await ex.respond_error(of_prompt(p, one.status()));
+            const uint32_t n_ctx = n_ctx_slot();
+            auto gen = co_await http->offload([&] { return openai_to_gen(*one, *model, n_ctx); });
+            if (!gen.ok()) co_return (void) co_await ex.respond_error(of_prompt(p, gen.status()));
+            tasks.push_back(task_generate{std::move(gen.value())});
+            if (!first) first = std::move(one.value());
+        }
+        co_return co_await respond_generation(ex, std::move(tasks), *first);
+    }
     auto oreq = co_await prepare(ex.request().body_text(), endpoint);
     if (!oreq.ok()) co_return (void) co_await ex.respond_error(oreq.status());
     const uint32_t n_ctx = n_ctx_slot();

@@ -137,7 +137,14 @@ class node_impl {
     // prepare parses a generation request with the node's defaults and renders a chat (on the bridge pool).
     net::awaitable<Result<openai_request>> prepare(std::string_view body, openai_endpoint endpoint);
     // respond_generation submits task and answers in the OpenAI shape of oreq (streamed if it asks).
-    net::awaitable<void> respond_generation(http_exchange & ex, engine_task task, const openai_request & oreq);
+    // Several prompts (openai_prompts_split): one task per prompt, in order; choice i answers prompt i / n.
+    net::awaitable<void> respond_generation(http_exchange & ex, std::vector<engine_task> tasks,
+                                            const openai_request & oreq);
+    net::awaitable<void> respond_generation(http_exchange & ex, engine_task task, const openai_request & oreq) {
+        std::vector<engine_task> one;
+        one.push_back(std::move(task));
+        co_await respond_generation(ex, std::move(one), oreq);
+    }
     // log_generation: one line per finished generation, at info with --verbose, else at debug.
     void log_generation(std::string_view request_id, const openai_request & oreq, const openai_result & r) const;
 

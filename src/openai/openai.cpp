@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
 #include <climits>
 #include <cmath>
@@ -243,9 +244,14 @@ Status parse_prompt(const json & j, const prompt_limits & lim, openai_request & 
         r.input = std::move(m);
         return {};
     }
-    if (it->is_array() && it->size() > 1)
-        return invalid_input("prompt: several prompts in one request are not supported: send one request per prompt");
-    return invalid_input("prompt: must be a string or an array of token ids");
+    const bool several = it->is_array() && it->size() > 1 && std::all_of(it->begin(), it->end(), [](const json & e) {
+                             return e.is_string() || e.is_array() || e.is_object();
+                         });
+    if (several)  // (openai_prompts_split takes them apart before a node parses them)
+        return invalid_input("prompt: several prompts in one request make no one state (a prefill, a slot "
+                             "action): send them to /v1/completions or /completion, or one request per prompt");
+    return invalid_input("prompt: must be a string, an array of token ids (or of ids and strings), a multimodal "
+                         "prompt object, or an array of several of those");
 }
 
 // parse_infill: llama-server's /infill fields. input_prefix and input_suffix (strings, absent: ""), prompt (a
@@ -603,6 +609,40 @@ Result<openai_request> openai_parse(std::string_view body, openai_endpoint endpo
         return invalid_input(std::string("body: ") + e.what());
     }
     return r;
+}
+
+Result<std::vector<std::string>> openai_prompts_split(std::string_view body, openai_endpoint endpoint) {
+    using ojson = nlohmann::ordered_json;
+    std::vector<std::string> out;
+    if (endpoint != openai_endpoint::completions && endpoint != openai_endpoint::completion) return out;
+    ojson j = ojson::parse(body, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return out;
+    auto it = j.find("prompt");
+    if (it == j.end() || !it->is_array() || it->size() < 2) return out;
+    bool all_strings = true, any_nested = false;
+    for (const auto & e : *it) {
+        all_strings = all_strings && e.is_string();
+        any_nested = any_nested || e.is_array() || e.is_object();
+    }
+    if (!all_strings && !any_nested) return out;  // ids, or ids and strings: one prompt (direct token input)
+    if (it->size() > openai_prompts_max)
+        return invalid_input("prompt: " + std::to_string(it->size()) + " prompts, more than " +
+                             std::to_string(openai_prompts_max) + " in one request");
+    const ojson prompts = std::move(*it);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        const ojson & e = prompts[i];
+        if (!e.is_string() && !e.is_array() && !e.is_object())
+            return invalid_input("prompt[" + std::to_string(i) +
+                                 "]: each of several prompts must be a string, an array of token ids (or of ids and "
+                                 "strings) or a multimodal prompt object");
+        j["prompt"] = e;
+        try {  // (the parser took the body, so its strings are valid UTF-8: dump does not throw)
+            out.push_back(j.dump());
+        } catch (const std::exception & x) {
+            return invalid_input(std::string("body: ") + x.what());
+        }
+    }
+    return out;
 }
 
 Result<std::vector<token_id>> openai_mixed_tokens(const openai_prompt_mixed & m, const loaded_model & model) {

@@ -92,12 +92,15 @@ json tool_calls_json(const std::vector<tool_call> & calls) {
     return a;
 }
 
-usage_counts usage_of(const std::vector<openai_result> & choices) {
+usage_counts usage_of(const openai_response_meta & m, const std::vector<openai_result> & choices) {
     usage_counts u;
-    if (choices.empty()) return u;
-    u.prompt_tokens = choices[0].done.usage.prompt_tokens;
-    u.cached_tokens = choices[0].done.usage.cached_tokens;
-    for (const auto & c : choices) u.generated_tokens += c.done.usage.generated_tokens;
+    for (const auto & c : choices) {
+        if (c.index % std::max<uint32_t>(m.choices_per_prompt, 1) == 0) {  // a prompt's first choice
+            u.prompt_tokens += c.done.usage.prompt_tokens;
+            u.cached_tokens += c.done.usage.cached_tokens;
+        }
+        u.generated_tokens += c.done.usage.generated_tokens;
+    }
     return u;
 }
 
@@ -115,7 +118,7 @@ const char * stop_type(const event_done & d) {
 // completion_final: llama-server's /completion object at the end of a generation.
 json completion_final(const openai_response_meta & m, const openai_result & r, const std::string & content) {
     const event_done & d = r.done;
-    json j = {{"index", 0},
+    json j = {{"index", r.index},
               {"content", content},
               {"tokens", m.return_tokens ? json(r.tokens) : json::array()},
               {"id_slot", d.slot},
@@ -227,7 +230,7 @@ std::string openai_response_json(const openai_response_meta & m, const std::vect
         out.push_back(std::move(choice));
     }
     j["choices"] = std::move(out);
-    j["usage"] = usage_json(usage_of(choices));
+    j["usage"] = usage_json(usage_of(m, choices));
     if (!choices.empty()) j["timings"] = timings_json(choices[0].done);
     return dump(j);
 }
@@ -255,8 +258,8 @@ std::string openai_chunk_progress_json(const openai_response_meta & m, const eve
 std::string openai_chunk_delta_json(const openai_response_meta & m, const openai_delta & d, uint32_t n_generated,
                                     uint32_t n_prompt) {
     if (m.endpoint == openai_endpoint::completion) {
-        json j = {{"index", 0},    {"content", d.text.content},       {"tokens", d.tokens},          {"stop", false},
-                  {"id_slot", -1}, {"tokens_predicted", n_generated}, {"tokens_evaluated", n_prompt}};
+        json j = {{"index", d.index}, {"content", d.text.content},       {"tokens", d.tokens},          {"stop", false},
+                  {"id_slot", -1},    {"tokens_predicted", n_generated}, {"tokens_evaluated", n_prompt}};
         if (m.logprobs) j["completion_probabilities"] = logprobs_list(d.logprobs);
         return dump(j);
     }
@@ -295,7 +298,7 @@ std::string openai_chunk_finish_json(const openai_response_meta & m, const opena
 std::string openai_chunk_usage_json(const openai_response_meta & m, const std::vector<openai_result> & choices) {
     json j = head(m, true);
     j["choices"] = json::array();
-    j["usage"] = usage_json(usage_of(choices));
+    j["usage"] = usage_json(usage_of(m, choices));
     if (!choices.empty()) j["timings"] = timings_json(choices[0].done);
     return dump(j);
 }

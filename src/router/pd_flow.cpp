@@ -42,7 +42,19 @@ net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpo
     // Grammars: the router refuses only what no node may take (the flags' caps, still far inside libllama's
     // stack); each node enforces its own --grammar-max-*.
     route_defaults.sampling.grammar_bounds = grammar_limits_cap;
-    auto parsed = openai_parse(body, ep, route_defaults);
+    // Several prompts in one request (docs/api.md "Several prompts") go whole to one node, which answers them
+    // together (no PD: a prefill makes one state). Each is checked here; the first routes the request.
+    auto several = openai_prompts_split(body, ep);
+    if (!several.ok()) co_return (void) co_await ex.respond_error(several.status());
+    bool several_images = false;
+    for (size_t p = 1; p < several->size(); ++p) {
+        auto other = openai_parse((*several)[p], ep, route_defaults);
+        if (!other.ok())
+            co_return (void) co_await ex.respond_error(
+                Status(other.status().code(), "prompt[" + std::to_string(p) + "]: " + other.status().message()));
+        several_images = several_images || std::holds_alternative<openai_prompt_media>(other->input);
+    }
+    auto parsed = openai_parse(several->empty() ? body : std::string_view((*several)[0]), ep, route_defaults);
     if (!parsed.ok()) co_return (void) co_await ex.respond_error(parsed.status());
     ctx.req = std::move(parsed.value());
     ctx.affinity = request_affinity_key(ctx.req);
@@ -78,9 +90,9 @@ net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpo
     // A chat with images goes to a prefill node whenever there is one: the projector is a prefill node's (a
     // decode node needs none to continue an image prompt, docs/router.md "Images").
     const auto * chat_in = std::get_if<openai_chat>(&ctx.req.input);
-    const bool images =
-        (chat_in && !chat_in->images.empty()) || std::holds_alternative<openai_prompt_media>(ctx.req.input);
-    const bool pd = have_prefill && (images || n_tokens - reusable >= cfg.pd_min_tokens + unseen);
+    const bool images = (chat_in && !chat_in->images.empty()) ||
+                        std::holds_alternative<openai_prompt_media>(ctx.req.input) || several_images;
+    const bool pd = have_prefill && several->empty() && (images || n_tokens - reusable >= cfg.pd_min_tokens + unseen);
     if (pd) {
         ctx.cached_prefill = kv_cached(prefill, ctx);
         ctx.tier_prefill = kv_tier(prefill, ctx);

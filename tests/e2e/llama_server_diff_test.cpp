@@ -397,6 +397,102 @@ TEST(LlamaServerDiff, APromptMixingTextsAndTokenIdsIsTheSamePrompt) {
     }
 }
 
+// Several prompts in one request: /v1/completions answers a choice per prompt (index = prompt x n + choice, as
+// llama-server numbers them), /completion an array of its objects (each naming its prompt); streams interleave
+// chunks that carry their index. The texts are llama-server's. Baton's usage counts every prompt and choice
+// (OpenAI's sum; llama-server reports the first prompt's, docs/api.md); through a router (no PD: a prefill makes
+// one state) the answer is the node's.
+TEST(LlamaServerDiff, SeveralPromptsInOneRequestAnswerAsLlamaServer) {
+    server_pair p = start_pair(1024, 4);
+    SKIP_WITHOUT_LLAMA_SERVER(p);
+    const json prompts = json::array({"Hello there", json::array({1, 9, 30, 41}), "The quick brown fox"});
+    const json oai = {{"prompt", prompts}, {"max_tokens", 6}, {"temperature", 0}, {"n", 2}};
+    const http_reply lo = post(*p.llama, "/v1/completions", oai.dump()),
+                     bo = post(*p.baton, "/v1/completions", oai.dump());
+    ASSERT_EQ(lo.status, 200) << lo.body;
+    ASSERT_EQ(bo.status, 200) << bo.body;
+    const json boj = bo.j(), loj = lo.j();
+    ASSERT_EQ(boj["choices"].size(), 6u);
+    ASSERT_EQ(loj["choices"].size(), 6u);
+    int completion_tokens = 0;
+    for (size_t i = 0; i < 6; ++i) {
+        EXPECT_EQ(boj["choices"][i]["index"], i);
+        EXPECT_EQ(boj["choices"][i]["text"], loj["choices"][i]["text"]) << i;
+        EXPECT_EQ(boj["choices"][i]["finish_reason"], loj["choices"][i]["finish_reason"]) << i;
+    }
+    // Each prompt alone: its own prompt_tokens; the request's usage is their sum (n choices share a prompt).
+    int prompt_tokens = 0;
+    for (const json & one : prompts) {
+        const http_reply r =
+            post(*p.baton, "/v1/completions", json{{"prompt", one}, {"max_tokens", 6}, {"temperature", 0}}.dump());
+        ASSERT_EQ(r.status, 200) << r.body;
+        prompt_tokens += r.j()["usage"]["prompt_tokens"].get<int>();
+        completion_tokens += 2 * r.j()["usage"]["completion_tokens"].get<int>();
+    }
+    EXPECT_EQ(bo.j()["usage"]["prompt_tokens"], prompt_tokens);
+    EXPECT_EQ(bo.j()["usage"]["completion_tokens"], completion_tokens);
+
+    const json native = {{"prompt", prompts}, {"n_predict", 6}, {"temperature", 0}, {"cache_prompt", false}};
+    const http_reply ln = post(*p.llama, "/completion", native.dump()),
+                     bn = post(*p.baton, "/completion", native.dump());
+    ASSERT_EQ(ln.status, 200) << ln.body;
+    ASSERT_EQ(bn.status, 200) << bn.body;
+    const json bj = bn.j(), lj = ln.j();
+    ASSERT_TRUE(bj.is_array()) << bn.body;
+    ASSERT_EQ(bj.size(), 3u);
+    ASSERT_TRUE(lj.is_array()) << ln.body;
+    for (size_t i = 0; i < 3; ++i) {
+        const json & b = bj[i];
+        const json & l = lj[i];
+        EXPECT_EQ(b["index"], l["index"]) << i;
+        for (const char * f : {"content", "prompt", "tokens_evaluated", "tokens_predicted", "stop_type"})
+            EXPECT_EQ(b[f], l[f]) << i << " " << f;
+    }
+    // Streamed: each index's text is llama-server's, on both endpoints.
+    auto texts = [](const std::string & body, const char * field) {
+        std::map<int, std::string> by_index;
+        for (const auto & s : sse_payloads(body)) {
+            const json c = json::parse(s, nullptr, false);
+            if (!c.is_object()) continue;  // ([DONE], llama-server's "null")
+            if (c.contains("choices") && !c["choices"].empty() && c["choices"][0].contains(field))
+                by_index[c["choices"][0]["index"].get<int>()] += c["choices"][0][field].get<std::string>();
+            else if (c.contains(field) && c.contains("index"))
+                by_index[c["index"].get<int>()] += c[field].get<std::string>();
+        }
+        return by_index;
+    };
+    json so = oai, sn = native;
+    so["stream"] = sn["stream"] = true;
+    const http_reply lso = post(*p.llama, "/v1/completions", so.dump()),
+                     bso = post(*p.baton, "/v1/completions", so.dump());
+    const http_reply lsn = post(*p.llama, "/completion", sn.dump()), bsn = post(*p.baton, "/completion", sn.dump());
+    ASSERT_EQ(bso.status, 200) << bso.body;
+    ASSERT_EQ(bsn.status, 200) << bsn.body;
+    EXPECT_EQ(texts(bso.body, "text"), texts(lso.body, "text"));
+    EXPECT_EQ(texts(bso.body, "text").size(), 6u);
+    EXPECT_EQ(texts(bsn.body, "content"), texts(lsn.body, "content"));
+    EXPECT_EQ(texts(bsn.body, "content").size(), 3u);
+
+    // A router over a prefill and a decode node: the request goes whole to a node (the same answer).
+    auto router = node_process::start({"route", "--prefill", p.baton->url(), "--decode", p.baton->url(),
+                                       "--pd-min-tokens", "0", "--health-interval", "0.2"});
+    const http_reply ro = post(*router, "/v1/completions", oai.dump());
+    ASSERT_EQ(ro.status, 200) << ro.body;
+    EXPECT_NE(ro.route, "pd");
+    EXPECT_EQ(normalized(ro.j())["choices"], normalized(bo.j())["choices"]);
+    // Refusals name the prompt; a prefill takes one prompt.
+    const http_reply bad = post(*p.baton, "/v1/completions", json{{"prompt", {"fine", json::array({1, -5})}}}.dump());
+    EXPECT_EQ(bad.status, 400) << bad.body;
+    EXPECT_NE(bad.body.find("prompt[1]: "), std::string::npos) << bad.body;
+    const http_reply routed_bad =
+        post(*router, "/v1/completions", json{{"prompt", {"fine", json::array({1.5})}}}.dump());
+    EXPECT_EQ(routed_bad.status, 400) << routed_bad.body;
+    EXPECT_NE(routed_bad.body.find("prompt[1]: prompt: must be"), std::string::npos) << routed_bad.body;
+    json many = {{"prompt", json::array()}};
+    for (int i = 0; i < 65; ++i) many["prompt"].push_back("p");
+    EXPECT_EQ(post(*p.baton, "/v1/completions", many.dump()).status, 400);
+}
+
 // Anthropic's Messages API: the same greedy answer in the same shape — content blocks, stop_reason,
 // usage (the prompt's length: input_tokens + cache_read_input_tokens; output_tokens), the stream's event
 // types and text, and count_tokens. Where Baton differs on purpose (docs/api.md): a stop sequence is

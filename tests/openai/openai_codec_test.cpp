@@ -24,7 +24,8 @@ void expect_refused(const std::string & body, const std::string & field,
 }
 
 // llama-server's direct token input: texts and ids in one prompt array (its parts kept in order); an array of
-// texts alone is several prompts, refused.
+// texts alone is several prompts, which openai_parse refuses (a prefill makes one state; a node splits them first
+// with openai_prompts_split).
 TEST(OpenaiParse, APromptMixingTextsAndIdsKeepsItsParts) {
     auto r = parse(R"({"prompt":["Hi", 5, " there", 7]})", openai_endpoint::completion);
     ASSERT_TRUE(r.ok()) << r.status().message();
@@ -35,7 +36,41 @@ TEST(OpenaiParse, APromptMixingTextsAndIdsKeepsItsParts) {
     EXPECT_EQ(std::get<std::string>(m.parts[2]), " there");
     expect_refused(R"({"prompt":["a", -1]})", "prompt");
     expect_refused(R"({"prompt":["a", 1.5]})", "prompt");
-    expect_refused(R"({"prompt":["a", "b"]})", "several prompts");
+    expect_refused(R"({"prompt":["a", "b"]})", "several prompts in one request make no one state");
+}
+
+// Several prompts: one body per prompt, in order, every other field and its place kept (a json_schema's property
+// order decides its grammar); one prompt, another endpoint or no JSON object: nothing to split.
+TEST(OpenaiPromptsSplit, OneBodyPerPromptWithTheOtherFieldsInOrder) {
+    auto s = openai_prompts_split(R"({"z":1,"prompt":["a",[1,2],{"prompt_string":"b"}],"a":{"y":1,"b":2}})",
+                                  openai_endpoint::completions);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    ASSERT_EQ(s->size(), 3u);
+    EXPECT_EQ((*s)[0], R"({"z":1,"prompt":"a","a":{"y":1,"b":2}})");
+    EXPECT_EQ((*s)[1], R"({"z":1,"prompt":[1,2],"a":{"y":1,"b":2}})");
+    EXPECT_EQ((*s)[2], R"({"z":1,"prompt":{"prompt_string":"b"},"a":{"y":1,"b":2}})");
+    auto split_of = [](const char * body, openai_endpoint e = openai_endpoint::completion) {
+        auto r = openai_prompts_split(body, e);
+        EXPECT_TRUE(r.ok()) << body;
+        return r.ok() ? r->size() : size_t(99);
+    };
+    EXPECT_EQ(split_of(R"({"prompt":["a","b"]})"), 2u);
+    EXPECT_EQ(split_of(R"({"prompt":[[1],[2],[3]]})"), 3u);
+    EXPECT_EQ(split_of(R"({"prompt":"a"})"), 0u);
+    EXPECT_EQ(split_of(R"({"prompt":["a"]})"), 0u);
+    EXPECT_EQ(split_of(R"({"prompt":[1,2,3]})"), 0u);      // token ids: one prompt
+    EXPECT_EQ(split_of(R"({"prompt":["a",5,"b"]})"), 0u);  // texts and ids: one prompt
+    EXPECT_EQ(split_of(R"({"prompt":["a","b"]})", openai_endpoint::chat), 0u);
+    EXPECT_EQ(split_of(R"(not json)"), 0u);
+    EXPECT_EQ(split_of(R"(["a","b"])"), 0u);
+    auto bad = openai_prompts_split(R"({"prompt":[[1],2]})", openai_endpoint::completions);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.status().message().find("prompt[1]: each of several prompts"), std::string::npos);
+    std::string many = R"({"prompt":[)";
+    for (size_t i = 0; i <= openai_prompts_max; ++i) many += std::string(i ? "," : "") + "\"p\"";
+    auto over = openai_prompts_split(many + "]}", openai_endpoint::completions);
+    ASSERT_FALSE(over.ok());
+    EXPECT_NE(over.status().message().find("more than 64"), std::string::npos) << over.status().message();
 }
 
 TEST(OpenaiParse, CompletionTextPromptTakesTheDefaultsItLeavesOut) {

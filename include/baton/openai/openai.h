@@ -176,6 +176,17 @@ struct openai_defaults {
     prompt_limits prompt;  // --max-messages, --max-prompt-mb (the same defaults wherever a request is parsed)
 };
 
+// Several prompts in one completions request (/v1/completions, /completion): "prompt" an array of two or more
+// elements that are each a prompt (a string, an array of token ids or of ids and strings, a multimodal object).
+// The node answers each as its own generation in one response (docs/api.md "Several prompts"); openai_parse takes
+// one prompt, so a node or router splits the body first.
+inline constexpr size_t openai_prompts_max = 64;  // prompts one request may carry
+// openai_prompts_split: such a body as one body per prompt, in order, each the original with "prompt" set to that
+// prompt alone (the other fields and their order kept); empty when the body holds one prompt, is not a
+// completions body, or is not a JSON object (openai_parse reports what is wrong then). invalid_argument over
+// openai_prompts_max prompts, or when an element is none of the above.
+Result<std::vector<std::string>> openai_prompts_split(std::string_view body, openai_endpoint endpoint);
+
 // openai_parse parses a client's request body. endpoint decides which shape is expected (for /v1/prefill
 // the router names it in the X-Baton-Endpoint header); messages reads Anthropic's Messages body
 // (src/openai/anthropic_request.h has the mapping). Fields the request leaves out take the defaults. Errors are invalid_argument naming the field ("temperature: must be a number"); a field Baton

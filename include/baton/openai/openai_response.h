@@ -34,6 +34,9 @@ struct openai_response_meta {
     std::string prompt_text;
     bool return_tokens = false;
     bool logprobs = false;  // the request asked for logprobs: choices carry them (else "logprobs": null)
+    // Choice i answers prompt i / choices_per_prompt (the request's n; several prompts: docs/api.md): usage
+    // counts each prompt once.
+    uint32_t choices_per_prompt = 1;
 };
 
 // openai_response_meta_make fills id (unique within the process) and created (now).
@@ -78,7 +81,8 @@ struct openai_result {
 };
 
 // openai_response_json renders a complete (non-streamed) response of one or more choices (in index order).
-// usage: the prompt counted once, completion tokens summed over the choices; timings: the first choice's.
+// usage: each prompt counted once (m.choices_per_prompt), completion tokens summed over the choices; timings: the
+// first choice's. /completion: one result's object (several prompts: the node renders one per result).
 std::string openai_response_json(const openai_response_meta & m, const std::vector<openai_result> & choices);
 
 // openai_chunk_role_json: the first chat chunk of a choice (delta {"role":"assistant","content":null}, as
