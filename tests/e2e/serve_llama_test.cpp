@@ -379,7 +379,10 @@ TEST(ServeLlama, FieldsBatonDoesNotImplementAreRefusedByName) {
         const http_reply r = post(*n, "/v1/chat/completions", "{" + msgs + ",\"max_tokens\":1," + off + "}");
         EXPECT_EQ(r.status, 200) << off << ": " << r.body;
     }
-    EXPECT_EQ(post(*n, "/completion", R"({"prompt":["a","b"]})").status, 400) << "several prompts in one request";
+    // (Several prompts in one request are served since issue 27: LlamaServerDiff.SeveralPrompts*.)
+    const http_reply several = post(*n, "/completion", R"({"prompt":["a","b"],"n_predict":1})");
+    EXPECT_EQ(several.status, 200) << several.body;
+    EXPECT_EQ(several.j().size(), 2u) << several.body;
 }
 
 }  // namespace
