@@ -77,16 +77,21 @@ inline void headline(int fig, const std::string & name, const stats & s, const s
     std::fflush(stdout);
 }
 
+// bench_models_dir: where benchmark models are cached, $BATON_BENCH_DIR (default build/bench-models), created.
+inline std::string bench_models_dir() {
+    const char * env = std::getenv("BATON_BENCH_DIR");
+    const std::string dir = env && *env ? env : "build/bench-models";
+    ::mkdir(dir.c_str(), 0755);
+    return dir;
+}
+
 // bench_model returns a cached benchmark model (made with mkmodel on first use) under $BATON_BENCH_DIR
 // (default build/bench-models). wtype: mkmodel's weight type (f32, f16, q8_0, q4_K); a non-f32 model's
 // file name ends in -<wtype>.
 inline std::string bench_model(const std::string & arch, int n_embd, int n_layer, int n_ctx = 8192,
                                const std::string & wtype = "f32") {
-    const char * env = std::getenv("BATON_BENCH_DIR");
-    const std::string dir = env && *env ? env : "build/bench-models";
-    ::mkdir(dir.c_str(), 0755);
-    const std::string path = dir + "/" + arch + "-" + std::to_string(n_embd) + "x" + std::to_string(n_layer) +
-                             (wtype == "f32" ? "" : "-" + wtype) + ".gguf";
+    const std::string path = bench_models_dir() + "/" + arch + "-" + std::to_string(n_embd) + "x" +
+                             std::to_string(n_layer) + (wtype == "f32" ? "" : "-" + wtype) + ".gguf";
     mkmodel_params p;
     p.arch = arch;
     p.n_embd = n_embd;

@@ -80,10 +80,8 @@ double rerank_docs_per_s(const bench_process & p, int requests, int batch, uint3
 
 // reranker_model: the cached qwen3 reranker of the given size (bench_model's directory).
 std::string reranker_model(int n_embd, int n_layer) {
-    const char * env = std::getenv("BATON_BENCH_DIR");
-    const std::string dir = env && *env ? env : "build/bench-models";
-    ::mkdir(dir.c_str(), 0755);
-    const std::string path = dir + "/qwen3-rerank-" + std::to_string(n_embd) + "x" + std::to_string(n_layer) + ".gguf";
+    const std::string path =
+        bench_models_dir() + "/qwen3-rerank-" + std::to_string(n_embd) + "x" + std::to_string(n_layer) + ".gguf";
     mkmodel_params p;
     p.arch = "qwen3";
     p.n_embd = n_embd;

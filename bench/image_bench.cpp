@@ -38,11 +38,9 @@ long rss_kib(pid_t pid) {
 }
 
 std::string projector(int text_n_embd, int n_embd, int n_layer, int image_size, int patch) {
-    const char * env = std::getenv("BATON_BENCH_DIR");
-    const std::string dir = env && *env ? env : "build/bench-models";
-    ::mkdir(dir.c_str(), 0755);
-    const std::string path = dir + "/mmproj-mlp-t" + std::to_string(text_n_embd) + "-v" + std::to_string(n_embd) + "x" +
-                             std::to_string(n_layer) + "-i" + std::to_string(image_size) + ".gguf";
+    const std::string path = bench_models_dir() + "/mmproj-mlp-t" + std::to_string(text_n_embd) + "-v" +
+                             std::to_string(n_embd) + "x" + std::to_string(n_layer) + "-i" +
+                             std::to_string(image_size) + ".gguf";
     mkmmproj_params p;
     p.text_n_embd = text_n_embd;
     p.n_embd = n_embd;
