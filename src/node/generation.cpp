@@ -519,14 +519,16 @@ net::awaitable<Result<openai_request>> node_impl::prepare(std::string_view body,
         oreq->input = openai_prompt_tokens{std::move(mp->tokens), std::move(mp->spans)};
         co_return oreq;
     }
-    auto * chat_in = std::get_if<openai_chat>(&oreq->input);
-    if (!chat_in) co_return oreq;
-    if (!chat_in->image_urls.empty() && media && cfg.image_urls) {  // (render_request refuses them otherwise)
-        Status st = co_await image_fetch_all(*chat_in, *cfg.image_urls, cfg.media->max_image_bytes, image_tls);
-        if (!st.ok()) co_return st;
-    }
+    if (!std::holds_alternative<openai_chat>(oreq->input)) co_return oreq;
+    if (Status st = co_await fetch_image_urls(oreq.value()); !st.ok()) co_return st;
     co_return co_await http->offload(
         [&] { return chat->render_request(std::move(oreq.value()), *model, n_ctx, media.get()); });
+}
+
+net::awaitable<Status> node_impl::fetch_image_urls(openai_request & r) {
+    auto * chat_in = std::get_if<openai_chat>(&r.input);
+    if (!chat_in || chat_in->image_urls.empty() || !media || !cfg.image_urls) co_return Status();
+    co_return co_await image_fetch_all(*chat_in, *cfg.image_urls, cfg.media->max_image_bytes, image_tls);
 }
 
 net::awaitable<void> node_impl::on_openai(http_exchange & ex, openai_endpoint endpoint) {

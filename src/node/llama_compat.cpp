@@ -122,6 +122,7 @@ net::awaitable<void> node_impl::on_apply_template(http_exchange & ex) {
 net::awaitable<void> node_impl::on_count_tokens(http_exchange & ex) {
     auto oreq = openai_parse(ex.request().body_text(), openai_endpoint::messages, cfg.defaults);
     if (!oreq.ok()) co_return (void) co_await ex.respond_error(oreq.status());
+    if (Status st = co_await fetch_image_urls(oreq.value()); !st.ok()) co_return (void) co_await ex.respond_error(st);
     // (No context bound: a prompt too long to generate from is still counted; --max-prompt-mb bounds it.)
     auto rendered =
         co_await http->offload([&] { return chat->render_request(std::move(oreq.value()), *model, 0, media.get()); });

@@ -137,6 +137,9 @@ class node_impl {
     // prepare parses a generation request with the node's defaults and renders a chat (on the bridge pool).
     net::awaitable<Result<openai_request>> prepare(std::string_view body, openai_endpoint endpoint);
     // respond_generation submits task and answers in the OpenAI shape of oreq (streamed if it asks).
+    // fetch_image_urls: a chat's http(s) images, fetched when this node allows it (--image-urls, image_fetch.h);
+    // otherwise they stay for render_request to refuse by name.
+    net::awaitable<Status> fetch_image_urls(openai_request & r);
     // Several prompts (openai_prompts_split): one task per prompt, in order; choice i answers prompt i / n.
     net::awaitable<void> respond_generation(http_exchange & ex, std::vector<engine_task> tasks,
                                             const openai_request & oreq);

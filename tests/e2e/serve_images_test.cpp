@@ -243,6 +243,15 @@ TEST_F(ServeImages, HttpImageUrlsAreFetchedOnlyWithTheFlagAndAnswerAsInlineImage
     const http_reply m = post(*fetcher, "/v1/messages", msg.dump());
     ASSERT_EQ(m.status, 200) << m.body;
     EXPECT_EQ(m.j()["content"][0]["text"], inline_.j()["choices"][0]["message"]["content"]);
+    // count_tokens fetches too: the same count as the image inline.
+    json inline_msg = msg;
+    inline_msg["messages"][0]["content"][1]["source"] = {
+        {"type", "base64"}, {"media_type", "image/bmp"}, {"data", ::baton::base64_encode(img)}};
+    const http_reply cu = post(*fetcher, "/v1/messages/count_tokens", msg.dump()),
+                     ci = post(*fetcher, "/v1/messages/count_tokens", inline_msg.dump());
+    ASSERT_EQ(cu.status, 200) << cu.body;
+    ASSERT_EQ(ci.status, 200) << ci.body;
+    EXPECT_EQ(cu.j()["input_tokens"], ci.j()["input_tokens"]);
     // One refusal per way a fetch fails, each naming the field.
     const std::string field = "messages[0].content[1].image_url: ";
     expect_400(*fetcher, with_url(base + "/missing.bmp"), field + "cannot fetch the image: ");
