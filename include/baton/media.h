@@ -71,6 +71,10 @@ struct media_config {
     uint64_t max_image_bytes = 8u << 20;  // one image's file bytes (--mmproj-max-image-mb)
 };
 
+// media_count_check: n images in one request against cfg.max_images (invalid_argument naming the flag): encode's
+// first rule, also checked before a node fetches a request's image URLs (so a request over it fetches nothing).
+Status media_count_check(size_t n, const media_config & cfg);
+
 class media_encoder {
   public:
     ~media_encoder();

@@ -75,6 +75,12 @@ size_t count_of(std::string_view text, std::string_view marker) {
 
 }  // namespace
 
+Status media_count_check(size_t n, const media_config & cfg) {
+    if (n <= cfg.max_images) return {};
+    return Status(status_code::invalid_argument, "images: " + std::to_string(n) + " in one request, at most " +
+                                                     std::to_string(cfg.max_images) + " (--mmproj-max-images)");
+}
+
 media_encoder::~media_encoder() {
     lock_guard lk(mu_);
     if (ctx_) mtmd_free(ctx_);
@@ -120,9 +126,7 @@ Result<std::unique_ptr<media_encoder>> media_encoder::create(const loaded_model 
 Result<media_prompt> media_encoder::encode(std::string_view text, const std::vector<std::string> & images,
                                            bool add_special, bool parse_special, uint32_t n_ctx) const {
     auto bad = [](std::string m) { return Status(status_code::invalid_argument, std::move(m)); };
-    if (images.size() > cfg_.max_images)
-        return bad("images: " + std::to_string(images.size()) + " in one request, at most " +
-                   std::to_string(cfg_.max_images) + " (--mmproj-max-images)");
+    BATON_RETURN_IF_ERROR(media_count_check(images.size(), cfg_));
     const size_t places = count_of(text, marker_);
     if (places != images.size())
         return bad("images: " + std::to_string(images.size()) + " given, but the prompt has places for " +

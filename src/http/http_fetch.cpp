@@ -114,7 +114,8 @@ net::awaitable<Result<fetched>> http_fetch(std::string_view url_text, const fetc
         auto up = co_await http_upstream::connect(url->origin, limits.deadline, tls);
         if (!up.ok()) co_return up.status();
         http_upstream & u = *up.value();
-        Status st = co_await u.send("GET", url->target, {{"Accept", "image/*, */*;q=0.5"}}, "", "");
+        Status st =
+            co_await u.send("GET", url->target, {{"Accept", "image/*, */*;q=0.5"}, {"User-Agent", "baton"}}, "", "");
         if (!st.ok()) co_return st;
         auto head = co_await u.read_head();
         if (!head.ok()) co_return head.status();

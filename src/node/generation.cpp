@@ -528,6 +528,8 @@ net::awaitable<Result<openai_request>> node_impl::prepare(std::string_view body,
 net::awaitable<Status> node_impl::fetch_image_urls(openai_request & r) {
     auto * chat_in = std::get_if<openai_chat>(&r.input);
     if (!chat_in || chat_in->image_urls.empty() || !media || !cfg.image_urls) co_return Status();
+    if (Status too_many = media_count_check(chat_in->images.size(), media->config()); !too_many.ok())
+        co_return too_many;  // (before any fetch: a request over the limit fetches nothing)
     co_return co_await image_fetch_all(*chat_in, *cfg.image_urls, cfg.media->max_image_bytes, image_tls);
 }
 

@@ -212,7 +212,8 @@ TEST_F(ServeImages, HttpImageUrlsAreFetchedOnlyWithTheFlagAndAnswerAsInlineImage
     const std::string base = "http://127.0.0.1:" + std::to_string(port);
     std::vector<std::string> a = {"serve"};
     for (const auto & f : image_flags(true)) a.push_back(f);
-    a.insert(a.end(), {"--mmproj-max-image-mb", "0.01", "--image-urls", "--image-url-timeout", "0.5"});
+    a.insert(a.end(), {"--mmproj-max-image-mb", "0.01", "--mmproj-max-images", "2", "--image-urls",
+                       "--image-url-timeout", "0.5"});
     auto fetcher = node_process::start(a);
 
     auto with_url = [&](const std::string & url) {
@@ -261,6 +262,10 @@ TEST_F(ServeImages, HttpImageUrlsAreFetchedOnlyWithTheFlagAndAnswerAsInlineImage
     expect_400(*fetcher, with_url(base + "/slow.bmp"), "the --image-url-timeout of 500 ms passed");
     expect_400(*fetcher, with_url("http://127.0.0.1:1/x.bmp"), field + "cannot fetch the image: ");
     expect_400(*fetcher, with_url("http://user@127.0.0.1/x.bmp"), "credentials");
+    // Over --mmproj-max-images: refused before anything is fetched (fetching these would time out first).
+    json three = image_chat({img, img, img});
+    for (int k = 1; k <= 3; ++k) three["messages"][0]["content"][k]["image_url"]["url"] = base + "/slow.bmp";
+    expect_400(*fetcher, three, "images: 3 in one request, at most 2 (--mmproj-max-images)");
     EXPECT_EQ(post(*fetcher, "/v1/chat/completions", with_url(base + "/cat.bmp").dump()).status, 200);
     host.stop();
     t.join();

@@ -2,7 +2,8 @@
 // it: --image-urls), under a deadline and a byte cap, following a few redirects. The only place Baton
 // fetches an address it did not configure itself, so every limit is explicit: http and https only, no
 // credentials in URLs, at most max_redirects hops (each to http or https), one deadline for all of it, the
-// body capped before it is buffered, status 200 only.
+// body capped before it is buffered, status 200 only. The request is a plain GET (Accept: image/*, User-Agent:
+// baton), nothing of the client's request forwarded.
 // Thread-safety: a free function; each call has its own connections on the calling coroutine's executor.
 #pragma once
 
