@@ -397,6 +397,10 @@ TEST(RouterE2E, CorruptBlobIsRejectedAndRouterFallsBack) {
     for (bool stream : {false, true}) {
         json body = b;
         body["stream"] = stream;
+        // The fallback prefills on the decode node, whose cache then holds the first prompt: the same prompt again
+        // went as a local follow-up (no PD, no blob to reject) whenever the node's KV event reached the router
+        // first (regression: CI saw one rejection, not two). The second prompt shares no leading token.
+        if (stream) body["prompt"] = "Another request. " + b["prompt"].get<std::string>();
         outcome want = outcome_of(post(*both, completion_path(body), body.dump()), stream);
         outcome o = outcome_of(post(*c.router, completion_path(body), body.dump()), stream);
         ASSERT_EQ(o.status, 200);
