@@ -98,10 +98,13 @@ TEST_P(PdGrid, DecodeInAnotherProcessPrintsWhatASingleNodePrints) {
     const std::string whole = k_long_prompt;
     const std::string prompt = on_device() ? whole.substr(0, whole.size() / 2) : whole;
     const std::string n = on_device() ? "12" : "24";
-    const std::vector<std::vector<std::string>> cases = {
-        {"-p", prompt, "-n", n, "--temp", "0"},
-        {"-p", prompt, "-n", n, "--temp", "0.8", "--seed", "77", "--top-p", "0.9"},
-    };
+    // The Vulkan cells run the greedy case only: what the device changes is where the cells live and how the
+    // state is read from and written to it, which greedy decoding shows as well as sampling; the sampler's
+    // state (its RNG) lives on the host and is restored the same way whatever the device, and the CPU cells
+    // check it with the seeded case on every family and cache type. (Both cases on the device were 404 of the
+    // release suite's 903 s of test time on a 2-core machine, the Vulkan cells' process starts mostly.)
+    std::vector<std::vector<std::string>> cases = {{"-p", prompt, "-n", n, "--temp", "0"}};
+    if (!on_device()) cases.push_back({"-p", prompt, "-n", n, "--temp", "0.8", "--seed", "77", "--top-p", "0.9"});
     size_t blob_bytes = 0;
     for (const auto & args : cases) {
         auto gen = baton("generate");
@@ -130,10 +133,11 @@ TEST_P(PdGrid, DecodeInAnotherProcessPrintsWhatASingleNodePrints) {
     }
     if (!HasFailure())
         std::printf(
-            "GRID %s%s KV %s, flash attention %s, %s: PD == single node (greedy and seeded), blob %zu bytes\n",
+            "GRID %s%s KV %s, flash attention %s, %s: PD == single node (%s), blob %zu bytes\n",
             c.arch.c_str(),
             (c.wtype == "f32" && c.vocab == "spm" ? "" : " (" + c.wtype + " weights, " + c.vocab + " vocab)").c_str(),
-            c.kv.c_str(), c.fa.c_str(), c.device == "cpu" ? "CPU" : "Vulkan0 (llvmpipe)", blob_bytes);
+            c.kv.c_str(), c.fa.c_str(), c.device == "cpu" ? "CPU" : "Vulkan0 (llvmpipe)",
+            on_device() ? "greedy" : "greedy and seeded", blob_bytes);
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, PdGrid, ::testing::ValuesIn(grid_cells()),
