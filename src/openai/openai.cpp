@@ -611,10 +611,35 @@ Result<openai_request> openai_parse(std::string_view body, openai_endpoint endpo
     return r;
 }
 
+namespace {
+
+// may_hold_prompt_array: false when body cannot hold a "prompt" member whose value is an array — no `"prompt"`
+// followed by a colon and `[` (JSON whitespace between), and no \u escape (a key may spell "prompt" with one).
+// Conservative: true sends the body to the full parse, which decides. It keeps the common one-prompt request
+// from being parsed twice (here and by openai_parse).
+bool may_hold_prompt_array(std::string_view body) {
+    if (body.find("\\u") != std::string_view::npos) return true;
+    constexpr std::string_view key = "\"prompt\"";
+    const auto ws = [&](size_t i) {
+        while (i < body.size() && (body[i] == ' ' || body[i] == '\t' || body[i] == '\n' || body[i] == '\r')) ++i;
+        return i;
+    };
+    for (size_t at = body.find(key); at != std::string_view::npos; at = body.find(key, at + 1)) {
+        size_t i = ws(at + key.size());
+        if (i >= body.size() || body[i] != ':') continue;
+        i = ws(i + 1);
+        if (i < body.size() && body[i] == '[') return true;
+    }
+    return false;
+}
+
+}  // namespace
+
 Result<std::vector<std::string>> openai_prompts_split(std::string_view body, openai_endpoint endpoint) {
     using ojson = nlohmann::ordered_json;
     std::vector<std::string> out;
     if (endpoint != openai_endpoint::completions && endpoint != openai_endpoint::completion) return out;
+    if (!may_hold_prompt_array(body)) return out;
     ojson j = ojson::parse(body, nullptr, false);
     if (j.is_discarded() || !j.is_object()) return out;
     auto it = j.find("prompt");

@@ -57,6 +57,12 @@ TEST(OpenaiPromptsSplit, OneBodyPerPromptWithTheOtherFieldsInOrder) {
     EXPECT_EQ(split_of(R"({"prompt":["a","b"]})"), 2u);
     EXPECT_EQ(split_of(R"({"prompt":[[1],[2],[3]]})"), 3u);
     EXPECT_EQ(split_of(R"({"prompt":"a"})"), 0u);
+    // The cheap scan that spares one-prompt bodies a second parse lets every spelling of the member through:
+    // JSON whitespace around the colon, a key written with an escape.
+    EXPECT_EQ(split_of("{\"prompt\" \t:\r\n [\"a\",\"b\"]}"), 2u);
+    EXPECT_EQ(split_of(R"({"pro\u006dpt":["a","b"]})"), 2u);
+    EXPECT_EQ(split_of(R"({"prompt":"say \"prompt\":[1] and \"prompt\": [\"x\",\"y\"]"})"), 0u);
+    EXPECT_EQ(split_of(R"({"n":2,"prompt":"a","x":{"prompt":["a","b"]}})"), 0u);
     EXPECT_EQ(split_of(R"({"prompt":["a"]})"), 0u);
     EXPECT_EQ(split_of(R"({"prompt":[1,2,3]})"), 0u);      // token ids: one prompt
     EXPECT_EQ(split_of(R"({"prompt":["a",5,"b"]})"), 0u);  // texts and ids: one prompt
