@@ -6,6 +6,9 @@
 // must succeed and re-parse to an identical view, whose own re-write is byte-identical.
 // Each input is also run a second time with every checksum recomputed ("resealed"), so mutations reach the
 // semantic checks behind the checksums instead of stopping at the first mismatch.
+// Packed states (blob_pack.h): every input also goes to blob_unpack, which must return, with a message when
+// it fails; what unpacks is checked as a blob, and packing it again must unpack to the same bytes. The seeds
+// hold packed blobs (make_seeds: <arch>.packed).
 #include <xxhash.h>
 
 #include <cstdint>
@@ -15,6 +18,7 @@
 
 #include "baton/base/byte_cursor.h"
 #include "baton/blob.h"
+#include "baton/blob_pack.h"
 #include "blob_format.h"
 
 namespace {
@@ -88,9 +92,25 @@ void check_one(std::span<const uint8_t> bytes) {
     if (!st.ok() || second.bytes() != first.bytes()) fail("second re-write is not byte-identical", st);
 }
 
+void check_packed(std::span<const uint8_t> bytes) {
+    auto u = blob_unpack(bytes, 64u << 20);
+    if (!u.ok()) {
+        if (u.status().message().empty()) fail("unpack error without a message");
+        return;
+    }
+    check_one(u.value());
+    for (uint8_t width : {uint8_t(0), uint8_t(2)}) {
+        auto again = blob_pack(u.value(), 1, width);
+        if (!again.ok()) fail("an unpacked state does not pack:", again.status());
+        auto back = blob_unpack(again.value(), 64u << 20);
+        if (!back.ok() || back.value() != u.value()) fail("a re-packed state does not unpack to the same bytes");
+    }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
+    check_packed({data, size});
     check_one({data, size});
     const std::vector<uint8_t> sealed = reseal({data, size});
     check_one(sealed);

@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "baton/blob.h"
+#include "baton/blob_pack.h"
 #include "baton/context.h"
 #include "baton/model.h"
 #include "baton/testmodel/mkmodel.h"
@@ -114,6 +115,13 @@ int make_seed(const std::string & arch, const std::string & out_dir, const std::
         return std::fprintf(stderr, "make_seeds: %s\n", m.to_string().c_str()), 1;
     std::ofstream(out_dir + "/" + arch + "-media.blob", std::ios::binary)
         .write(reinterpret_cast<const char *>(media_sink.bytes().data()), std::streamsize(media_sink.bytes().size()));
+    // The blob packed for the wire (blob_pack.h), byte planes and not: blob_fuzz unpacks every input.
+    for (uint8_t width : {uint8_t(0), uint8_t(2)}) {
+        auto packed = blob_pack(sink.bytes(), 3, width);
+        if (!packed.ok()) return std::fprintf(stderr, "make_seeds: %s\n", packed.status().to_string().c_str()), 1;
+        std::ofstream(out_dir + "/" + arch + "-w" + std::to_string(width) + ".packed", std::ios::binary)
+            .write(reinterpret_cast<const char *>(packed->data()), std::streamsize(packed->size()));
+    }
     // A minimal variant without the optional parts reaches the absent-section paths directly.
     parts.checkpoints.clear();
     parts.logits = {};
