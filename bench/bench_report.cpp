@@ -268,6 +268,15 @@ const std::vector<figure_doc> & figures() {
          "Targets: PD TTFT <= 1.10x the single node's; Baton's single-node TTFT <= 1.05x llama-server's; the decode "
          "node's RSS lower than the single node's by >= 0.8x the projector file.",
          "ms", "", "TTFT (ms)", true, "(\"baton single\" 0, \"baton PD\" 1, \"llama-server\" 2)", false, false},
+        {22, "Packed states: size after packing, and the link rate below which packing pays",
+         "bench/state_pack_bench.cpp. Real blobs from the engine's prefill of a 2048-token random prompt: a 512x8 llama "
+         "with an f16 and with a q8_0 KV cache (flash attention on) and the hybrid lfm2 256x4 (f16 KV, f32 recurrent "
+         "state), random weights. Per state and setting (zstd level 1 and 3 over byte planes, level 1 without), "
+         "blob_pack and blob_unpack timed in process on one core, median of 5. Plotted: packed bytes / blob bytes. "
+         "Break-even link rate = 8 x (blob - packed bytes) / (pack + unpack time): packing pays on slower links. "
+         "transfer_packed_over_plain_at_R: (pack + packed bytes / R + unpack) / (blob bytes / R); below 1.0 packing "
+         "wins at R. No target: the advice on --state-compress-level rests on it (default 0, off).",
+         "x", "", "packed / blob bytes", true, "(\"l1 planes\" 0, \"l3 planes\" 1, \"l1 bytes\" 2)", false, false},
     };
     return f;
 }

@@ -352,6 +352,11 @@ void cli_add_serve(CLI::App & app, cli_run_fn & run) {
     sub->add_option("--state-hold-mb", o->state_hold_mb,
                     "Direct transfer: MiB of states a prefill node holds for decode nodes to fetch (beyond: 503)")
         ->capture_default_str();
+    sub->add_option("--state-compress-level", o->cfg.state_compress_level,
+                    "Direct transfer: pack the states decode nodes fetch with zstd at this level (1-19) over byte "
+                    "planes; 0 sends them as they are (pays only on slow links: docs/benchmarks.md, figure 22)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 19));
     sub->add_option("--state-lease-ms", o->cfg.state_lease_ms,
                     "Direct transfer: how long a held state waits for its decode node before it is dropped")
         ->capture_default_str()

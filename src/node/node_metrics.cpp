@@ -41,6 +41,20 @@ void node_metrics::count_state_fetched(uint64_t bytes, double seconds) {
     state_fetch_seconds_ += seconds;
 }
 
+void node_metrics::count_state_packed(uint64_t state_bytes, uint64_t packed_bytes, double seconds) {
+    lock_guard lk(mu_);
+    ++states_packed_;
+    packed_state_bytes_ += state_bytes;
+    packed_bytes_ += packed_bytes;
+    pack_seconds_ += seconds;
+}
+
+void node_metrics::count_state_unpacked(double seconds) {
+    lock_guard lk(mu_);
+    ++states_unpacked_;
+    unpack_seconds_ += seconds;
+}
+
 void node_metrics::fetch_begun() {
     lock_guard lk(mu_);
     ++fetches_in_flight_;
@@ -87,6 +101,17 @@ std::string node_metrics::render(const std::optional<engine_metrics> & engine, u
            double(fetches_in_flight_));
     scalar(out, "baton_state_fetch_seconds_total", "counter", "Time fetching held states (connect to last byte)",
            state_fetch_seconds_);
+    scalar(out, "baton_state_packs_total", "counter",
+           "Held states packed for a fetch (--state-compress-level; the served bytes are the packed ones)",
+           double(states_packed_));
+    scalar(out, "baton_state_pack_input_bytes_total", "counter", "Bytes of the states packed, before packing",
+           double(packed_state_bytes_));
+    scalar(out, "baton_state_pack_output_bytes_total", "counter", "Bytes of the states packed, after packing",
+           double(packed_bytes_));
+    scalar(out, "baton_state_pack_seconds_total", "counter", "Time packing held states", pack_seconds_);
+    scalar(out, "baton_state_unpacks_total", "counter", "Packed states this node fetched and unpacked",
+           double(states_unpacked_));
+    scalar(out, "baton_state_unpack_seconds_total", "counter", "Time unpacking fetched states", unpack_seconds_);
 
     std::map<std::string, uint64_t> failures = blob_rejects_;
     if (engine) {

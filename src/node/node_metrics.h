@@ -29,6 +29,10 @@ class node_metrics {
     void count_admission_reject();
     // count_state_fetched: a decode fetched a held state of this many bytes from a prefill node.
     void count_state_fetched(uint64_t bytes, double seconds);
+    // count_state_packed: a held state of state_bytes was packed to packed_bytes for a fetch (blob_pack.h);
+    // count_state_unpacked: a fetched packed state was unpacked.
+    void count_state_packed(uint64_t state_bytes, uint64_t packed_bytes, double seconds);
+    void count_state_unpacked(double seconds);
     // fetch_begun / fetch_ended: a fetch of a held state in progress (however it ends).
     void fetch_begun();
     void fetch_ended();
@@ -48,6 +52,12 @@ class node_metrics {
     uint64_t fetches_in_flight_ BATON_GUARDED_BY(mu_) = 0;
     uint64_t state_fetch_bytes_ BATON_GUARDED_BY(mu_) = 0;
     double state_fetch_seconds_ BATON_GUARDED_BY(mu_) = 0;
+    uint64_t states_packed_ BATON_GUARDED_BY(mu_) = 0;
+    uint64_t packed_state_bytes_ BATON_GUARDED_BY(mu_) = 0;  // the states' bytes before packing
+    uint64_t packed_bytes_ BATON_GUARDED_BY(mu_) = 0;        // and after
+    double pack_seconds_ BATON_GUARDED_BY(mu_) = 0;
+    uint64_t states_unpacked_ BATON_GUARDED_BY(mu_) = 0;
+    double unpack_seconds_ BATON_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace baton

@@ -13,6 +13,7 @@
 
 #include "baton/base/buffer_pool.h"
 #include "baton/blob.h"
+#include "baton/blob_pack.h"
 #include "baton/pd/kv_events.h"
 #include "baton/pd/pd_protocol.h"
 #include "baton/pd/pd_request.h"
@@ -225,9 +226,23 @@ net::awaitable<void> node_impl::on_held_get(http_exchange & ex) {
         std::vector<uint8_t> copy(*b.value());
         co_return co_await send_blob(ex, std::move(copy));
     }
-    const std::vector<uint8_t> & blob = *b.value();  // held by b while it is sent, even if the lease ends
+    const std::vector<uint8_t> & held_blob = *b.value();  // held by b while it is sent, even if the lease ends
+    // --state-compress-level: a decode node that accepts packed states gets one (blob_pack.h), packed off the
+    // event loop; the blob inside is the same bytes, checked again after unpacking.
+    std::vector<uint8_t> packed;
+    http_headers headers;
+    if (cfg.state_compress_level > 0 && accepts_blob_pack(ex.request().header("Accept-Encoding"))) {
+        const auto t0 = steady_clock::now();
+        auto p = co_await http->offload([&] { return blob_pack(held_blob, cfg.state_compress_level); });
+        if (!p.ok()) co_return (void) co_await ex.respond_error(p.status());
+        packed = std::move(p.value());
+        metrics.count_state_packed(held_blob.size(), packed.size(),
+                                   std::chrono::duration<double>(steady_clock::now() - t0).count());
+        headers.emplace_back("Content-Encoding", std::string(blob_pack_coding));
+    }
+    const std::span<const uint8_t> blob = packed.empty() ? std::span<const uint8_t>(held_blob) : packed;
     // (No co_await inside &&, || or ?: — GCC miscompiles it.)
-    if (!co_await ex.begin(200, "application/octet-stream", {}, uint64_t(blob.size()))) co_return;
+    if (!co_await ex.begin(200, "application/octet-stream", std::move(headers), uint64_t(blob.size()))) co_return;
     size_t sent = 0;
     if (seam && seam->held_state_pause_ms > 0) {  // tests: a fetch that is mid-body for a while
         sent = blob.size() / 2;
@@ -270,7 +285,9 @@ net::awaitable<Result<std::vector<uint8_t>>> node_impl::fetch_held(http_exchange
     auto conn = co_await http_upstream::connect(url.value(), deadline_from_now());
     if (!conn.ok()) co_return lost(conn.status().message());
     http_upstream & up = *conn.value();
-    http_headers headers = {{std::string(http_header_request_id), ex.request().id}};
+    // Every decode node unpacks packed states (blob_pack.h); the prefill node packs only with --state-compress-level.
+    http_headers headers = {{std::string(http_header_request_id), ex.request().id},
+                            {"Accept-Encoding", std::string(blob_pack_coding)}};
     // Nodes of one cluster share the node key: the router's --node-key is every node's --api-key.
     if (!cfg.api_key.empty()) headers.emplace_back("Authorization", "Bearer " + cfg.api_key);
     Status st = co_await up.send("GET", std::string(pd_path_held_state_prefix) + std::string(id), headers, "", "");
@@ -282,6 +299,10 @@ net::awaitable<Result<std::vector<uint8_t>>> node_impl::fetch_held(http_exchange
         co_return lost("answered " + std::to_string(head->status) + (said.ok() ? " " + said.value() : ""));
     }
     if (!head->content_length) co_return lost("answered without a Content-Length");
+    const std::string_view coding = http_header_find(head->headers, "Content-Encoding");
+    const bool is_packed = coding == blob_pack_coding;
+    if (!coding.empty() && !is_packed && coding != "identity")
+        co_return lost("answered in the content coding \"" + std::string(coding) + "\", which this node does not read");
     const uint64_t n = *head->content_length;
     if (n > cfg.max_blob_bytes)
         co_return Status(status_code::too_large, where + ": " + std::to_string(n) + " bytes, over --max-blob-mb");
@@ -298,7 +319,18 @@ net::awaitable<Result<std::vector<uint8_t>>> node_impl::fetch_held(http_exchange
         got += r.value();
     }
     metrics.count_state_fetched(n, std::chrono::duration<double>(steady_clock::now() - t0).count());
-    co_return buf;
+    if (!is_packed) co_return buf;
+    // A packed state: unpacked off the event loop, bounded by --max-blob-mb before anything is allocated; a
+    // packed state that does not unpack is refused like a blob that does not check (corrupt).
+    const auto t1 = steady_clock::now();
+    auto blob = co_await http->offload([&] { return blob_unpack(buf, cfg.max_blob_bytes); });
+    buffer_pool::shared().give(std::move(buf));
+    if (!blob.ok()) {
+        metrics.count_blob_reject(blob.status().code());
+        co_return Status(blob.status().code(), where + ": " + blob.status().message());
+    }
+    metrics.count_state_unpacked(std::chrono::duration<double>(steady_clock::now() - t1).count());
+    co_return std::move(blob.value());
 }
 
 net::awaitable<void> node_impl::sweep_held() {

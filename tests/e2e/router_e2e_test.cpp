@@ -348,6 +348,37 @@ TEST(RouterE2E, DecodeNodeKilledMidFetchIsRetriedOnAnotherWithoutAPrefill) {
     EXPECT_EQ(metric_value(sm, "baton_state_fetches_total"), 1) << sm;
 }
 
+// --state-compress-level: the prefill node packs the states decode nodes fetch (blob_pack.h) and the decode node
+// unpacks them before the blob checks; the answers are a single node's, and the packed bytes are fewer.
+TEST(RouterE2E, PackedStatesEqualSingleNodeAndShrinkTheTransfer) {
+    cluster c = cluster::make(1, 1, {}, {"--state-compress-level", "3"});
+    auto both = node_process::start(serve_args("llama"));
+    for (int i = 0; i < 4; ++i) {
+        json b = with_usage(workload_body(4 * i + 3));  // long prompts: the PD path
+        b["prompt"] =
+            "Packed " + std::to_string(i) + ". " + b["prompt"].get<std::string>();  // none a prefix of another
+        b["stream"] = i % 2 == 1;
+        const outcome want = outcome_of(post(*both, completion_path(b), b.dump()), b["stream"]);
+        const http_reply r = post(*c.router, completion_path(b), b.dump());
+        ASSERT_EQ(r.status, 200) << r.body;
+        EXPECT_EQ(r.route, "pd");
+        const outcome o = outcome_of(r, b["stream"]);
+        EXPECT_EQ(o.text, want.text) << i;
+        EXPECT_EQ(o.completion_tokens, want.completion_tokens) << i;
+    }
+    const std::string pm = get(*c.prefill[0], "/metrics").body;
+    const double packs = metric_value(pm, "baton_state_packs_total");
+    EXPECT_EQ(packs, 4) << pm;
+    const double in = metric_value(pm, "baton_state_pack_input_bytes_total");
+    const double out = metric_value(pm, "baton_state_pack_output_bytes_total");
+    EXPECT_GT(in, 0) << pm;
+    EXPECT_LT(out, in) << "packed states should be smaller (f16 cells in byte planes): " << pm;
+    const std::string dm = get(*c.decode[0], "/metrics").body;
+    EXPECT_EQ(metric_value(dm, "baton_state_unpacks_total"), 4) << dm;
+    EXPECT_EQ(metric_value(dm, "baton_state_fetch_bytes_total"), out) << "the wire carried the packed bytes";
+    EXPECT_EQ(metric_value(dm, "baton_restores_total"), 4) << dm;
+}
+
 // --pd-transfer relay keeps the router relay (nodes that cannot reach each other): same answers, the blob
 // bytes counted at the router, nothing held on the prefill node.
 TEST(RouterE2E, RelayTransferStillEqualsSingleNode) {
