@@ -353,8 +353,9 @@ void cli_add_serve(CLI::App & app, cli_run_fn & run) {
                     "Direct transfer: MiB of states a prefill node holds for decode nodes to fetch (beyond: 503)")
         ->capture_default_str();
     sub->add_option("--state-compress-level", o->cfg.state_compress_level,
-                    "Direct transfer: pack the states decode nodes fetch with zstd at this level (1-19) over byte "
-                    "planes; 0 sends them as they are (pays only on slow links: docs/benchmarks.md, figure 22)")
+                    "PD: pack the states this prefill node sends (fetched or relayed) with zstd at this level "
+                    "(1-19) over byte planes; 0 sends them as they are (pays only on slow links: "
+                    "docs/benchmarks.md, figure 22)")
         ->capture_default_str()
         ->check(CLI::Range(0, 19));
     sub->add_option("--state-lease-ms", o->cfg.state_lease_ms,

@@ -167,6 +167,13 @@ class node_impl {
     net::awaitable<void> tier_warm(const std::vector<token_id> & prompt);
     // send_blob answers with blob bytes (through the test seam's on_blob_out when one is installed).
     net::awaitable<void> send_blob(http_exchange & ex, std::vector<uint8_t> blob, http_headers headers = {});
+    // Packed states (blob_pack.h, --state-compress-level): pack_for returns blob packed (off the event loop,
+    // counted) when this node packs and the request's Accept-Encoding takes it, else nothing; unpack_body
+    // returns the blob inside bytes whose Content-Encoding is coding (bytes as they are when coding is empty or
+    // "identity"), bounded by --max-blob-mb, a refusal counted as a rejected blob.
+    net::awaitable<Result<std::optional<std::vector<uint8_t>>>> pack_for(const http_exchange & ex,
+                                                                         std::span<const uint8_t> blob);
+    net::awaitable<Result<std::vector<uint8_t>>> unpack_body(std::vector<uint8_t> bytes, std::string_view coding);
     // Direct transfer: GET (a decode node fetches) and DELETE (the router releases) a held state; the
     // decode side's fetch of the state a router names (X-Baton-State-Source/-Id), dependency_failed when it
     // cannot be had; and the sweeper that ends expired leases every second.

@@ -84,6 +84,39 @@ net::awaitable<void> node_impl::send_blob(http_exchange & ex, std::vector<uint8_
     buffer_pool::shared().give(std::move(blob));
 }
 
+net::awaitable<Result<std::optional<std::vector<uint8_t>>>> node_impl::pack_for(const http_exchange & ex,
+                                                                                std::span<const uint8_t> blob) {
+    if (cfg.state_compress_level <= 0 || !accepts_blob_pack(ex.request().header("Accept-Encoding")))
+        co_return std::optional<std::vector<uint8_t>>{};
+    const auto t0 = steady_clock::now();
+    auto p = co_await http->offload([&] { return blob_pack(blob, cfg.state_compress_level); });
+    if (!p.ok()) co_return p.status();
+    metrics.count_state_packed(blob.size(), p->size(), std::chrono::duration<double>(steady_clock::now() - t0).count());
+    co_return std::optional<std::vector<uint8_t>>(std::move(p.value()));
+}
+
+net::awaitable<Result<std::vector<uint8_t>>> node_impl::unpack_body(std::vector<uint8_t> bytes,
+                                                                    std::string_view coding) {
+    if (coding.empty() || coding == "identity") co_return bytes;
+    if (coding != blob_pack_coding) {
+        metrics.count_blob_reject(status_code::unsupported);
+        co_return Status(status_code::unsupported, "Content-Encoding \"" + std::string(coding) +
+                                                       "\": a state comes as it is or packed (" +
+                                                       std::string(blob_pack_coding) + ")");
+    }
+    // Off the event loop, bounded before anything is allocated; a packed state that does not unpack is refused
+    // like a blob that does not check.
+    const auto t0 = steady_clock::now();
+    auto blob = co_await http->offload([&] { return blob_unpack(bytes, cfg.max_blob_bytes); });
+    buffer_pool::shared().give(std::move(bytes));
+    if (!blob.ok()) {
+        metrics.count_blob_reject(blob.status().code());
+        co_return blob.status();
+    }
+    metrics.count_state_unpacked(std::chrono::duration<double>(steady_clock::now() - t0).count());
+    co_return std::move(blob.value());
+}
+
 namespace {
 
 // prefill_trace: however a prefill ends, its timeline (the prompt, then the state sent) goes to the live view.
@@ -166,9 +199,16 @@ net::awaitable<void> node_impl::on_prefill(http_exchange & ex) {
                      {std::string(pd_header_state_id), id.value()}};
         co_return (void) co_await ex.respond(std::move(r));
     }
-    co_await send_blob(ex, std::move(done->blob),
-                       {{std::string(pd_header_prompt_tokens), std::to_string(done->usage.prompt_tokens)},
-                        {std::string(pd_header_cached_tokens), std::to_string(done->usage.cached_tokens)}});
+    http_headers headers = {{std::string(pd_header_prompt_tokens), std::to_string(done->usage.prompt_tokens)},
+                            {std::string(pd_header_cached_tokens), std::to_string(done->usage.cached_tokens)}};
+    auto packed = co_await pack_for(ex, done->blob);
+    if (!packed.ok()) co_return (void) co_await ex.respond_error(packed.status());
+    if (packed->has_value()) {
+        headers.emplace_back("Content-Encoding", std::string(blob_pack_coding));
+        buffer_pool::shared().give(std::move(done->blob));
+        co_return co_await send_blob(ex, std::move(**packed), std::move(headers));
+    }
+    co_await send_blob(ex, std::move(done->blob), std::move(headers));
 }
 
 net::awaitable<void> node_impl::on_decode(http_exchange & ex) {
@@ -185,7 +225,9 @@ net::awaitable<void> node_impl::on_decode(http_exchange & ex) {
         if (!fetched.ok()) co_return (void) co_await ex.respond_error(fetched.status());
         bytes = std::move(fetched.value());
     } else {
-        bytes = std::move(ex.request().body);
+        auto body = co_await unpack_body(std::move(ex.request().body), ex.request().header("Content-Encoding"));
+        if (!body.ok()) co_return (void) co_await ex.respond_error(body.status());
+        bytes = std::move(body.value());
     }
     auto blob = co_await blob_parse_edge(std::move(bytes));
     if (!blob.ok()) co_return (void) co_await ex.respond_error(blob.status());
@@ -231,13 +273,10 @@ net::awaitable<void> node_impl::on_held_get(http_exchange & ex) {
     // event loop; the blob inside is the same bytes, checked again after unpacking.
     std::vector<uint8_t> packed;
     http_headers headers;
-    if (cfg.state_compress_level > 0 && accepts_blob_pack(ex.request().header("Accept-Encoding"))) {
-        const auto t0 = steady_clock::now();
-        auto p = co_await http->offload([&] { return blob_pack(held_blob, cfg.state_compress_level); });
-        if (!p.ok()) co_return (void) co_await ex.respond_error(p.status());
-        packed = std::move(p.value());
-        metrics.count_state_packed(held_blob.size(), packed.size(),
-                                   std::chrono::duration<double>(steady_clock::now() - t0).count());
+    auto p = co_await pack_for(ex, held_blob);
+    if (!p.ok()) co_return (void) co_await ex.respond_error(p.status());
+    if (p->has_value()) {
+        packed = std::move(**p);
         headers.emplace_back("Content-Encoding", std::string(blob_pack_coding));
     }
     const std::span<const uint8_t> blob = packed.empty() ? std::span<const uint8_t>(held_blob) : packed;
@@ -299,10 +338,9 @@ net::awaitable<Result<std::vector<uint8_t>>> node_impl::fetch_held(http_exchange
         co_return lost("answered " + std::to_string(head->status) + (said.ok() ? " " + said.value() : ""));
     }
     if (!head->content_length) co_return lost("answered without a Content-Length");
-    const std::string_view coding = http_header_find(head->headers, "Content-Encoding");
-    const bool is_packed = coding == blob_pack_coding;
-    if (!coding.empty() && !is_packed && coding != "identity")
-        co_return lost("answered in the content coding \"" + std::string(coding) + "\", which this node does not read");
+    const std::string coding(http_header_find(head->headers, "Content-Encoding"));
+    if (!coding.empty() && coding != blob_pack_coding && coding != "identity")
+        co_return lost("answered in the content coding \"" + coding + "\", which this node does not read");
     const uint64_t n = *head->content_length;
     if (n > cfg.max_blob_bytes)
         co_return Status(status_code::too_large, where + ": " + std::to_string(n) + " bytes, over --max-blob-mb");
@@ -319,17 +357,8 @@ net::awaitable<Result<std::vector<uint8_t>>> node_impl::fetch_held(http_exchange
         got += r.value();
     }
     metrics.count_state_fetched(n, std::chrono::duration<double>(steady_clock::now() - t0).count());
-    if (!is_packed) co_return buf;
-    // A packed state: unpacked off the event loop, bounded by --max-blob-mb before anything is allocated; a
-    // packed state that does not unpack is refused like a blob that does not check (corrupt).
-    const auto t1 = steady_clock::now();
-    auto blob = co_await http->offload([&] { return blob_unpack(buf, cfg.max_blob_bytes); });
-    buffer_pool::shared().give(std::move(buf));
-    if (!blob.ok()) {
-        metrics.count_blob_reject(blob.status().code());
-        co_return Status(blob.status().code(), where + ": " + blob.status().message());
-    }
-    metrics.count_state_unpacked(std::chrono::duration<double>(steady_clock::now() - t1).count());
+    auto blob = co_await unpack_body(std::move(buf), coding);
+    if (!blob.ok()) co_return Status(blob.status().code(), where + ": " + blob.status().message());
     co_return std::move(blob.value());
 }
 

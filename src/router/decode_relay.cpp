@@ -17,9 +17,9 @@
 namespace baton {
 
 // send_relayed sends the blob as the request body, each byte as soon as it has arrived.
-net::awaitable<Status> router_impl::send_relayed(http_upstream & up, body_relay & blob, const route_ctx & ctx) {
-    Status st = co_await up.send_head("POST", pd_path_decode, node_headers(ctx.request_id), "application/octet-stream",
-                                      blob.length());
+net::awaitable<Status> router_impl::send_relayed(http_upstream & up, body_relay & blob, const route_ctx & ctx,
+                                                 const http_headers & headers) {
+    Status st = co_await up.send_head("POST", pd_path_decode, headers, "application/octet-stream", blob.length());
     if (!st.ok()) co_return st;
     auto n = async_notify::make(co_await net::this_coro::executor);
     blob.set_reader(n);
@@ -61,7 +61,7 @@ net::awaitable<relay_result> router_impl::relay(http_exchange & ex, route_ctx & 
         if (conn.ok()) guard = decode_calls.enter(i, ex.executor(), [u = conn.value().get()] { u->close(); });
         Status st = conn.status();
         const steady::time_point t_send = steady::now();
-        if (conn.ok() && stream_body) st = co_await send_relayed(*conn.value(), *stream_body, ctx);
+        if (conn.ok() && stream_body) st = co_await send_relayed(*conn.value(), *stream_body, ctx, headers);
         else if (conn.ok()) st = co_await conn.value()->send("POST", path, headers, ctype, body);
         if (stream_body && stream_body->failed()) {  // the blob never fully arrived: not this node's fault
             co_return relay_result{relay_outcome::blob_failed, stream_body->status()};

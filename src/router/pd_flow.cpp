@@ -8,6 +8,7 @@
 #include <string_view>
 #include <variant>
 
+#include "baton/blob_pack.h"
 #include "baton/pd/pd_protocol.h"
 #include "pd_fallback_policy.h"
 #include "request_affinity.h"
@@ -155,7 +156,10 @@ net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpo
                 if (r.outcome == relay_outcome::done) metrics.direct_state(s.bytes);
                 release_held(s, ctx.request_id);
             } else {
-                r = co_await relay(ex, ctx, std::string(pd_path_decode), "", "application/octet-stream", blob->blob);
+                http_headers coding;
+                if (blob->packed) coding.emplace_back("Content-Encoding", std::string(blob_pack_coding));
+                r = co_await relay(ex, ctx, std::string(pd_path_decode), "", "application/octet-stream", blob->blob,
+                                   coding);
                 ctx.filter = model_only;
                 co_await prefill_done(ctx, blob.value());
             }

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "baton/blob_pack.h"
 #include "baton/pd/pd_protocol.h"
 #include "pd_fallback_policy.h"
 #include "router_impl.h"
@@ -41,6 +42,9 @@ net::awaitable<Result<prefill_stream>> router_impl::prefill_hop(http_exchange & 
     headers.emplace_back(std::string(pd_header_endpoint), openai_endpoint_name(ctx.req.endpoint));
     const bool direct = cfg.transfer == pd_transfer::direct;
     if (direct) headers.emplace_back(std::string(pd_header_state_hold), "1");
+    // Relay: a prefill node with --state-compress-level may pack the blob; the router passes it on packed and the
+    // decode node unpacks it (blob_pack.h). (Direct: the decode node asks for it when it fetches.)
+    else headers.emplace_back("Accept-Encoding", std::string(blob_pack_coding));
     if (ctx.delta_base > 0) headers.emplace_back(std::string(pd_header_delta_base), std::to_string(ctx.delta_base));
     std::vector<size_t> tried;
     Status last(status_code::upstream_error, "no healthy prefill node");
@@ -118,6 +122,7 @@ net::awaitable<Result<prefill_stream>> router_impl::prefill_hop(http_exchange & 
                           url.text + ": no memory for a blob of " + std::to_string(*head->content_length) + " bytes");
             continue;
         }
+        p.packed = http_header_find(head->headers, "Content-Encoding") == blob_pack_coding;
         p.call = call;
         net::co_spawn(ex.executor(), pump_blob(call, p.blob, std::move(*node), std::move(guard)), net::detached);
         co_return p;

@@ -99,6 +99,7 @@ struct prefill_stream {
     std::shared_ptr<http_upstream> call;
     std::shared_ptr<body_relay> blob;
     std::optional<held_state> held;  // direct transfer: call and blob are null
+    bool packed = false;             // relay: the prefill node packed the blob (Content-Encoding: baton-zstd)
     size_t node = 0;
     steady::time_point t_send, t_headers;
 };
@@ -235,7 +236,8 @@ class router_impl {
     net::awaitable<relay_result> relay(http_exchange & ex, route_ctx & ctx, const std::string & path,
                                        std::string_view body, const std::string & ctype,
                                        std::shared_ptr<body_relay> stream_body, const http_headers & extra = {});
-    net::awaitable<Status> send_relayed(http_upstream & up, body_relay & blob, const route_ctx & ctx);
+    net::awaitable<Status> send_relayed(http_upstream & up, body_relay & blob, const route_ctx & ctx,
+                                        const http_headers & headers);
     // stream_to_client relays a 200 stream; nullopt when the client has its answer (or an explicit error
     // event), else the failure that came before any byte reached the client (the caller retries).
     net::awaitable<std::optional<Status>> stream_to_client(http_exchange & ex, route_ctx & ctx, http_upstream & up,

@@ -379,6 +379,45 @@ TEST(RouterE2E, PackedStatesEqualSingleNodeAndShrinkTheTransfer) {
     EXPECT_EQ(metric_value(dm, "baton_restores_total"), 4) << dm;
 }
 
+// Packed states through the relay: the router asks the prefill node for a packed blob and passes it on as it
+// arrives, the decode node unpacks it; a /v1/decode body whose packing is broken, or in another coding, is
+// refused before any slot is touched.
+TEST(RouterE2E, PackedStatesThroughTheRelayAndBrokenPackingsRefused) {
+    cluster c = cluster::make(1, 1, {"--pd-transfer", "relay"}, {"--state-compress-level", "1"});
+    auto both = node_process::start(serve_args("llama"));
+    for (bool stream : {false, true}) {
+        json b = with_usage(workload_body(7));
+        b["prompt"] = std::string(stream ? "Streamed" : "Whole") + ". " + b["prompt"].get<std::string>();
+        b["stream"] = stream;
+        const outcome want = outcome_of(post(*both, completion_path(b), b.dump()), stream);
+        const http_reply r = post(*c.router, completion_path(b), b.dump());
+        ASSERT_EQ(r.status, 200) << r.body;
+        EXPECT_EQ(r.route, "pd");
+        EXPECT_EQ(outcome_of(r, stream).text, want.text);
+    }
+    const std::string pm = get(*c.prefill[0], "/metrics").body;
+    EXPECT_EQ(metric_value(pm, "baton_state_packs_total"), 2) << pm;
+    EXPECT_EQ(metric_value(get(*c.router, "/metrics").body, "baton_router_blob_bytes_total"),
+              metric_value(pm, "baton_state_pack_output_bytes_total"))
+        << "the router relayed the packed bytes";
+    EXPECT_EQ(metric_value(get(*c.decode[0], "/metrics").body, "baton_state_unpacks_total"), 2);
+
+    auto client = c.decode[0]->client(60);
+    const std::string junk = "BTNZ\x01\x02" + std::string(40, 'x');
+    auto bad = client->Post("/v1/decode", {{"Content-Encoding", "baton-zstd"}}, junk, "application/octet-stream");
+    ASSERT_TRUE(bad);
+    EXPECT_GE(bad->status, 400) << bad->body;
+    EXPECT_NE(bad->body.find("packed state"), std::string::npos) << bad->body;
+    auto other = client->Post("/v1/decode", {{"Content-Encoding", "gzip"}}, junk, "application/octet-stream");
+    ASSERT_TRUE(other);
+    EXPECT_GE(other->status, 400) << other->body;
+    EXPECT_NE(other->body.find("Content-Encoding"), std::string::npos) << other->body;
+    const std::string dm = get(*c.decode[0], "/metrics").body;
+    EXPECT_EQ(metric_value(dm, "baton_restore_failures_total{reason=\"corrupt\"}"), 1) << dm;
+    EXPECT_EQ(metric_value(dm, "baton_restore_failures_total{reason=\"unsupported\"}"), 1) << dm;
+    EXPECT_EQ(metric_value(dm, "baton_restores_total"), 2) << "the refused bodies reached no slot: " << dm;
+}
+
 // --pd-transfer relay keeps the router relay (nodes that cannot reach each other): same answers, the blob
 // bytes counted at the router, nothing held on the prefill node.
 TEST(RouterE2E, RelayTransferStillEqualsSingleNode) {

@@ -71,8 +71,9 @@ struct node_config {
     // --state-lease-ms (docs/router.md).
     uint64_t state_hold_bytes = uint64_t(2) << 30;
     uint32_t state_lease_ms = 30000;
-    // --state-compress-level N (prefill role): a fetched state is packed (zstd at level N over byte planes,
-    // blob_pack.h) for a decode node that accepts it; 0 (the default): sent as it is. docs/benchmarks.md, figure
+    // --state-compress-level N (prefill role): a state sent for PD (fetched by a decode node, or a /v1/prefill
+    // blob for a router) is packed (zstd at level N over byte planes, blob_pack.h) when the asker accepts it; 0
+    // (the default): sent as it is. docs/benchmarks.md, figure
     // 22, says on which links packing pays.
     int state_compress_level = 0;
     double timeout_s = 600;                       // per request, from arrival to the last byte; 0: none
