@@ -91,6 +91,16 @@ json with_usage(json b) {
     return b;
 }
 
+// expect_pd_equals_single: b through the router takes the PD path and answers the text the single node answers.
+void expect_pd_equals_single(const node_process & router, const node_process & single, const json & b) {
+    const bool stream = b.value("stream", false);
+    const outcome want = outcome_of(post(single, completion_path(b), b.dump()), stream);
+    const http_reply r = post(router, completion_path(b), b.dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.route, "pd");
+    EXPECT_EQ(outcome_of(r, stream).text, want.text);
+}
+
 TEST(RouterE2E, ConcurrentMixedRequestsEqualSingleNode) {
     auto both = node_process::start(serve_args("llama", {"-np", "4"}));
     cluster c = cluster::make(2, 2);
@@ -389,11 +399,7 @@ TEST(RouterE2E, PackedStatesThroughTheRelayAndBrokenPackingsRefused) {
         json b = with_usage(workload_body(7));
         b["prompt"] = std::string(stream ? "Streamed" : "Whole") + ". " + b["prompt"].get<std::string>();
         b["stream"] = stream;
-        const outcome want = outcome_of(post(*both, completion_path(b), b.dump()), stream);
-        const http_reply r = post(*c.router, completion_path(b), b.dump());
-        ASSERT_EQ(r.status, 200) << r.body;
-        EXPECT_EQ(r.route, "pd");
-        EXPECT_EQ(outcome_of(r, stream).text, want.text);
+        expect_pd_equals_single(*c.router, *both, b);
     }
     const std::string pm = get(*c.prefill[0], "/metrics").body;
     EXPECT_EQ(metric_value(pm, "baton_state_packs_total"), 2) << pm;
@@ -426,11 +432,7 @@ TEST(RouterE2E, RelayTransferStillEqualsSingleNode) {
     for (bool stream : {false, true}) {
         json b = with_usage(workload_body(7));
         b["stream"] = stream;
-        const outcome want = outcome_of(post(*both, completion_path(b), b.dump()), stream);
-        const http_reply r = post(*c.router, completion_path(b), b.dump());
-        ASSERT_EQ(r.status, 200) << r.body;
-        EXPECT_EQ(r.route, "pd");
-        EXPECT_EQ(outcome_of(r, stream).text, want.text);
+        expect_pd_equals_single(*c.router, *both, b);
     }
     const std::string m = get(*c.router, "/metrics").body;
     EXPECT_GT(metric_value(m, "baton_router_blob_bytes_total"), 0) << m;
