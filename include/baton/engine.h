@@ -35,6 +35,7 @@
 #include "baton/context.h"
 #include "baton/media.h"
 #include "baton/sampling.h"
+#include "baton/state_stream.h"
 #include "baton/text.h"
 
 namespace baton {
@@ -73,6 +74,15 @@ struct engine_config {
     bool keep_finished = false;
 };
 
+// What on_state_part learns with each part: whether it is the last, the tokens the parts so far cover and (the
+// last only) how many checkpoints the whole state keeps (the stream's end frame, state_stream.h).
+struct state_part_info {
+    bool last = false;
+    uint32_t n_tokens = 0;
+    uint32_t n_checkpoints = 0;
+};
+inline constexpr uint32_t state_parts_max = 16;
+
 // A generation request, already parsed and tokenized at the edge.
 struct gen_request {
     std::vector<token_id> prompt;      // non-empty
@@ -94,6 +104,14 @@ struct gen_request {
     // return_progress (llama-server's field): event_progress before the first token, when the prompt starts
     // and after every chunk of it computed (a decode task: once, when its state is restored).
     bool return_progress = false;
+    // prefill only, streamed transfer (state_stream.h): when set, the state leaves as parts while the prompt
+    // computes — the engine stops the prompt every state_part_tokens tokens (at least prompt/16, so a prompt
+    // makes at most 16 parts) and hands on_state_part a blob of the cells computed since the last part (the
+    // first whole, then deltas over the parts before); the last part, with the logits and request, when the
+    // prompt is in. The task's event_done then carries no blob. Called on the scheduler thread: must not block.
+    // Ignored (one whole blob in event_done) when delta_base > 0.
+    uint32_t state_part_tokens = 0;
+    std::function<void(std::vector<uint8_t> blob, const state_part_info &)> on_state_part;
 };
 inline constexpr int32_t gen_top_probs_max = 20;
 
@@ -260,6 +278,7 @@ struct engine_metrics {
     std::map<std::string, uint64_t> restore_failures;  // by reason (status code name)
     uint64_t blob_bytes_out = 0, blob_bytes_in = 0;
     uint64_t deltas_out = 0, deltas_in = 0;  // delta blobs written (prefill) and restored (decode, slot restore)
+    uint64_t state_parts_out = 0;            // parts of streamed states handed on (prefill, state_stream.h)
     uint64_t delta_base_tokens_in = 0;       // tokens restored deltas did not carry (their bases, held here)
     double restore_seconds = 0, serialize_seconds = 0;
     uint32_t slots_busy = 0, slots_total = 0;
@@ -302,6 +321,9 @@ class engine {
     // first attention part's cells past n_base, every other part whole (state_splice.h). For a shared tier's
     // writer; any thread (it reads only the state layout the engine learned at start).
     Result<std::vector<uint8_t>> delta_of(const blob_view & full, uint32_t n_base, const blob_key * key) const;
+    // stream_assembler: a joiner of a streamed state's parts (state_stream.h) against this node's state layout,
+    // cells per sequence and blob limits; any thread. unsupported when the engine learned no state layout.
+    Result<std::unique_ptr<state_stream_assembler>> stream_assembler() const;
 
     // stop: finish no new work; tasks in flight end with a cancelled error. Idempotent.
     void stop();

@@ -358,6 +358,11 @@ void cli_add_serve(CLI::App & app, cli_run_fn & run) {
                     "docs/benchmarks.md, figure 22)")
         ->capture_default_str()
         ->check(CLI::Range(0, 19));
+    sub->add_option("--state-stream-tokens", o->cfg.state_stream_tokens,
+                    "Direct transfer: stream the state this prefill node makes to the decode node in parts of this "
+                    "many tokens (at least the prompt's 1/16) while the prompt computes; 0 sends it whole after the "
+                    "prompt (docs/router.md, Streamed transfer)")
+        ->capture_default_str();
     sub->add_option("--state-lease-ms", o->cfg.state_lease_ms,
                     "Direct transfer: how long a held state waits for its decode node before it is dropped")
         ->capture_default_str()

@@ -227,6 +227,12 @@ Result<std::vector<uint8_t>> engine::delta_of(const blob_view & full, uint32_t n
     return state_delta_of(impl_->env, full, n_base, key);
 }
 
+Result<std::unique_ptr<state_stream_assembler>> engine::stream_assembler() const {
+    const restore_env & env = impl_->env;
+    if (!env.shape_error.ok()) return Status(status_code::unsupported, "state stream: " + env.shape_error.message());
+    return std::make_unique<state_stream_assembler>(env.shape, env.n_ctx_slot, impl_->cfg.limits);
+}
+
 const std::string & engine_event_text(const engine_event & ev) {
     static const std::string none;
     if (const auto * t = std::get_if<event_token>(&ev)) return t->text;

@@ -38,6 +38,8 @@ struct active_task {
     uint32_t n_generated = 0;
     bool context_full = false;  // generation stopped because the slot's context was full
     bool progress = false;      // req.return_progress and the prompt is not all in memory yet
+    uint32_t part_end = 0;      // streamed prefill: tokens the parts handed on so far cover
+    uint32_t part_tokens = 0;   // streamed prefill: tokens per part (0: not streamed)
     usage_counts usage;
     steady::time_point t_start, t_prompt_done;
 };
@@ -135,6 +137,8 @@ class engine_impl {
     int32_t pick_slot(const std::vector<token_id> & prompt) const;
     size_t reuse_min(const std::vector<token_id> & prompt) const;  // engine_config::reuse_min_tokens
     void start_prompt(slot & s, active_task & t);
+    void add_part_stops(active_task & t, uint32_t n_begin);
+    Status send_part(slot & s, bool last);
     void take_parked(slot & s, const std::vector<token_id> & prompt);
     // Prefix sharing between slots (unified KV, attention-only models): a prompt whose prefix another slot
     // holds in memory or is computing takes it from there instead of computing it again.

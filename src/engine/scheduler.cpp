@@ -485,6 +485,15 @@ void engine_impl::start_prompt(slot & s, active_task & t) {
     const uint32_t n = uint32_t(t.seq.size());
     t.plan = chunk_plan_ends(pr.n_keep, n, cfg.ctx.n_batch, partial_state, cfg.ctx.checkpoints);
     if (partial_state) t.checkpoint_at = chunk_plan_checkpoints(pr.n_keep, n, cfg.ctx.checkpoints);
+    if (t.kind == task_kind::prefill && t.req.on_state_part && t.req.state_part_tokens > 0 && t.req.delta_base == 0) {
+        // A multiple of the micro-batch, counted from where the prompt starts computing: the stops then fall on
+        // the micro-batch boundaries libllama would split a whole chunk at, so the cells are computed exactly as
+        // without parts (the same micro-batches in the same order).
+        const uint32_t ub = std::max<uint32_t>(1, std::min(cfg.ctx.n_ubatch, cfg.ctx.n_batch));
+        const uint32_t p = std::max(t.req.state_part_tokens, (n + state_parts_max - 1) / state_parts_max);
+        t.part_tokens = (p + ub - 1) / ub * ub;
+    }
+    add_part_stops(t, pr.n_keep);
     t.usage.prompt_tokens = n;
     t.usage.cached_tokens = pr.n_keep;
     if (t.req.return_progress) {
@@ -659,7 +668,46 @@ void engine_impl::repair(slot & s, const Status & why) {
     t.plan = chunk_plan_ends(0, n, cfg.ctx.n_batch, partial_state, cfg.ctx.checkpoints);
     t.checkpoint_at.clear();
     if (partial_state) t.checkpoint_at = chunk_plan_checkpoints(0, uint32_t(t.req.prompt.size()), cfg.ctx.checkpoints);
+    add_part_stops(t, 0);  // (parts already handed on stay valid: the same tokens compute the same cells)
     t.need_sample = false;
+}
+
+// add_part_stops: a streamed prefill's prompt also stops at every multiple of its part size past the parts
+// handed on, so each part leaves as soon as its cells are computed.
+void engine_impl::add_part_stops(active_task & t, uint32_t n_begin) {
+    if (t.part_tokens == 0) return;
+    const uint32_t n = uint32_t(t.seq.size());
+    for (uint32_t e = n_begin + t.part_tokens; e < n; e += t.part_tokens)
+        if (e > t.part_end) t.plan.push_back(e);
+    std::sort(t.plan.begin(), t.plan.end());
+    t.plan.erase(std::unique(t.plan.begin(), t.plan.end()), t.plan.end());
+}
+
+// send_part exports the cells computed since the last part (the first part: the whole state so far) and hands
+// them on. last: the prompt is in, the part carries the logits and the request.
+Status engine_impl::send_part(slot & s, bool last) {
+    active_task & t = *s.task;
+    const auto t0 = steady::now();
+    blob_buffer_sink sink;
+    const std::string none;
+    const std::string & request = last ? t.req.request_json : none;
+    Status st = t.part_end > 0
+                    ? slot_export_delta(env, s, t.part_end, request, sink, state_scratch, cfg.limits.key.get(), last)
+                    : slot_export(ctx.get(), s, env.identity, env.context, last, request, sink, state_scratch,
+                                  cfg.limits.key.get());
+    if (!st.ok()) return st;
+    state_part_info info;
+    info.last = last;
+    info.n_tokens = uint32_t(s.tokens.size());
+    info.n_checkpoints = uint32_t(s.checkpoints.size());
+    bump([&](engine_metrics & m) {
+        ++m.state_parts_out;
+        m.blob_bytes_out += sink.bytes().size();
+        m.serialize_seconds += seconds_since(t0);
+    });
+    t.part_end = info.n_tokens;
+    t.req.on_state_part(std::move(sink.bytes()), info);
+    return {};
 }
 
 // ---- decode: one llama_decode for the text of all parts, one per image part; the repaired parts re-plan from 0
@@ -762,6 +810,10 @@ void engine_impl::after_chunk(slot & s, uint32_t n_end) {
         t.h->push(
             event_progress{uint32_t(t.seq.size()), t.usage.cached_tokens, n_end, ms_between(t.t_start, steady::now())});
     }
+    if (t.part_tokens > 0 && n_end < t.seq.size() && n_end >= t.part_end + t.part_tokens) {
+        Status st = send_part(s, false);
+        if (!st.ok()) return fail_task(s, st);
+    }
     if (n_end != t.seq.size()) return;
     const float * lg = llama_get_logits_ith(ctx.get(), t.batch_row);
     if (!lg) return fail_task(s, Status(status_code::engine_error, "no logits for slot " + std::to_string(s.id)));
@@ -780,6 +832,11 @@ void engine_impl::phase_sample() {
 void engine_impl::sample_one(slot & s) {
     active_task & t = *s.task;
     t.need_sample = false;
+    if (t.kind == task_kind::prefill && t.part_tokens > 0) {
+        Status st = send_part(s, true);
+        if (!st.ok()) return fail_task(s, st);
+        return finish(s, finish_reason::stop);
+    }
     if (t.kind == task_kind::prefill) {
         const auto t0 = steady::now();
         blob_buffer_sink sink;

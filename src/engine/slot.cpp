@@ -341,7 +341,8 @@ Status slot_export(llama_context * ctx, const slot & s, const model_identity & i
 }
 
 Status slot_export_delta(const restore_env & env, const slot & s, uint32_t n_base, const std::string & request_json,
-                         blob_sink & sink, std::vector<uint8_t> & state_scratch, const blob_key * key) {
+                         blob_sink & sink, std::vector<uint8_t> & state_scratch, const blob_key * key,
+                         bool with_logits) {
     if (n_base == 0 || n_base >= s.tokens.size())
         return {status_code::invalid_argument, "delta: a base of " + std::to_string(n_base) + " tokens for a slot of " +
                                                    std::to_string(s.tokens.size())};
@@ -359,7 +360,7 @@ Status slot_export_delta(const restore_env & env, const slot & s, uint32_t n_bas
     parts.state = cut.value();
     for (const auto & c : s.checkpoints)
         if (c.n_tokens > n_base) parts.checkpoints.push_back({c.pos_min, c.pos_max, c.n_tokens, c.data});
-    if (!s.logits.empty()) parts.logits = s.logits;
+    if (with_logits && !s.logits.empty()) parts.logits = s.logits;
     parts.request = request_json;
     parts.base_tokens = n_base;
     return blob_write(parts, sink, key);

@@ -167,9 +167,11 @@ Status slot_export(llama_context * ctx, const slot & s, const model_identity & i
                    std::vector<uint8_t> & state_scratch, const blob_key * key = nullptr);
 
 // slot_export_delta writes the slot's state as a delta over its first n_base tokens (1 <= n_base <
-// tokens.size()): the cells past them (state_cut), the checkpoints past them, logits and request_json.
+// tokens.size()): the cells past them (state_cut), the checkpoints past them, the logits (unless !with_logits:
+// a streamed state's parts before its last) and request_json.
 Status slot_export_delta(const restore_env & env, const slot & s, uint32_t n_base, const std::string & request_json,
-                         blob_sink & sink, std::vector<uint8_t> & state_scratch, const blob_key * key = nullptr);
+                         blob_sink & sink, std::vector<uint8_t> & state_scratch, const blob_key * key = nullptr,
+                         bool with_logits = true);
 
 // common_prefix returns the length of the longest common prefix of a and b.
 size_t common_prefix(const std::vector<token_id> & a, const std::vector<token_id> & b);

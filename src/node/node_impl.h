@@ -182,6 +182,15 @@ class node_impl {
     net::awaitable<Result<std::vector<uint8_t>>> fetch_held(http_exchange & ex, std::string_view source,
                                                             std::string_view id);
     net::awaitable<void> sweep_held();
+    // Streamed transfer (state_stream.h, --state-stream-tokens): prefill_streamed holds the state as a stream
+    // from the start, answers with its id at once and leaves the prompt to stream_prefill_run, which ends the
+    // stream with an error frame when the task fails; send_stream serves a held stream (every frame from the
+    // first, then each as it comes); fetch_stream reads one, joining each part as it arrives, into the whole
+    // state's blob.
+    net::awaitable<void> prefill_streamed(http_exchange & ex, gen_request gen, admission_ptr ticket);
+    net::awaitable<void> stream_prefill_run(request_ptr h, std::shared_ptr<held_stream> stream, admission_ptr ticket);
+    net::awaitable<void> send_stream(http_exchange & ex, std::shared_ptr<held_stream> stream);
+    net::awaitable<Result<std::vector<uint8_t>>> fetch_stream(http_upstream & up, const std::string & where);
     // KV events (kv_publisher.h): the batches after a router's last, or the snapshot.
     net::awaitable<void> on_kv_events(http_exchange & ex);
     net::awaitable<void> on_kv_snapshot(http_exchange & ex);

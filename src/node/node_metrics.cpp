@@ -55,6 +55,12 @@ void node_metrics::count_state_unpacked(double seconds) {
     unpack_seconds_ += seconds;
 }
 
+void node_metrics::count_state_stream(uint32_t parts) {
+    lock_guard lk(mu_);
+    ++streams_fetched_;
+    stream_parts_in_ += parts;
+}
+
 void node_metrics::fetch_begun() {
     lock_guard lk(mu_);
     ++fetches_in_flight_;
@@ -112,6 +118,10 @@ std::string node_metrics::render(const std::optional<engine_metrics> & engine, u
     scalar(out, "baton_state_unpacks_total", "counter", "Packed states this node fetched and unpacked",
            double(states_unpacked_));
     scalar(out, "baton_state_unpack_seconds_total", "counter", "Time unpacking fetched states", unpack_seconds_);
+    scalar(out, "baton_state_streams_fetched_total", "counter",
+           "States this node fetched as a stream of parts while their prompts computed", double(streams_fetched_));
+    scalar(out, "baton_state_stream_parts_total", "counter", "Parts of the streamed states this node joined",
+           double(stream_parts_in_));
 
     std::map<std::string, uint64_t> failures = blob_rejects_;
     if (engine) {
@@ -142,6 +152,8 @@ std::string node_metrics::render(const std::optional<engine_metrics> & engine, u
         scalar(out, "baton_restores_total", "counter", "Blobs restored into a slot", double(e.restores_ok));
         scalar(out, "baton_deltas_out_total", "counter",
                "Delta blobs written (only the cells past a base the receiver holds)", double(e.deltas_out));
+        scalar(out, "baton_state_parts_out_total", "counter",
+               "Parts of streamed states handed on while their prompts computed", double(e.state_parts_out));
         scalar(out, "baton_deltas_in_total", "counter", "Delta blobs restored onto a base a slot held",
                double(e.deltas_in));
         scalar(out, "baton_delta_base_tokens_total", "counter",

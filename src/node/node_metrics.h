@@ -33,6 +33,8 @@ class node_metrics {
     // count_state_unpacked: a fetched packed state was unpacked.
     void count_state_packed(uint64_t state_bytes, uint64_t packed_bytes, double seconds);
     void count_state_unpacked(double seconds);
+    // count_state_stream: a fetched state came as a stream of this many parts (state_stream.h).
+    void count_state_stream(uint32_t parts);
     // fetch_begun / fetch_ended: a fetch of a held state in progress (however it ends).
     void fetch_begun();
     void fetch_ended();
@@ -58,6 +60,8 @@ class node_metrics {
     double pack_seconds_ BATON_GUARDED_BY(mu_) = 0;
     uint64_t states_unpacked_ BATON_GUARDED_BY(mu_) = 0;
     double unpack_seconds_ BATON_GUARDED_BY(mu_) = 0;
+    uint64_t streams_fetched_ BATON_GUARDED_BY(mu_) = 0;
+    uint64_t stream_parts_in_ BATON_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace baton

@@ -5,6 +5,7 @@
 // production node's seam is null.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -23,6 +24,11 @@ struct node_test_seam {
     // held_state_pause_ms: GET /v1/states/{id} sends half of the state, waits this long, then the rest (a
     // decode node is then mid-fetch for that long). 0: no pause.
     uint32_t held_state_pause_ms = 0;
+    // stream_cut_after_frames: the k-th held stream served (streamed transfer; k = 0, 1, ...) is cut after
+    // stream_cut_after_frames + k frames (the head is one, each part two: its frame head and its blob, the end
+    // frame one): the connection drops there. -1: every stream is served whole.
+    int stream_cut_after_frames = -1;
+    mutable std::atomic<int> streams_served{0};
 };
 
 struct node_test_access {

@@ -17,6 +17,7 @@
 #include "baton/pd/kv_events.h"
 #include "baton/pd/pd_protocol.h"
 #include "baton/pd/pd_request.h"
+#include "baton/state_stream.h"
 #include "node_impl.h"
 #include "node_test_seam.h"
 
@@ -183,6 +184,9 @@ net::awaitable<void> node_impl::on_prefill(http_exchange & ex) {
     auto ticket = admit();
     if (!ticket.ok()) co_return (void) co_await ex.respond_error(ticket.status());
     co_await tier_warm(gen->prompt);
+    if (ex.request().header(pd_header_state_hold) == "1" && ex.request().header(pd_header_state_stream) == "1" &&
+        cfg.state_stream_tokens > 0 && gen->delta_base == 0)
+        co_return co_await prefill_streamed(ex, std::move(gen.value()), std::move(ticket.value()));
     trace.t_run = steady_clock::now();
     auto done = co_await run_to_done(ex, task_prefill{std::move(gen.value())});
     if (!done.ok()) co_return (void) co_await ex.respond_error(done.status());
@@ -209,6 +213,151 @@ net::awaitable<void> node_impl::on_prefill(http_exchange & ex) {
         co_return co_await send_blob(ex, std::move(**packed), std::move(headers));
     }
     co_await send_blob(ex, std::move(done->blob), std::move(headers));
+}
+
+net::awaitable<void> node_impl::prefill_streamed(http_exchange & ex, gen_request gen, admission_ptr ticket) {
+    auto stream = std::make_shared<held_stream>();
+    stream->append(state_stream_writer::head());
+    // The part callback runs on the scheduler thread, one part after another; the writer chains them.
+    auto writer = std::make_shared<state_stream_writer>();
+    gen.state_part_tokens = cfg.state_stream_tokens;
+    gen.on_state_part = [stream, writer](std::vector<uint8_t> blob, const state_part_info & info) {
+        stream->append(writer->part_head(blob));
+        stream->append(std::move(blob));
+        if (!info.last) return;
+        stream->append(writer->end(info.n_tokens, info.n_checkpoints));
+        stream->close();
+    };
+    const size_t n_prompt = gen.prompt.size();
+    auto id = held->put_stream(stream, steady_clock::now());
+    if (!id.ok()) co_return (void) co_await ex.respond_error(id.status());  // no room: busy, another node
+    auto h = eng->submit(task_prefill{std::move(gen)});
+    if (!h.ok()) {
+        held->release(id.value());
+        co_return (void) co_await ex.respond_error(h.status());
+    }
+    net::co_spawn(ex.executor(), stream_prefill_run(h.value(), stream, std::move(ticket)), net::detached);
+    http_response r = json_response({{"state", id.value()}, {"stream", true}});
+    r.headers = {{std::string(pd_header_prompt_tokens), std::to_string(n_prompt)},
+                 {std::string(pd_header_state_id), id.value()}};
+    co_await ex.respond(std::move(r));
+}
+
+net::awaitable<void> node_impl::stream_prefill_run(request_ptr h, std::shared_ptr<held_stream> stream,
+                                                   admission_ptr ticket) {
+    // The prompt runs on whether or not anyone fetches yet (the decode node may connect later); it ends at the
+    // node's --timeout like any request, and a failure ends the stream with an error frame (the decode node
+    // then refuses the state and the router falls back).
+    event_watch w(h, co_await net::this_coro::executor);
+    const auto lim = wait_limits(deadline_from_now());
+    Status failed;
+    for (;;) {
+        engine_event ev;
+        Status st = co_await event_wait(w, ev, lim, nullptr);
+        if (!st.ok()) {
+            failed = st;
+            break;
+        }
+        if (auto * e = std::get_if<event_error>(&ev)) {
+            failed = std::move(e->error);
+            break;
+        }
+        if (std::holds_alternative<event_done>(ev)) break;
+    }
+    if (!failed.ok()) stream->append(state_stream_writer::error(failed.message()));
+    stream->close();  // (already closed after the last part when the prompt went through)
+    ticket.reset();
+}
+
+net::awaitable<void> node_impl::send_stream(http_exchange & ex, std::shared_ptr<held_stream> stream) {
+    auto n = async_notify::make(ex.executor());
+    stream->watch(n);
+    struct unwatch {
+        held_stream & s;
+        const notify_ptr & n;
+        ~unwatch() { s.unwatch(n); }
+    } unwatch_guard{*stream, n};
+    if (!co_await ex.begin(200, std::string(state_stream_media_type), {}, std::nullopt)) co_return;
+    const auto deadline = deadline_from_now();
+    size_t next = 0;
+    const long cut = seam && seam->stream_cut_after_frames >= 0
+                         ? long(seam->stream_cut_after_frames) + seam->streams_served.fetch_add(1)
+                         : -1;
+    for (;;) {
+        std::vector<held_stream::frame> frames;
+        const bool closed = stream->frames_from(next, frames);
+        for (const auto & f : frames) {
+            if (cut >= 0 && next == size_t(cut)) {
+                ex.abort();  // tests: the prefill node dies after this many frames
+                co_return;
+            }
+            std::span<const uint8_t> bytes(*f);
+            std::vector<uint8_t> changed;
+            if (seam && seam->on_blob_out && bytes.size() > state_stream_frame_head_bytes &&
+                bytes.size() > state_stream_head_bytes + state_stream_frame_head_bytes) {
+                changed.assign(bytes.begin(), bytes.end());  // a part's blob: the test node's faults apply
+                seam->on_blob_out(changed);
+                bytes = changed;
+            }
+            if (!co_await ex.write(bytes.data(), bytes.size())) co_return;
+            ++next;
+        }
+        if (closed) break;
+        if (frames.empty() && !co_await n->wait_until(deadline)) {
+            ex.abort();
+            co_return;
+        }
+    }
+    co_await ex.end();
+}
+
+net::awaitable<Result<std::vector<uint8_t>>> node_impl::fetch_stream(http_upstream & up, const std::string & where) {
+    auto asm_ = eng->stream_assembler();
+    if (!asm_.ok()) co_return Status(asm_.status().code(), where + ": " + asm_.status().message());
+    state_stream_assembler & joiner = *asm_.value();
+    state_stream_reader reader(cfg.max_blob_bytes);
+    std::vector<uint8_t> buf(size_t(1) << 20);
+    uint64_t got = 0;
+    std::optional<stream_end> end;
+    auto refused = [&](const Status & st) {
+        metrics.count_blob_reject(st.code());
+        return Status(st.code(), where + ": " + st.message());
+    };
+    const auto t0 = steady_clock::now();
+    for (;;) {
+        auto r = co_await up.read_some(buf.data(), buf.size());
+        if (!r.ok()) co_return Status(status_code::dependency_failed, where + ": " + r.status().message());
+        if (r.value() == 0) break;
+        got += r.value();
+        Status st = reader.feed(std::span<const uint8_t>(buf.data(), r.value()));
+        if (!st.ok()) co_return refused(st);
+        for (;;) {
+            auto f = reader.next();
+            if (!f.ok()) co_return refused(f.status());
+            if (!f->has_value()) break;
+            if (auto * part = std::get_if<stream_part>(&**f)) {
+                // Each part is checked (parse, MAC, continuity) and joined on the bridge pool as it arrives.
+                Status joined = co_await http->offload([&] { return joiner.add(std::move(part->blob)); });
+                if (!joined.ok()) co_return refused(joined);
+            } else if (auto * e = std::get_if<stream_end>(&**f)) {
+                end = *e;
+            } else {
+                co_return Status(status_code::dependency_failed,
+                                 where + ": the prefill failed: " + std::get<stream_error>(**f).message);
+            }
+        }
+    }
+    if (Status st = reader.finish(); !st.ok()) {
+        // A cut before the end frame is the prefill node's failure (gone mid-stream), not a bad state.
+        if (!reader.ended()) co_return Status(status_code::dependency_failed, where + ": " + st.message());
+        co_return refused(st);
+    }
+    if (!end) co_return Status(status_code::dependency_failed, where + ": the stream ended without its end frame");
+    auto whole = co_await http->offload([&] { return joiner.finish(*end, cfg.engine.limits.key.get()); });
+    if (!whole.ok()) co_return refused(whole.status());
+    metrics.count_state_fetched(got, std::chrono::duration<double>(steady_clock::now() - t0).count());
+    metrics.count_state_stream(reader.n_parts());
+    co_return std::move(whole.value());
 }
 
 net::awaitable<void> node_impl::on_decode(http_exchange & ex) {
@@ -262,6 +411,8 @@ net::awaitable<void> node_impl::on_held_get(http_exchange & ex) {
     if (!pd_state_id_valid(id))
         co_return (void) co_await ex.respond_error(
             Status(status_code::not_found, "state " + id + ": not a state id (32 lowercase hex digits)"));
+    if (auto s = held->get_stream(id, steady_clock::now()); s.ok())
+        co_return co_await send_stream(ex, std::move(s.value()));
     auto b = held->get(id, steady_clock::now());
     if (!b.ok()) co_return (void) co_await ex.respond_error(b.status());
     if (seam && seam->on_blob_out) {  // the test node's faults apply to a fetched state as to a sent blob
@@ -337,6 +488,8 @@ net::awaitable<Result<std::vector<uint8_t>>> node_impl::fetch_held(http_exchange
         auto said = co_await up.read_all(1 << 16);
         co_return lost("answered " + std::to_string(head->status) + (said.ok() ? " " + said.value() : ""));
     }
+    if (http_header_find(head->headers, "Content-Type") == state_stream_media_type)
+        co_return co_await fetch_stream(up, where);
     if (!head->content_length) co_return lost("answered without a Content-Length");
     const std::string coding(http_header_find(head->headers, "Content-Encoding"));
     if (!coding.empty() && coding != blob_pack_coding && coding != "identity")

@@ -35,8 +35,9 @@ std::string state_hold::random_id() {
 size_t state_hold::expire_locked(clock::time_point now) {
     size_t n = 0;
     for (auto it = leases_.begin(); it != leases_.end();) {
+        if (it->second.stream && !it->second.stream->closed()) it->second.expires = now + limits_.ttl;
         if (it->second.expires <= now) {
-            stats_.held_bytes -= it->second.blob->size();
+            stats_.held_bytes -= it->second.size();
             it = leases_.erase(it);
             ++n;
         } else {
@@ -65,7 +66,7 @@ Result<std::string> state_hold::put(std::vector<uint8_t> blob, clock::time_point
     }
     std::string id = random_id();
     while (leases_.count(id)) id = random_id();
-    leases_.emplace(id, lease{share_pooled(std::move(blob)), now + limits_.ttl});
+    leases_.emplace(id, lease{share_pooled(std::move(blob)), nullptr, now + limits_.ttl});
     stats_.held_bytes += size;
     stats_.held = leases_.size();
     ++stats_.put;
@@ -75,7 +76,7 @@ Result<std::string> state_hold::put(std::vector<uint8_t> blob, clock::time_point
 Result<state_hold::blob_ref> state_hold::get(std::string_view id, clock::time_point now) {
     lock_guard lk(mu_);
     auto it = leases_.find(id);
-    if (it == leases_.end() || it->second.expires <= now)
+    if (it == leases_.end() || it->second.expires <= now || !it->second.blob)
         return Status(status_code::not_found,
                       "state " + std::string(id) + ": not held here (released, expired, or never made)");
     ++stats_.fetched;
@@ -83,11 +84,38 @@ Result<state_hold::blob_ref> state_hold::get(std::string_view id, clock::time_po
     return it->second.blob;
 }
 
+Result<std::string> state_hold::put_stream(std::shared_ptr<held_stream> stream, clock::time_point now) {
+    lock_guard lk(mu_);
+    expire_locked(now);
+    if (leases_.size() >= limits_.max_states) {
+        ++stats_.refused;
+        return Status(status_code::unavailable, "this node holds " + std::to_string(leases_.size()) +
+                                                    " states for decode nodes to fetch: no room for another");
+    }
+    std::string id = random_id();
+    while (leases_.count(id)) id = random_id();
+    leases_.emplace(id, lease{nullptr, std::move(stream), now + limits_.ttl});
+    stats_.held = leases_.size();
+    ++stats_.put;
+    return id;
+}
+
+Result<std::shared_ptr<held_stream>> state_hold::get_stream(std::string_view id, clock::time_point now) {
+    lock_guard lk(mu_);
+    auto it = leases_.find(id);
+    if (it == leases_.end() || it->second.expires <= now || !it->second.stream)
+        return Status(status_code::not_found,
+                      "state " + std::string(id) + ": no stream held here (released, expired, or never made)");
+    ++stats_.fetched;
+    return it->second.stream;
+}
+
 bool state_hold::release(std::string_view id) {
     lock_guard lk(mu_);
     auto it = leases_.find(id);
     if (it == leases_.end()) return false;
-    stats_.held_bytes -= it->second.blob->size();
+    stats_.held_bytes -= it->second.size();
+    if (it->second.stream) it->second.stream->close();
     leases_.erase(it);
     stats_.held = leases_.size();
     ++stats_.released;

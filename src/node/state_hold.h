@@ -21,6 +21,7 @@
 
 #include "baton/base/status.h"
 #include "baton/base/thread_annotations.h"
+#include "held_stream.h"
 
 namespace baton {
 
@@ -49,8 +50,16 @@ class state_hold {
     // unavailable when the state would exceed max_bytes or max_states (after expiring what is due), or
     // too_large when it alone exceeds max_bytes.
     Result<std::string> put(std::vector<uint8_t> blob, clock::time_point now);
-    // get returns the state while its lease runs (not_found otherwise: unknown, released or expired).
+    // put_stream holds a state that is still being made (streamed transfer, held_stream.h) under a new lease;
+    // unavailable when max_states are held. Its bytes do not count against max_bytes (they grow as the prompt
+    // computes; the prefill node's admission bounds how many prompts compute at once), and its TTL runs only
+    // once the stream is closed.
+    Result<std::string> put_stream(std::shared_ptr<held_stream> stream, clock::time_point now);
+    // get returns the state while its lease runs (not_found otherwise: unknown, released or expired, or a
+    // stream's: get_stream).
     Result<blob_ref> get(std::string_view id, clock::time_point now);
+    // get_stream returns a held stream while its lease runs (not_found otherwise, or for a whole state's).
+    Result<std::shared_ptr<held_stream>> get_stream(std::string_view id, clock::time_point now);
     // release ends a lease; false when there was none.
     bool release(std::string_view id);
     // expire ends every lease whose TTL passed; returns how many. The node calls it every second.
@@ -63,8 +72,10 @@ class state_hold {
 
   private:
     struct lease {
-        blob_ref blob;
+        blob_ref blob;                        // a whole state, or
+        std::shared_ptr<held_stream> stream;  // one still being made
         clock::time_point expires;
+        uint64_t size() const { return blob ? blob->size() : 0; }
     };
     size_t expire_locked(clock::time_point now) BATON_REQUIRES(mu_);
 

@@ -41,10 +41,16 @@ net::awaitable<Result<prefill_stream>> router_impl::prefill_hop(http_exchange & 
     http_headers headers = node_headers(ctx.request_id);
     headers.emplace_back(std::string(pd_header_endpoint), openai_endpoint_name(ctx.req.endpoint));
     const bool direct = cfg.transfer == pd_transfer::direct;
-    if (direct) headers.emplace_back(std::string(pd_header_state_hold), "1");
+    if (direct) {
+        headers.emplace_back(std::string(pd_header_state_hold), "1");
+        // A prefill node with --state-stream-tokens streams the state while the prompt computes (not a delta:
+        // a delta is small and leaves whole).
+        if (ctx.delta_base == 0) headers.emplace_back(std::string(pd_header_state_stream), "1");
+    }
     // Relay: a prefill node with --state-compress-level may pack the blob; the router passes it on packed and the
     // decode node unpacks it (blob_pack.h). (Direct: the decode node asks for it when it fetches.)
-    else headers.emplace_back("Accept-Encoding", std::string(blob_pack_coding));
+    else
+        headers.emplace_back("Accept-Encoding", std::string(blob_pack_coding));
     if (ctx.delta_base > 0) headers.emplace_back(std::string(pd_header_delta_base), std::to_string(ctx.delta_base));
     std::vector<size_t> tried;
     Status last(status_code::upstream_error, "no healthy prefill node");
@@ -139,6 +145,10 @@ net::awaitable<Result<held_state>> router_impl::take_held(http_upstream & call, 
         j["bytes"].is_number_unsigned()) {
         s.id = j["state"].get<std::string>();
         s.bytes = j["bytes"].get<uint64_t>();
+    } else if (j.is_object() && j.contains("state") && j["state"].is_string() && j.contains("stream") &&
+               j["stream"].is_boolean() && j["stream"].get<bool>()) {
+        s.id = j["state"].get<std::string>();
+        s.stream = true;
     }
     if (!pd_state_id_valid(s.id))
         co_return Status(status_code::upstream_error,

@@ -90,7 +90,8 @@ struct relay_result {
 struct held_state {
     http_url origin;  // the prefill node
     std::string id;   // 32 hex digits (state_hold.h)
-    uint64_t bytes = 0;
+    uint64_t bytes = 0;   // 0 for a stream (its size is known only at its end)
+    bool stream = false;  // streamed transfer: the prefill node still computes; the decode node reads the parts
 };
 
 // What the prefill hop produced: with relay, a blob on its way (the call, read by the producer coroutine, and

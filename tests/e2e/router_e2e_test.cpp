@@ -8,6 +8,7 @@
 #include <future>
 #include <sstream>
 
+#include "baton/testmodel/mkmodel.h"
 #include "e2e/serve_test_util.h"
 #include "support/node_process.h"
 
@@ -426,6 +427,119 @@ TEST(RouterE2E, PackedStatesThroughTheRelayAndBrokenPackingsRefused) {
 
 // --pd-transfer relay keeps the router relay (nodes that cannot reach each other): same answers, the blob
 // bytes counted at the router, nothing held on the prefill node.
+// Streamed transfer (state_stream.h): a prompt of ~110 tokens in parts of 16 (micro-batches of 16 on every node, so
+// the parts' stops fall where a whole chunk's micro-batches end), for every family mkmodel makes: the decode node
+// joins the parts as they come and answers what a single node answers, greedy and seeded, streamed and not.
+const char * k_stream_prompt =
+    "the state of the model and the node is written by the prefill node and read by the decode node, which "
+    "restores it through one routine and then generates token for token what a single node would have "
+    "produced, on every family, with every cache type and with flash attention on or off, on the CPU and on "
+    "the device, and the blob carries the checkpoints the sequence needs";
+
+struct stream_cluster {
+    std::unique_ptr<node_process> single, prefill, decode, router;
+    static stream_cluster make(const std::string & arch, std::vector<std::string> prefill_extra = {},
+                               std::vector<std::string> router_extra = {}) {
+        const std::vector<std::string> batch = {"-b", "32", "-ub", "16"};
+        stream_cluster c;
+        c.single = node_process::start(serve_args(arch, batch));
+        auto pa = batch;
+        pa.insert(pa.end(), {"--role", "prefill", "--state-stream-tokens", "16"});
+        pa.insert(pa.end(), prefill_extra.begin(), prefill_extra.end());
+        c.prefill = node_process::start(serve_args(arch, pa));
+        auto da = batch;
+        da.insert(da.end(), {"--role", "decode"});
+        c.decode = node_process::start(serve_args(arch, da));
+        std::vector<std::string> ra = {"route",
+                                       "--prefill",
+                                       c.prefill->url(),
+                                       "--decode",
+                                       c.decode->url(),
+                                       "--pd-min-tokens",
+                                       "16",
+                                       "-m",
+                                       test_model_path(arch),
+                                       "--timeout",
+                                       "60",
+                                       "--health-interval",
+                                       "0.2"};
+        ra.insert(ra.end(), router_extra.begin(), router_extra.end());
+        c.router = node_process::start(ra);
+        return c;
+    }
+};
+
+TEST(RouterE2E, StreamedStatesEqualSingleNodeOnEveryFamily) {
+    for (const std::string & arch : mkmodel_archs()) {
+        SCOPED_TRACE(arch);
+        stream_cluster c = stream_cluster::make(arch);
+        for (int i = 0; i < 2; ++i) {
+            json b = {{"prompt", std::string(i ? "Seeded: " : "Greedy: ") + k_stream_prompt},
+                      {"max_tokens", 12},
+                      {"temperature", i ? 0.8 : 0.0},
+                      {"seed", 7 + i},
+                      {"stream", i == 1}};
+            expect_pd_equals_single(*c.router, *c.single, with_usage(b));
+        }
+        const std::string pm = get(*c.prefill, "/metrics").body;
+        const std::string dm = get(*c.decode, "/metrics").body;
+        // ~110 tokens in parts of 16: several parts each (the prompt's tokens differ a little by vocabulary).
+        EXPECT_GE(metric_value(pm, "baton_state_parts_out_total"), 10) << pm;
+        EXPECT_EQ(metric_value(dm, "baton_state_streams_fetched_total"), 2) << dm;
+        EXPECT_EQ(metric_value(dm, "baton_state_stream_parts_total"), metric_value(pm, "baton_state_parts_out_total"))
+            << dm;
+        EXPECT_EQ(metric_value(dm, "baton_restores_total"), 2) << dm;
+        EXPECT_EQ(metric_settles(*c.prefill, "baton_state_hold_states", 0), 0) << "every stream's lease released";
+    }
+}
+
+// A stream cut after any frame (the prefill node dies mid-stream: --test-cut-stream N cuts its k-th stream
+// after N + k frames) leaves the decode node's slot untouched: the router falls back to a local prefill, which
+// answers what a single node answers, and the decode node restores only the streams that came whole. A part
+// whose state bytes were changed on the way is refused as corrupt (its section checksum), never restored.
+TEST(RouterE2E, StreamCutAfterAnyFrameFallsBackAndNeverRestoresAPartialState) {
+    stream_cluster c = stream_cluster::make("llama", {"--test-cut-stream", "1"});
+    // A stream is its head, two frames per part and the end frame: cut after 1, 2, ... frames until one comes
+    // whole. Every request starts with another word (no shared block: the fallback's local prefill must not turn
+    // the next request into a local follow-up).
+    int k = 0;
+    for (; k < 64; ++k) {
+        const bool stream = k % 2 == 1;
+        json b = {{"prompt", "Request " + std::to_string(k) + " of many. " + k_stream_prompt},
+                  {"max_tokens", 6},
+                  {"temperature", 0.0},
+                  {"stream", stream}};
+        SCOPED_TRACE(k);
+        const outcome want = outcome_of(post(*c.single, completion_path(b), b.dump()), stream);
+        const http_reply r = post(*c.router, completion_path(b), b.dump());
+        ASSERT_EQ(r.status, 200) << r.body;
+        EXPECT_EQ(outcome_of(r, stream).text, want.text);
+        if (r.route == "pd") break;
+        ASSERT_EQ(r.route, "fallback:prefill_failed") << "a cut stream is the prefill node's failure";
+        const std::string dm = get(*c.decode, "/metrics").body;
+        ASSERT_EQ(metric_value(dm, "baton_restores_total"), 0) << "cut after " << k + 1 << " frames: " << dm;
+    }
+    const std::string pm = get(*c.prefill, "/metrics").body;
+    const double parts = metric_value(pm, "baton_state_parts_out_total") / (k + 1);
+    EXPECT_GE(parts, 4) << pm;
+    EXPECT_EQ(k + 1, 2 * parts + 2) << "the first whole stream is the one cut after its last frame: " << pm;
+    const std::string dm = get(*c.decode, "/metrics").body;
+    EXPECT_EQ(metric_value(dm, "baton_restores_total"), 1) << dm;
+    EXPECT_EQ(metric_value(dm, "baton_state_streams_fetched_total"), 1) << dm;
+    EXPECT_LT(metric_value(dm, "baton_restore_failures_total{reason=\"corrupt\"}"), 1) << "a cut is no bad state";
+
+    stream_cluster bad = stream_cluster::make("llama", {"--test-corrupt-state"});
+    json b = {{"prompt", std::string("Zulu ") + k_stream_prompt}, {"max_tokens", 6}, {"temperature", 0.0}};
+    const outcome want = outcome_of(post(*bad.single, "/v1/completions", b.dump()), false);
+    const http_reply r = post(*bad.router, "/v1/completions", b.dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(outcome_of(r, false).text, want.text);
+    EXPECT_EQ(r.route.rfind("fallback:", 0), 0u) << r.route;
+    const std::string bm = get(*bad.decode, "/metrics").body;
+    EXPECT_GE(metric_value(bm, "baton_restore_failures_total{reason=\"corrupt\"}"), 1) << bm;
+    EXPECT_EQ(metric_value(bm, "baton_restores_total"), 0) << bm;
+}
+
 TEST(RouterE2E, RelayTransferStillEqualsSingleNode) {
     cluster c = cluster::make(1, 1, {"--pd-transfer", "relay"});
     auto both = node_process::start(serve_args("llama"));

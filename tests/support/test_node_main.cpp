@@ -9,6 +9,8 @@
 //                          connection: a prefill node dying mid-transfer
 //   --test-pause-held-state MS   serve a held state (GET /v1/states/{id}) in two halves, MS ms apart: a decode
 //                          node fetching it is mid-fetch for that long
+//   --test-cut-stream N    serve the k-th held stream (streamed transfer; k = 0, 1, ...) up to N + k frames,
+//                          then drop the connection
 //
 // Every other argument goes to the CLI unchanged.
 #include <cstdlib>
@@ -37,15 +39,18 @@ void corrupt_state(std::vector<uint8_t> & blob) {
 int main(int argc, char ** argv) {
     bool corrupt = false, truncate = false;
     uint32_t pause_ms = 0;
+    int cut_stream = -1;
     std::vector<char *> args;
     for (int i = 0; i < argc; ++i) {
         if (i > 0 && std::strcmp(argv[i], "--test-corrupt-state") == 0) corrupt = true;
         else if (i > 0 && std::strcmp(argv[i], "--test-truncate-blob") == 0) truncate = true;
         else if (i > 0 && i + 1 < argc && std::strcmp(argv[i], "--test-pause-held-state") == 0)
             pause_ms = uint32_t(std::strtoul(argv[++i], nullptr, 10));
+        else if (i > 0 && i + 1 < argc && std::strcmp(argv[i], "--test-cut-stream") == 0)
+            cut_stream = int(std::strtol(argv[++i], nullptr, 10));
         else args.push_back(argv[i]);
     }
-    if (corrupt || truncate || pause_ms > 0) {
+    if (corrupt || truncate || pause_ms > 0 || cut_stream >= 0) {
         auto seam = std::make_shared<baton::node_test_seam>();
         if (corrupt || truncate)
             seam->on_blob_out = [corrupt, truncate](std::vector<uint8_t> & blob) -> size_t {
@@ -53,6 +58,7 @@ int main(int argc, char ** argv) {
                 return truncate ? blob.size() / 2 : blob.size();
             };
         seam->held_state_pause_ms = pause_ms;
+        seam->stream_cut_after_frames = cut_stream;
         baton::cli_test_on_node = [seam](baton::node & s) { baton::node_test_access::install(s, seam); };
     }
     args.push_back(nullptr);

@@ -76,6 +76,11 @@ struct node_config {
     // (the default): sent as it is. docs/benchmarks.md, figure
     // 22, says on which links packing pays.
     int state_compress_level = 0;
+    // --state-stream-tokens N (prefill role, direct transfer): a state a router asks to stream leaves in parts
+    // of N tokens (at least prompt/16) while the prompt computes, and the decode node joins them as they come
+    // (state_stream.h, docs/router.md "Streamed transfer"). 0 (the default): the state leaves whole after the
+    // prompt. Not with deltas (a delta base: whole) or packing (a stream is sent as it is).
+    uint32_t state_stream_tokens = 0;
     double timeout_s = 600;                       // per request, from arrival to the last byte; 0: none
     http_limits limits;                           // the HTTP edge's limits and per-phase deadlines (http_server.h)
     http_cors cors;                               // CORS (--cors-origins ...)

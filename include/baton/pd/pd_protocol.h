@@ -43,6 +43,10 @@ inline constexpr std::string_view pd_header_endpoint = "X-Baton-Endpoint";
 inline constexpr std::string_view pd_header_state_hold = "X-Baton-State-Hold";
 inline constexpr std::string_view pd_header_state_source = "X-Baton-State-Source";
 inline constexpr std::string_view pd_header_state_id = "X-Baton-State-Id";
+// Streamed transfer. router -> prefill node, with X-Baton-State-Hold: "1": a node that streams states
+// (--state-stream-tokens) holds the state as a stream (state_stream.h) and answers with its id before the
+// prompt computes ({"state": id, "stream": true}); the decode node's fetch then reads the parts as they come.
+inline constexpr std::string_view pd_header_state_stream = "X-Baton-State-Stream";
 // Deltas. router -> prefill node: the decode node holds the prompt's first N tokens (decimal), so the state is a
 // delta over them (blob format 1.2, only the cells past them); the decode node restores it onto the slot that
 // holds them, or refuses it (422) when none does.
