@@ -96,7 +96,8 @@ class state_stream_reader {
     // feed appends bytes; corrupt when they come after the end (or error) frame.
     Status feed(std::span<const uint8_t> bytes);
     // next returns the next whole frame, or nullopt when more bytes are needed. An error frame is returned
-    // as a frame (its text is the sender's); the caller decides what it means.
+    // as a frame (its text is the sender's); the caller decides what it means. A frame it refuses is not
+    // consumed: next refuses it again and finish fails.
     Result<std::optional<stream_frame>> next();
     // finish: the input ended. corrupt unless an end or error frame was read and nothing is left over.
     Status finish() const;

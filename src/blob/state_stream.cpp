@@ -147,15 +147,18 @@ Result<std::optional<stream_frame>> state_stream_reader::next() {
     if (have - state_stream_frame_head_bytes < length) return std::optional<stream_frame>{};
     const uint8_t * body = p + state_stream_frame_head_bytes;
     const size_t n = size_t(length);
-    at_ += state_stream_frame_head_bytes + n;
     if (kind == uint8_t(stream_frame_kind::part)) {
+        at_ += state_stream_frame_head_bytes + n;
         XXH3_64bits_update(static_cast<XXH3_state_t *>(chain_), body, n);
         ++n_parts_;
         return std::optional<stream_frame>(stream_part{std::vector<uint8_t>(body, body + n)});
     }
-    ended_ = true;
-    if (kind == uint8_t(stream_frame_kind::error))
+    if (kind == uint8_t(stream_frame_kind::error)) {
+        at_ += state_stream_frame_head_bytes + n;
+        ended_ = true;
         return std::optional<stream_frame>(stream_error{std::string(reinterpret_cast<const char *>(body), n)});
+    }
+    // The end frame is checked before it is consumed: a refused one stays refused (next and finish keep failing).
     stream_end e;
     e.n_parts = get_u32(body);
     e.n_tokens = get_u32(body + 4);
@@ -168,6 +171,8 @@ Result<std::optional<stream_frame>> state_stream_reader::next() {
     if (e.chain != XXH3_64bits_digest(static_cast<XXH3_state_t *>(chain_)))
         return stream_corrupt("the parts' chain checksum does not match the end frame (a part lost, repeated, "
                               "reordered or changed)");
+    at_ += state_stream_frame_head_bytes + n;
+    ended_ = true;
     return std::optional<stream_frame>(e);
 }
 
