@@ -277,6 +277,15 @@ const std::vector<figure_doc> & figures() {
          "transfer_packed_over_plain_at_R: (pack + packed bytes / R + unpack) / (blob bytes / R); below 1.0 packing "
          "wins at R. No target: the advice on --state-compress-level rests on it (default 0, off).",
          "x", "", "packed / blob bytes", true, "(\"l1 planes\" 0, \"l3 planes\" 1, \"l1 bytes\" 2)", false, false},
+        {23, "Streamed transfer: TTFT with the state sent whole after the prompt vs streamed while it computes",
+         "bench/stream_transfer_bench.cpp. Routers, 2 prefill nodes (one sending states whole, one with "
+         "--state-stream-tokens 128), a decode node for each and a single node, each in a network namespace behind a "
+         "tc tbf link of the same rate each way (no added delay: this kernel has no sch_netem). A 512x8 llama with an "
+         "f32 K/V cache (16 KiB per token), every node 1 thread, -b 2048 -ub 128; fresh random prompts (never cached), "
+         "max_tokens 1, streamed; client TTFT, one request at a time, the three modes in rotating order per round, "
+         "medians. Rates: 1000 Mbit/s, and the matched rate at which the link moves the whole state in the single "
+         "node's TTFT. Target: streamed PD's TTFT overhead over the single node <= 15% at the matched rate.",
+         "ms", "link rate (Mbit/s)", "TTFT (ms)", false, "", true, false},
     };
     return f;
 }
@@ -472,6 +481,7 @@ int main(int argc, char ** argv) {
                 else if (name.rfind("cache_ram", 0) == 0) fig = 17;
                 else if (name.rfind("tier_cluster", 0) == 0) fig = 18;
                 else if (name.rfind("tier_", 0) == 0) fig = 19;
+                else if (name.rfind("stream_transfer", 0) == 0) fig = 23;
             }
             if (fig != fd.fig) continue;
             md << "| " << md_escape(name) << " | " << fmt(r["value"]) << " | " << fmt(r.value("min", 0.0)) << " | " << fmt(r.value("max", 0.0))
@@ -486,8 +496,8 @@ int main(int argc, char ** argv) {
         if (name.rfind("cluster", 0) == 0 || name.rfind("quant_serve", 0) == 0 || name.rfind("device_", 0) == 0 ||
             name.rfind("blob_bytes", 0) == 0 || name.rfind("multiturn", 0) == 0 ||
             name.rfind("prefix_routing", 0) == 0 || name.rfind("shaped_link", 0) == 0 ||
-            name.rfind("cache_ram", 0) == 0 || name.rfind("tier_", 0) == 0)
-            continue;  // figures 10, 12 to 19
+            name.rfind("cache_ram", 0) == 0 || name.rfind("tier_", 0) == 0 || name.rfind("stream_transfer", 0) == 0)
+            continue;  // figures 10, 12 to 19, 23
         if (r.contains("fig") || name.rfind("router_load", 0) == 0 || name.rfind("router_overhead", 0) == 0 || name.rfind("edge", 0) == 0 || name.rfind("interference", 0) == 0 || name.rfind("blob_", 0) == 0 ||
             name.rfind("pd_ttft", 0) == 0 || name.rfind("restore", 0) == 0 || name.rfind("prefill_ms", 0) == 0)
             continue;
