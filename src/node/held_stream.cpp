@@ -25,6 +25,23 @@ void held_stream::close() {
     wake();
 }
 
+void held_stream::abandon() {
+    std::function<void()> fn;
+    {
+        lock_guard lk(mu_);
+        if (closed_) return;
+        closed_ = true;
+        fn = std::move(on_abandon_);
+        wake();
+    }
+    if (fn) fn();
+}
+
+void held_stream::set_on_abandon(std::function<void()> fn) {
+    lock_guard lk(mu_);
+    on_abandon_ = std::move(fn);
+}
+
 bool held_stream::closed() const {
     lock_guard lk(mu_);
     return closed_;

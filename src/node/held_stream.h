@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -22,8 +23,12 @@ class held_stream {
     // append adds a frame (the head, a part's frame head, a part's blob, the end or an error frame) and wakes
     // every watcher. Nothing is added after close.
     void append(std::vector<uint8_t> bytes);
-    // close: the stream is whole (its end or error frame was appended) or abandoned.
+    // close: the stream is whole (its end or error frame was appended).
     void close();
+    // abandon: the lease ended before the stream did (released or expired): closes it and, when it was still open,
+    // calls the abandon hook (the prefill node cancels the prompt nobody will fetch).
+    void abandon();
+    void set_on_abandon(std::function<void()> fn);
     bool closed() const;
     // frames_from appends frames i.. to out and returns whether the stream was closed when they were taken (then
     // out holds all of it).
@@ -40,6 +45,7 @@ class held_stream {
     std::vector<std::weak_ptr<async_notify>> watchers_ BATON_GUARDED_BY(mu_);
     uint64_t bytes_ BATON_GUARDED_BY(mu_) = 0;
     bool closed_ BATON_GUARDED_BY(mu_) = false;
+    std::function<void()> on_abandon_ BATON_GUARDED_BY(mu_);
 };
 
 }  // namespace baton

@@ -236,6 +236,10 @@ net::awaitable<void> node_impl::prefill_streamed(http_exchange & ex, gen_request
         held->release(id.value());
         co_return (void) co_await ex.respond_error(h.status());
     }
+    // A stream whose lease ends before its prompt does (released: the request ended; expired) cancels the prompt.
+    stream->set_on_abandon([w = std::weak_ptr<request_handle>(h.value())] {
+        if (auto p = w.lock()) p->cancel();
+    });
     net::co_spawn(ex.executor(), stream_prefill_run(h.value(), stream, std::move(ticket)), net::detached);
     http_response r = json_response({{"state", id.value()}, {"stream", true}});
     r.headers = {{std::string(pd_header_prompt_tokens), std::to_string(n_prompt)},
@@ -300,6 +304,7 @@ net::awaitable<void> node_impl::send_stream(http_exchange & ex, std::shared_ptr<
                 bytes = changed;
             }
             if (!co_await ex.write(bytes.data(), bytes.size())) co_return;
+            held->count_served(bytes.size());
             ++next;
         }
         if (closed) break;

@@ -37,6 +37,7 @@ size_t state_hold::expire_locked(clock::time_point now) {
     for (auto it = leases_.begin(); it != leases_.end();) {
         if (it->second.stream && !it->second.stream->closed()) it->second.expires = now + limits_.ttl;
         if (it->second.expires <= now) {
+            if (it->second.stream) it->second.stream->abandon();
             stats_.held_bytes -= it->second.size();
             it = leases_.erase(it);
             ++n;
@@ -110,12 +111,17 @@ Result<std::shared_ptr<held_stream>> state_hold::get_stream(std::string_view id,
     return it->second.stream;
 }
 
+void state_hold::count_served(uint64_t bytes) {
+    lock_guard lk(mu_);
+    stats_.fetched_bytes += bytes;
+}
+
 bool state_hold::release(std::string_view id) {
     lock_guard lk(mu_);
     auto it = leases_.find(id);
     if (it == leases_.end()) return false;
     stats_.held_bytes -= it->second.size();
-    if (it->second.stream) it->second.stream->close();
+    if (it->second.stream) it->second.stream->abandon();
     leases_.erase(it);
     stats_.held = leases_.size();
     ++stats_.released;

@@ -60,7 +60,9 @@ class state_hold {
     Result<blob_ref> get(std::string_view id, clock::time_point now);
     // get_stream returns a held stream while its lease runs (not_found otherwise, or for a whole state's).
     Result<std::shared_ptr<held_stream>> get_stream(std::string_view id, clock::time_point now);
-    // release ends a lease; false when there was none.
+    // count_served adds the bytes a fetch of a stream sent (a whole state's are counted by get).
+    void count_served(uint64_t bytes);
+    // release ends a lease (a stream still being made is abandoned: held_stream::abandon); false when there was none.
     bool release(std::string_view id);
     // expire ends every lease whose TTL passed; returns how many. The node calls it every second.
     size_t expire(clock::time_point now);

@@ -470,7 +470,9 @@ struct stream_cluster {
 };
 
 TEST(RouterE2E, StreamedStatesEqualSingleNodeOnEveryFamily) {
-    for (const std::string & arch : mkmodel_archs()) {
+    // Sanitized builds check the threads, not the families: an attention model and a hybrid (checkpoints).
+    const std::vector<std::string> archs = k_sanitized ? std::vector<std::string>{"llama", "lfm2"} : mkmodel_archs();
+    for (const std::string & arch : archs) {
         SCOPED_TRACE(arch);
         stream_cluster c = stream_cluster::make(arch);
         for (int i = 0; i < 2; ++i) {
@@ -519,11 +521,12 @@ TEST(RouterE2E, StreamCutAfterAnyFrameFallsBackAndNeverRestoresAPartialState) {
         const std::string dm = get(*c.decode, "/metrics").body;
         ASSERT_EQ(metric_value(dm, "baton_restores_total"), 0) << "cut after " << k + 1 << " frames: " << dm;
     }
-    const std::string pm = get(*c.prefill, "/metrics").body;
-    const double parts = metric_value(pm, "baton_state_parts_out_total") / (k + 1);
-    EXPECT_GE(parts, 4) << pm;
-    EXPECT_EQ(k + 1, 2 * parts + 2) << "the first whole stream is the one cut after its last frame: " << pm;
+    // (The prefill node's own part count is no measure: a cut stream's lease is released when its request falls
+    // back, which cancels a prompt still computing.)
     const std::string dm = get(*c.decode, "/metrics").body;
+    const double parts = metric_value(dm, "baton_state_stream_parts_total");
+    EXPECT_GE(parts, 4) << dm;
+    EXPECT_EQ(k + 1, 2 * parts + 2) << "the first whole stream is the one cut after its last frame: " << dm;
     EXPECT_EQ(metric_value(dm, "baton_restores_total"), 1) << dm;
     EXPECT_EQ(metric_value(dm, "baton_state_streams_fetched_total"), 1) << dm;
     EXPECT_LT(metric_value(dm, "baton_restore_failures_total{reason=\"corrupt\"}"), 1) << "a cut is no bad state";

@@ -117,5 +117,55 @@ TEST(StateHold, AFetchedStateOutlivesItsLeaseWhileItIsRead) {
     EXPECT_EQ(*reading, bytes(100, 9));  // still whole: the send that holds it finishes
 }
 
+// A held stream (streamed transfer): its lease runs only once the stream has closed; a fetch reads every frame from
+// the first; releasing or expiring it before its end abandons it (the hook that cancels the prompt runs once),
+// while a stream that ended normally is not abandoned by its release.
+TEST(StateHold, AStreamIsHeldWhileOpenAndAbandonedWhenItsLeaseEndsFirst) {
+    state_hold h(limits(1000, 4, 1000ms));
+    const auto t = clk::now();
+    auto open = std::make_shared<held_stream>();
+    int cancelled = 0;
+    open->set_on_abandon([&] { ++cancelled; });
+    open->append(bytes(3, 1));
+    auto id = h.put_stream(open, t);
+    ASSERT_TRUE(id.ok()) << id.status().message();
+    EXPECT_FALSE(h.get(id.value(), t).ok()) << "a stream is not a whole state";
+    // Open: its TTL does not run.
+    h.expire(t + 5s);
+    auto s = h.get_stream(id.value(), t + 5s);
+    ASSERT_TRUE(s.ok());
+    open->append(bytes(4, 2));
+    std::vector<held_stream::frame> frames;
+    EXPECT_FALSE(s.value()->frames_from(0, frames));
+    ASSERT_EQ(frames.size(), 2u);
+    EXPECT_EQ(*frames[1], bytes(4, 2));
+    EXPECT_TRUE(h.release(id.value()));
+    EXPECT_EQ(cancelled, 1);
+    EXPECT_TRUE(open->closed());
+    open->append(bytes(1));  // nothing is added after the end
+    frames.clear();
+    EXPECT_TRUE(open->frames_from(0, frames));
+    EXPECT_EQ(frames.size(), 2u);
+
+    auto whole = std::make_shared<held_stream>();
+    int never = 0;
+    whole->set_on_abandon([&] { ++never; });
+    auto id2 = h.put_stream(whole, t);
+    ASSERT_TRUE(id2.ok());
+    whole->close();
+    EXPECT_TRUE(h.release(id2.value()));
+    EXPECT_EQ(never, 0) << "a stream that ended is not abandoned";
+
+    auto expiring = std::make_shared<held_stream>();
+    auto id3 = h.put_stream(expiring, t);
+    ASSERT_TRUE(id3.ok());
+    int expired = 0;
+    expiring->set_on_abandon([&] { ++expired; });
+    EXPECT_EQ(h.expire(t + 10s), 0u) << "open: its lease is extended";
+    expiring->close();
+    EXPECT_EQ(h.expire(t + 12s), 1u) << "closed: its TTL ran out";
+    EXPECT_EQ(expired, 0);
+}
+
 }  // namespace
 }  // namespace baton
