@@ -246,6 +246,21 @@ class lab {
     std::map<std::string, host> hosts_;
 };
 
+// lab_usable: removes stale namespaces of killed runs and checks that this process can make namespaces
+// (CAP_NET_ADMIN, a writable /run/netns). When it cannot: in --quick mode (CI smoke) prints why `bench` is skipped
+// and returns false; otherwise throws.
+inline bool lab_usable(lab & L, bool quick, const char * bench) {
+    L.remove_stale();
+    std::string why;
+    if (L.add_namespace("probe", &why)) {
+        L.teardown();
+        return true;
+    }
+    if (!quick) throw std::runtime_error("cannot create network namespaces: " + why);
+    std::printf("%s: skipped: cannot create network namespaces (%s)\n", bench, why.c_str());
+    return false;
+}
+
 // netns_cleanup_on_signals: SIGINT, SIGTERM, SIGHUP and SIGPIPE (stdout closed, e.g. piped into head) delete
 // this run's namespaces before the process exits.
 inline void netns_cleanup_on_signals() {

@@ -160,19 +160,7 @@ int main(int argc, char ** argv) try {
     const int n_vocab = model_n_vocab(model);
 
     lab L(ip, tc, nsenter);
-    L.remove_stale();
-    // Can this process make namespaces at all (CAP_NET_ADMIN, a writable /run/netns)?
-    {
-        std::string why;
-        if (!L.add_namespace("probe", &why)) {
-            if (quick) {
-                std::printf("shaped_link_bench: skipped: cannot create network namespaces (%s)\n", why.c_str());
-                return 0;
-            }
-            throw std::runtime_error("cannot create network namespaces: " + why);
-        }
-        L.teardown();
-    }
+    if (!lab_usable(L, quick, "shaped_link_bench")) return 0;
     netns_cleanup_on_signals();
     L.build({"r", "p0", "p1", "d0", "d1"}, rate_mbit);
     L.enter_hub();

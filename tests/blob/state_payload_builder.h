@@ -4,7 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
 #include <vector>
+
+#include "baton/state_payload.h"
 
 namespace baton::state_payload_builder {
 
@@ -117,6 +120,18 @@ inline std::vector<uint8_t> attention_bytes(const attention_spec & a) {
     builder w;
     attention(w, a);
     return w.b;
+}
+
+// shape_learned: the node shape the builder's states follow, learned from probe (a state whose parts are of the given
+// kinds), with partial states of k_magic. Throws when probe does not parse: a broken fixture.
+inline state_shape shape_learned(const std::vector<uint8_t> & probe, const std::vector<state_part_kind> & kinds) {
+    auto full = state_shape_learn(probe, kinds);
+    if (!full.ok()) throw std::runtime_error(full.status().to_string());
+    state_shape s;
+    s.full = full.value();
+    s.partial.known = true;
+    s.partial.magic = k_magic;
+    return s;
 }
 
 }  // namespace baton::state_payload_builder

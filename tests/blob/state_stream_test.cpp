@@ -498,13 +498,7 @@ state_shape shape_of(family f) {
     if (f == family::sliding) kinds = {k::attention, k::attention};
     if (f == family::hybrid) kinds = {k::attention, k::recurrent};
     if (f == family::recurrent) kinds = {k::recurrent};
-    auto full = state_shape_learn(state_of(f, 2), kinds);
-    if (!full.ok()) throw std::runtime_error(full.status().to_string());
-    state_shape s;
-    s.full = full.value();
-    s.partial.known = true;
-    s.partial.magic = k_magic;
-    return s;
+    return shape_learned(state_of(f, 2), kinds);
 }
 
 constexpr uint32_t k_n = 20;  // the whole state's tokens
