@@ -21,6 +21,7 @@
 #include "baton/state_payload.h"
 #include "baton/state_splice.h"
 #include "blob/state_payload_builder.h"
+#include "fuzz_seed_writer.h"
 
 namespace {
 
@@ -146,13 +147,7 @@ void fuzz_delta(std::span<const uint8_t> bytes, const layout & l, int which, uin
 
 }  // namespace
 
-extern "C" int LLVMFuzzerInitialize(int *, char ***) {
-    if (const char * dir = std::getenv("BATON_FUZZ_WRITE_SEEDS")) {
-        write_seeds(dir);
-        std::exit(0);
-    }
-    return 0;
-}
+extern "C" int LLVMFuzzerInitialize(int *, char ***) { return baton::fuzz_seed_writer_init(write_seeds); }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     if (size < 3) return 0;

@@ -29,6 +29,7 @@
 #include "baton/state_stream.h"
 #include "blob/state_payload_builder.h"
 #include "blob_format.h"
+#include "fuzz_seed_writer.h"
 
 namespace {
 
@@ -334,13 +335,7 @@ void write_seeds(const std::string & dir) {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerInitialize(int *, char ***) {
-    if (const char * dir = std::getenv("BATON_FUZZ_WRITE_SEEDS")) {
-        write_seeds(dir);
-        std::exit(0);
-    }
-    return 0;
-}
+extern "C" int LLVMFuzzerInitialize(int *, char ***) { return baton::fuzz_seed_writer_init(write_seeds); }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     if (size < 2) return 0;

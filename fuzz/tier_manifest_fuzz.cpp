@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "baton/base/byte_cursor.h"
+#include "fuzz_seed_writer.h"
 #include "tier_format.h"
 #include "tier_manifest.h"
 
@@ -69,13 +70,7 @@ void write_seeds(const std::string & dir) {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerInitialize(int *, char ***) {
-    if (const char * dir = std::getenv("BATON_FUZZ_WRITE_SEEDS")) {
-        write_seeds(dir);
-        std::exit(0);
-    }
-    return 0;
-}
+extern "C" int LLVMFuzzerInitialize(int *, char ***) { return baton::fuzz_seed_writer_init(write_seeds); }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     if (size < 1) return 0;
