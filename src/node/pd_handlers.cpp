@@ -308,7 +308,8 @@ net::awaitable<void> node_impl::send_stream(http_exchange & ex, std::shared_ptr<
             ++next;
         }
         if (closed) break;
-        if (frames.empty() && !co_await n->wait_until(deadline)) {
+        if (!frames.empty()) continue;
+        if (!co_await n->wait_until(deadline)) {  // (not inside &&: GCC miscompiles co_await there)
             ex.abort();
             co_return;
         }

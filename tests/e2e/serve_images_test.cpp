@@ -163,6 +163,49 @@ TEST_F(ServeImages, APrefillWithImagesDecodesOnANodeWithoutAProjector) {
     EXPECT_EQ(normalized(routed.j()), normalized(single.j()));
 }
 
+// Streamed transfer with images (--state-stream-tokens): the prefill node encodes the image and sends the state in
+// parts while the prompt computes, part stops falling inside the image's tokens too; the decode node, without a
+// projector, joins them and answers as a single node with the same batch flags (-b 32 -ub 16 on both).
+TEST_F(ServeImages, AStreamedStateWithImagesDecodesOnANodeWithoutAProjector) {
+    const std::vector<std::string> batch = {"-b", "32", "-ub", "16"};
+    std::vector<std::string> single_args = {"serve"}, prefill_args = {"serve"};
+    for (const auto & f : image_flags(true)) {
+        single_args.push_back(f);
+        prefill_args.push_back(f);
+    }
+    single_args.insert(single_args.end(), batch.begin(), batch.end());
+    prefill_args.insert(prefill_args.end(), batch.begin(), batch.end());
+    prefill_args.insert(prefill_args.end(), {"--role", "prefill", "--state-stream-tokens", "16"});
+    auto single = node_process::start(single_args);
+    auto prefill = node_process::start(prefill_args);
+    auto router = node_process::start({"route", "--prefill", prefill->url(), "--decode", without_->url(),
+                                       "--pd-min-tokens", "100000", "--timeout", "60", "--health-interval", "0.2"});
+    const double streams0 = metric_value(get(*without_, "/metrics").body, "baton_state_streams_fetched_total");
+    json seeded = image_chat({test_bmp(40, 24, 9)});
+    seeded["temperature"] = 0.9;
+    seeded["seed"] = 11;
+    int n = 0;
+    for (json body : {image_chat({test_bmp(40, 24, 4)}), seeded,
+                      image_chat({test_bmp(40, 24, 6), test_bmp(24, 40, 7)}, "Which differs?")}) {
+        for (bool stream : {false, true}) {
+            body["stream"] = stream;
+            SCOPED_TRACE(body.dump().substr(0, 80) + (stream ? " (stream)" : ""));
+            const http_reply want = post(*single, "/v1/chat/completions", body.dump());
+            const http_reply got = post(*router, "/v1/chat/completions", body.dump());
+            ASSERT_EQ(want.status, 200) << want.body;
+            ASSERT_EQ(got.status, 200) << got.body;
+            EXPECT_EQ(got.route, "pd");
+            if (stream) EXPECT_EQ(normalized_stream(got.body), normalized_stream(want.body));
+            else EXPECT_EQ(normalized(got.j()), normalized(want.j()));
+            ++n;
+        }
+    }
+    const std::string dm = get(*without_, "/metrics").body;
+    EXPECT_EQ(metric_value(dm, "baton_state_streams_fetched_total") - streams0, n) << dm;
+    const std::string pm = get(*prefill, "/metrics").body;
+    EXPECT_GE(metric_value(pm, "baton_state_parts_out_total"), 2 * n) << "several parts per prompt: " << pm;
+}
+
 void expect_400(const node_process & n, const json & body, const std::string & needle) {
     const http_reply r = post(n, "/v1/chat/completions", body.dump());
     EXPECT_EQ(r.status, 400) << r.body;
