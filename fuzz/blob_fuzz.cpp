@@ -49,7 +49,8 @@ bool same_view(const blob_view & a, const blob_view & b) {
         (a.logits->size() != b.logits->size() ||
          (!a.logits->empty() && std::memcmp(a.logits->data(), b.logits->data(), a.logits->size() * 4) != 0)))
         return false;
-    return a.request == b.request;
+    return a.request == b.request && a.base_tokens == b.base_tokens && a.base_hash == b.base_hash &&
+           a.generation == b.generation;
 }
 
 // reseal rewrites the header checksum and the checksum of every frame that can be delimited.

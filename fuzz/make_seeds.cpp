@@ -115,6 +115,16 @@ int make_seed(const std::string & arch, const std::string & out_dir, const std::
         return std::fprintf(stderr, "make_seeds: %s\n", m.to_string().c_str()), 1;
     std::ofstream(out_dir + "/" + arch + "-media.blob", std::ios::binary)
         .write(reinterpret_cast<const char *>(media_sink.bytes().data()), std::streamsize(media_sink.bytes().size()));
+    // Format 1.4: the same state as a generation in progress (the generation section): its second half
+    // generated, one prompt token reused from memory.
+    blob_parts generation = parts;
+    generation.generation = blob_generation{uint32_t(prompt.size() - half), 1};
+    blob_buffer_sink generation_sink;
+    if (Status g = blob_write(generation, generation_sink); !g.ok())
+        return std::fprintf(stderr, "make_seeds: %s\n", g.to_string().c_str()), 1;
+    std::ofstream(out_dir + "/" + arch + "-generation.blob", std::ios::binary)
+        .write(reinterpret_cast<const char *>(generation_sink.bytes().data()),
+               std::streamsize(generation_sink.bytes().size()));
     // The blob packed for the wire (blob_pack.h), byte planes and not: blob_fuzz unpacks every input.
     for (uint8_t width : {uint8_t(0), uint8_t(2)}) {
         auto packed = blob_pack(sink.bytes(), 3, width);

@@ -157,7 +157,7 @@ TEST(BlobParse, NewerMajorVersionNamesBothVersions) {
     auto bytes = write_blob(synthetic().parts);
     le_store_u16(bytes.data() + bf::k_off_version_major, 2);
     le_store_u16(bytes.data() + bf::k_off_version_minor, 3);
-    expect_error(bytes, status_code::unsupported, {"version_major", "format 2.3", "reads format 1.3"});
+    expect_error(bytes, status_code::unsupported, {"version_major", "format 2.3", "reads format 1.4"});
     le_store_u16(bytes.data() + bf::k_off_version_major, 0);
     expect_error(bytes, status_code::unsupported, {"version_major", "format 0.3"});
 }
@@ -335,8 +335,8 @@ TEST(BlobParse, UnknownOptionalSectionIsSkipped) {
 TEST(BlobParse, UnknownMandatorySectionIsRejected) {
     auto secs = split(write_blob(synthetic().parts));
     secs.push_back(raw_section{99, 0, {1, 2, 3}});
-    expect_error(assemble(3, secs, 1, 4), status_code::unsupported,
-                 {"type 99", "not flagged optional", "blob format 1.4", "reads 1.3"});
+    expect_error(assemble(3, secs, 1, 5), status_code::unsupported,
+                 {"type 99", "not flagged optional", "blob format 1.5", "reads 1.4"});
 }
 
 TEST(BlobParse, UnknownSectionFlagBitsAreRejected) {
@@ -370,7 +370,7 @@ TEST(BlobParse, PresenceFlagsDisagreeWithSections) {
     auto no_logits = secs;
     std::erase_if(no_logits, [](const raw_section & s) { return s.type == bf::section_type_logits; });
     expect_error(assemble(3, no_logits), status_code::corrupt, {"flags: has_logits is set but the logits section is absent"});
-    expect_error(assemble(3 | 8, secs), status_code::corrupt, {"flags: unknown bits"});
+    expect_error(assemble(3 | 16, secs), status_code::corrupt, {"flags: unknown bits 0x0000000000000010"});
     expect_error(assemble(3 | 4, secs, 1, 2), status_code::corrupt,
                  {"flags: delta is set but the base section is absent"});
 }
@@ -468,6 +468,187 @@ TEST(BlobWriteDelta, WriterRefusesWhatTheParserWouldRefuse) {
     Status st = blob_write(s.parts, sink);
     EXPECT_EQ(st.code(), status_code::invalid_argument);
     EXPECT_CONTAINS(st.message(), "checkpoints[0]: n_tokens 4 is not past");
+}
+
+// ---- a generation in progress (format 1.4): the generation section ----
+
+// generation_parts: the synthetic parts (10 tokens, logits, request) whose last n_generated tokens were generated.
+synthetic generation_parts(uint32_t n_generated = 4, uint32_t n_cached = 3) {
+    synthetic s;
+    s.parts.generation = blob_generation{n_generated, n_cached};
+    return s;
+}
+
+// generation_flags: the header flags of a blob with logits, request and a generation.
+constexpr uint32_t generation_flags = bf::k_flag_has_logits | bf::k_flag_has_request | bf::k_flag_generation;
+
+// The absolute offset of the generation section's payload in a blob written from generation_parts.
+uint64_t generation_payload_offset(const std::vector<uint8_t> & bytes) {
+    for (const auto & sec : blob_walk(bytes).sections)
+        if (sec.type == bf::section_type_generation) return sec.offset + bf::k_frame_head_bytes;
+    ADD_FAILURE() << "no generation section";
+    return 0;
+}
+
+TEST(BlobParseGeneration, RoundTripCarriesTheGenerationAsFormat14) {
+    synthetic s = generation_parts(4, 3);
+    const auto bytes = write_blob(s.parts);
+    ASSERT_FALSE(bytes.empty());
+    auto v = blob_parse(bytes);
+    ASSERT_TRUE(v.ok()) << v.status().to_string();
+    EXPECT_EQ(v->version_minor, 4);
+    EXPECT_EQ(v->flags & bf::k_flag_generation, bf::k_flag_generation);
+    EXPECT_EQ(v->flags, generation_flags);
+    ASSERT_TRUE(v->generation.has_value());
+    EXPECT_EQ(v->generation->n_generated, 4u);
+    EXPECT_EQ(v->generation->n_cached, 3u);
+    EXPECT_EQ(*v->generation, *s.parts.generation);
+    EXPECT_EQ(v->tokens, s.tokens);
+    ASSERT_TRUE(v->logits.has_value());
+    // The section is on the wire as the format says: type 10, mandatory (flags 0), 16 bytes, reserved zero.
+    const auto secs = split(bytes);
+    ASSERT_EQ(secs.size(), 8u);
+    const raw_section * g = nullptr;
+    for (const auto & sec : secs)
+        if (sec.type == bf::section_type_generation) g = &sec;
+    ASSERT_NE(g, nullptr);
+    EXPECT_EQ(g->flags, 0u) << "a reader that does not know the section must refuse the blob";
+    ASSERT_EQ(g->payload.size(), bf::k_generation_payload_bytes);
+    EXPECT_EQ(byte_cursor::load_u32(g->payload.data()), 4u);
+    EXPECT_EQ(byte_cursor::load_u32(g->payload.data() + 4), 3u);
+    EXPECT_EQ(byte_cursor::load_u32(g->payload.data() + 8), 0u);
+    EXPECT_EQ(byte_cursor::load_u32(g->payload.data() + 12), 0u);
+    // Rewritten from the view: identical bytes (the generation survives blob_view_parts).
+    const blob_parts again = blob_view_parts(v.value());
+    ASSERT_TRUE(again.generation.has_value());
+    EXPECT_EQ(*again.generation, *s.parts.generation);
+    EXPECT_EQ(write_blob(again), bytes);
+    // Without a generation the same parts stay format 1.0 and carry no generation.
+    auto plain = blob_parse(write_blob(synthetic().parts));
+    ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+    EXPECT_EQ(plain->version_minor, 0);
+    EXPECT_FALSE(plain->generation.has_value());
+    EXPECT_EQ(plain->flags & bf::k_flag_generation, 0u);
+}
+
+TEST(BlobParseGeneration, TheBoundsOfTheRulesParse) {
+    // No token generated yet (the first token is next), and all but one token generated with the whole
+    // one-token prompt cached.
+    for (auto [n_generated, n_cached] : {std::pair{0u, 0u}, std::pair{0u, 10u}, std::pair{9u, 1u}, std::pair{9u, 0u}}) {
+        auto v = blob_parse(write_blob(generation_parts(n_generated, n_cached).parts));
+        ASSERT_TRUE(v.ok()) << n_generated << "/" << n_cached << ": " << v.status().to_string();
+        EXPECT_EQ(*v->generation, (blob_generation{n_generated, n_cached}));
+    }
+}
+
+TEST(BlobParseGeneration, GenerationOutranksTheOtherVersions) {
+    // A delta (1.2) with media tokens (1.3) and a generation: 1.4, all three carried.
+    synthetic s = generation_parts(2, 1);
+    s.parts.base_tokens = 6;
+    s.parts.checkpoints.erase(s.parts.checkpoints.begin());  // the one at 4 tokens is not past a base of 6
+    s.tokens[7] = media_token_min + 1;
+    s.parts.tokens = s.tokens;
+    auto v = blob_parse(write_blob(s.parts));
+    ASSERT_TRUE(v.ok()) << v.status().to_string();
+    EXPECT_EQ(v->version_minor, 4);
+    EXPECT_EQ(v->base_tokens, 6u);
+    EXPECT_EQ(v->flags, generation_flags | bf::k_flag_delta);
+    EXPECT_EQ(*v->generation, (blob_generation{2, 1}));
+}
+
+TEST(BlobParseGeneration, FlagSetWithoutTheSectionIsRefused) {
+    auto secs = split(write_blob(generation_parts().parts));
+    std::erase_if(secs, [](const raw_section & s) { return s.type == bf::section_type_generation; });
+    expect_error(assemble(generation_flags, secs, 1, 4), status_code::corrupt,
+                 {"flags: generation is set but the generation section is absent", "at +12"});
+}
+
+TEST(BlobParseGeneration, SectionWithoutTheFlagIsRefused) {
+    const auto secs = split(write_blob(generation_parts().parts));
+    expect_error(assemble(generation_flags & ~bf::k_flag_generation, secs, 1, 4), status_code::corrupt,
+                 {"flags: generation is clear but the generation section is present", "at +12"});
+}
+
+TEST(BlobParseGeneration, SectionInABlobBelowFormat14IsRefused) {
+    // The version patched down in the header itself, its checksum resealed.
+    auto bytes = write_blob(generation_parts().parts);
+    ASSERT_EQ(bytes[bf::k_off_version_minor], 4);
+    le_store_u16(bytes.data() + bf::k_off_version_minor, 3);
+    reseal_header(bytes);
+    const uint64_t frame = generation_payload_offset(bytes) - bf::k_frame_head_bytes;
+    expect_error(bytes, status_code::corrupt,
+                 {"generation: a generation section in a format 1.3 blob (it is 1.4)", "at +" + std::to_string(frame)});
+    // And in a 1.0 blob.
+    expect_error(assemble(generation_flags, split(bytes), 1, 0), status_code::corrupt,
+                 {"generation: a generation section in a format 1.0 blob"});
+}
+
+TEST(BlobParseGeneration, NonzeroReservedFieldIsRefused) {
+    const auto bytes = write_blob(generation_parts().parts);
+    const uint64_t payload = generation_payload_offset(bytes);
+    for (size_t field : {size_t(8), size_t(12)}) {
+        auto secs = split(bytes);
+        le_store_u32(find(secs, bf::section_type_generation)->payload.data() + field, 1);
+        expect_error(assemble(generation_flags, secs, 1, 4), status_code::corrupt,
+                     {"generation: reserved 0x0000000000000001 is not 0", "at +" + std::to_string(payload + field)});
+    }
+}
+
+TEST(BlobParseGeneration, AGenerationWithoutAPromptTokenIsRefused) {
+    const auto bytes = write_blob(generation_parts().parts);
+    const uint64_t payload = generation_payload_offset(bytes);
+    for (uint32_t n : {10u, 11u, 0xFFFFFFFFu}) {
+        auto secs = split(bytes);
+        le_store_u32(find(secs, bf::section_type_generation)->payload.data(), n);
+        le_store_u32(find(secs, bf::section_type_generation)->payload.data() + 4, 0);
+        expect_error(assemble(generation_flags, secs, 1, 4), status_code::corrupt,
+                     {"generation: n_generated " + std::to_string(n) + " is not below n_tokens 10",
+                      "at +" + std::to_string(payload)});
+    }
+}
+
+TEST(BlobParseGeneration, MoreCachedTokensThanThePromptHasAreRefused) {
+    auto secs = split(write_blob(generation_parts(4, 3).parts));
+    le_store_u32(find(secs, bf::section_type_generation)->payload.data() + 4, 7);
+    expect_error(assemble(generation_flags, secs, 1, 4), status_code::corrupt,
+                 {"generation: n_cached 7 exceeds the prompt's 6 tokens"});
+    le_store_u32(find(secs, bf::section_type_generation)->payload.data() + 4, 0xFFFFFFFFu);
+    expect_error(assemble(generation_flags, secs, 1, 4), status_code::corrupt,
+                 {"generation: n_cached 4294967295 exceeds the prompt's 6 tokens"});
+    le_store_u32(find(secs, bf::section_type_generation)->payload.data() + 4, 6);  // the whole prompt: fine
+    EXPECT_TRUE(blob_parse(assemble(generation_flags, secs, 1, 4)).ok());
+}
+
+TEST(BlobParseGeneration, AGenerationWithoutLogitsIsRefused) {
+    auto secs = split(write_blob(generation_parts().parts));
+    std::erase_if(secs, [](const raw_section & s) { return s.type == bf::section_type_logits; });
+    expect_error(assemble(generation_flags & ~bf::k_flag_has_logits, secs, 1, 4), status_code::corrupt,
+                 {"generation: a generation in progress needs the logits it continues from"});
+}
+
+TEST(BlobParseGeneration, PayloadOfAnotherLengthIsRefused) {
+    const auto bytes = write_blob(generation_parts().parts);
+    struct length_case {
+        size_t size;
+        std::string what;
+    };
+    for (const length_case & c : std::vector<length_case>{{0, "generation: n_generated truncated"},
+                                                          {4, "generation: n_cached truncated"},
+                                                          {12, "generation: reserved truncated"},
+                                                          {15, "generation: reserved truncated"},
+                                                          {17, "generation: 1 trailing bytes"},
+                                                          {20, "generation: 4 trailing bytes"}}) {
+        SCOPED_TRACE("length " + std::to_string(c.size));
+        auto secs = split(bytes);
+        find(secs, bf::section_type_generation)->payload.resize(c.size);  // (grown with zeros)
+        expect_error(assemble(generation_flags, secs, 1, 4), status_code::corrupt, {c.what});
+    }
+}
+
+TEST(BlobParseGeneration, DuplicateSectionIsRefused) {
+    auto secs = split(write_blob(generation_parts().parts));
+    secs.push_back(*find(secs, bf::section_type_generation));
+    expect_error(assemble(generation_flags, secs, 1, 4), status_code::corrupt, {"duplicate section generation"});
 }
 
 TEST(BlobParse, TokensOverContextSize) {

@@ -106,6 +106,45 @@ TEST(BlobWrite, RejectsBadParts) {
     }
 }
 
+// ---- a generation in progress (format 1.4): the generation section ----
+
+TEST(BlobWriteGeneration, RefusesAGenerationWithoutAPromptToken) {
+    for (uint32_t n : {10u, 11u, 0xFFFFFFFFu}) {
+        synthetic s;
+        s.parts.generation = blob_generation{n, 0};
+        expect_rejected(s.parts, "generation: n_generated " + std::to_string(n) + " is not below n_tokens 10");
+    }
+}
+
+TEST(BlobWriteGeneration, RefusesMoreCachedTokensThanThePromptHas) {
+    synthetic s;
+    s.parts.generation = blob_generation{4, 7};
+    expect_rejected(s.parts, "generation: n_cached 7 exceeds the prompt's 6 tokens");
+    s.parts.generation = blob_generation{0, 11};
+    expect_rejected(s.parts, "generation: n_cached 11 exceeds the prompt's 10 tokens");
+    // The whole prompt cached is fine.
+    s.parts.generation = blob_generation{4, 6};
+    blob_size_sink sink;
+    EXPECT_TRUE(blob_write(s.parts, sink).ok());
+}
+
+TEST(BlobWriteGeneration, RefusesAGenerationWithoutLogits) {
+    synthetic s(false);
+    s.parts.generation = blob_generation{3, 2};
+    expect_rejected(s.parts, "generation: a generation in progress needs the logits");
+    s.parts.request = s.request;  // a request is no substitute
+    expect_rejected(s.parts, "generation: a generation in progress needs the logits");
+}
+
+TEST(BlobWriteGeneration, SizeSinkCountsTheGenerationSection) {
+    synthetic s;
+    s.parts.generation = blob_generation{3, 2};
+    blob_size_sink with;
+    ASSERT_TRUE(blob_write(s.parts, with).ok());
+    EXPECT_EQ(with.size(), write_blob(s.parts).size());
+    EXPECT_EQ(with.size(), write_blob(synthetic().parts).size() + bf::k_frame_bytes + bf::k_generation_payload_bytes);
+}
+
 TEST(BlobWrite, SizeSinkCountsWhatTheBufferSinkHolds) {
     synthetic s;
     blob_size_sink size;

@@ -517,6 +517,7 @@ struct part_spec {
     uint32_t from = 0, to = k_n;
     std::vector<uint32_t> checkpoints;  // each checkpoint's n_tokens
     bool logits = false, request = false;
+    std::optional<blob_generation> generation;   // (needs logits)
     std::vector<int32_t> tokens = all_tokens();  // cut to `to`
     blob_test::synthetic ids{false};             // identity and context
     const blob_key * key = nullptr;
@@ -546,6 +547,7 @@ bytes write_part(const part_spec & s) {
     if (s.logits) p.logits = logits;
     if (s.request) p.request = request;
     p.base_tokens = s.from;
+    p.generation = s.generation;
     blob_buffer_sink sink;
     const Status st = blob_write(p, sink, s.key);
     if (!st.ok()) ADD_FAILURE() << st.to_string();
@@ -752,6 +754,24 @@ TEST(StateStreamAssembler, APartAfterTheOneWithLogitsOrRequestIsRefused) {
     state_stream_assembler a = assembler_of(family::attention);
     for (const bytes & p : parts) ASSERT_TRUE(a.add(p).ok());
     EXPECT_EQ(a.add(parts[2]).code(), status_code::corrupt);
+}
+
+// A streamed state is a prompt's: a part that continues a generation in progress (format 1.4: a paused generation
+// moves as one blob) is refused, as the last part or as a whole state.
+TEST(StateStreamAssembler, APartCarryingAGenerationIsRefused) {
+    part_spec last;  // three_parts()[2] with a generation
+    last.from = 14;
+    last.logits = last.request = true;
+    last.generation = blob_generation{3, 2};
+    const bytes bad = write_part(last);
+    auto v = blob_parse(bad);
+    ASSERT_TRUE(v.ok()) << v.status().to_string();
+    ASSERT_TRUE(v->generation.has_value());
+    expect_part_refused(three_parts(), 2, bad, "carries a generation in progress");
+    part_spec whole;
+    whole.logits = whole.request = true;
+    whole.generation = blob_generation{5, 15};
+    expect_part_refused(three_parts(), 0, write_part(whole), "carries a generation in progress");
 }
 
 TEST(StateStreamAssembler, APartThatIsNoBlobOrDoesNotJoinIsRefused) {
