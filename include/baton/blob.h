@@ -44,6 +44,18 @@ struct blob_checkpoint_view {
     std::span<const uint8_t> data;  // llama_state_seq_get_data_ext(..., PARTIAL_ONLY) bytes
 };
 
+// A generation in progress (format 1.4, the generation section): the state continues a generation that paused
+// where it was written (live migration, docs/cluster.md). The last n_generated tokens of the token list were
+// generated, the ones before them are the prompt; the logits are the last token's, so the next token is
+// sampled from them. Nothing else of the generation is carried: the sampler's state (its RNG included), the
+// grammar's and the held-back text are functions of the generated tokens, rebuilt from them by the receiver
+// (sampling_replay).
+struct blob_generation {
+    uint32_t n_generated = 0;  // 0 .. n_tokens - 1 (at least one prompt token)
+    uint32_t n_cached = 0;     // of the prompt's tokens, reused from memory when the generation began (its usage)
+    bool operator==(const blob_generation &) const = default;
+};
+
 // Everything a writer needs; spans are borrowed for the duration of blob_write.
 struct blob_parts {
     model_identity identity;
@@ -57,6 +69,7 @@ struct blob_parts {
     // only the cells past them in its first attention part (every other part whole) and checkpoints are only
     // those past base_tokens. 1 <= base_tokens < tokens.size(); blob_write computes the base hash.
     uint32_t base_tokens = 0;
+    std::optional<blob_generation> generation;  // a generation in progress (needs logits), format 1.4
 };
 
 // The hash that names a delta's base: XXH3-128 (seed 0) of the token ids as i32 LE, canonical big-endian.
@@ -77,6 +90,7 @@ struct blob_view {
     std::optional<std::string> request;        // the embedded request (JSON, non-empty), when the blob has one
     uint32_t base_tokens = 0;                  // a delta's base (blob_parts::base_tokens), 0 for a full state
     blob_base_hash base_hash{};                // of tokens[0, base_tokens) (checked by blob_parse), when a delta
+    std::optional<blob_generation> generation;  // a generation in progress (blob_parts::generation)
     size_t total_bytes = 0;
 };
 
@@ -164,8 +178,8 @@ class blob_size_sink : public blob_sink {
 };
 
 // blob_write validates parts (token ids < n_vocab, logits size, checkpoint order/range, a delta's base) and
-// streams the blob to sink in one pass. The version is the lowest that holds what the blob carries: 1.2 for a
-// delta, 1.1 with a mac section (made with the key's signing secret), 1.0 otherwise. invalid_argument for bad parts, io_error from the sink.
+// streams the blob to sink in one pass. The version is the lowest that holds what the blob carries: 1.4 with a
+// generation section, 1.3 with media tokens, 1.2 for a delta, 1.1 with a mac section (made with the key's signing secret), 1.0 otherwise. invalid_argument for bad parts, io_error from the sink.
 Status blob_write(const blob_parts & parts, blob_sink & sink, const blob_key * key = nullptr);
 
 // blob_parse validates bytes completely (structure, lengths, checksums, counts, ranges). The result

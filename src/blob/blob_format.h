@@ -11,6 +11,7 @@
 // |  10 |     2 | version_minor  | u16 LE, 0: compatible additions (optional sections) | 1.0   | newer minor still parses                   |
 // |  12 |     4 | flags          | u32 LE, bit0 has_logits, bit1 has_request,          | 1.0   | presence of optional content, restated     |
 // |     |       |                | bit2 delta (since 1.2: the base section is present) |       |                                            |
+// |     |       |                | bit3 generation (since 1.4: the generation section) |       |                                            |
 // |  16 |     4 | n_sections     | u32 LE, number of section frames that follow        | 1.0   | detects lost/extra frames                  |
 // |  20 |     4 | reserved       | u32 LE, 0                                           | 1.0   | keeps total_bytes 8-aligned                |
 // |  24 |     8 | total_bytes    | u64 LE, the whole blob including this header        | 1.0   | truncation/trailing bytes caught up front  |
@@ -48,6 +49,12 @@
 //                    other part, sliding-window and recurrent, whole); checkpoints are only those past n_base.
 //                    base_hash = XXH3-128 (seed 0) of tokens[0, n_base) as i32 LE, canonical big-endian: it must
 //                    match the token section (the token section lists every token, base included).
+//   generation (10, since 1.4, required: a reader that does not know it refuses the blob; present iff flags bit3,
+//                    and only with logits): +0 u32 n_generated, +4 u32 n_cached, +8 u32 reserved 0, +12 u32 reserved 0
+//                    (16 bytes). The state continues a generation that paused (live migration): the last
+//                    n_generated tokens of the token section were generated (0 <= n_generated < n_tokens: at least
+//                    one prompt token), the logits are the last one's, and of the prompt's n_tokens - n_generated
+//                    tokens n_cached were reused from memory when the generation began (0 <= n_cached <= prompt).
 #pragma once
 
 #include <cstddef>
@@ -57,8 +64,8 @@ namespace baton::blob_format {
 
 inline constexpr uint8_t k_magic[8] = {'B', 'A', 'T', 'N', 'B', 'L', 'O', 'B'};
 inline constexpr uint16_t k_version_major = 1;
-inline constexpr uint16_t k_version_minor = 3;  // 1.1: the optional mac section; 1.2: the base section (deltas);
-                                                // 1.3: media tokens in the tokens section
+inline constexpr uint16_t k_version_minor = 4;  // 1.1: the optional mac section; 1.2: the base section (deltas);
+                                                // 1.3: media tokens in the tokens section; 1.4: the generation section
 
 // Header field offsets and size.
 inline constexpr size_t k_off_magic = 0;
@@ -75,7 +82,8 @@ inline constexpr size_t k_header_bytes = 40;
 inline constexpr uint32_t k_flag_has_logits = 1u << 0;
 inline constexpr uint32_t k_flag_has_request = 1u << 1;
 inline constexpr uint32_t k_flag_delta = 1u << 2;
-inline constexpr uint32_t k_flags_known = k_flag_has_logits | k_flag_has_request | k_flag_delta;
+inline constexpr uint32_t k_flag_generation = 1u << 3;
+inline constexpr uint32_t k_flags_known = k_flag_has_logits | k_flag_has_request | k_flag_delta | k_flag_generation;
 
 // Section frame layout.
 inline constexpr size_t k_frame_head_bytes = 16;  // type, flags, length
@@ -94,8 +102,9 @@ enum section_type : uint32_t {
     section_type_request = 7,
     section_type_mac = 8,
     section_type_base = 9,
+    section_type_generation = 10,
 };
-inline constexpr uint32_t k_section_type_max_known = section_type_base;
+inline constexpr uint32_t k_section_type_max_known = section_type_generation;
 
 // Fixed payload sizes and bounds.
 inline constexpr size_t k_identity_fixed_bytes = 16 + 4 + 4 + 4 + 2 + 2;  // without the two strings
@@ -112,6 +121,7 @@ inline constexpr size_t k_mac_bytes = 32;
 inline constexpr size_t k_mac_payload_bytes = 4 + 4 + k_mac_key_id_bytes + k_mac_bytes;  // 48
 inline constexpr size_t k_base_hash_bytes = 16;
 inline constexpr size_t k_base_payload_bytes = 4 + 4 + k_base_hash_bytes;  // 24
+inline constexpr size_t k_generation_payload_bytes = 16;
 
 // section_type_name: "identity", ..., or nullptr for an unknown type.
 inline const char * section_type_name(uint32_t type) {
@@ -125,6 +135,7 @@ inline const char * section_type_name(uint32_t type) {
         case section_type_request: return "request";
         case section_type_mac: return "mac";
         case section_type_base: return "base";
+        case section_type_generation: return "generation";
         default: return nullptr;
     }
 }

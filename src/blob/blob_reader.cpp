@@ -307,6 +307,36 @@ Status parse_base(const found_section & s, uint16_t minor, std::span<const int32
     return {};
 }
 
+// parse_generation reads a generation in progress (format 1.4) and checks it against the tokens and the logits.
+Status parse_generation(const found_section & s, uint16_t minor, uint32_t n_tokens, bool has_logits, blob_view & v) {
+    if (minor < 4)
+        return corrupt("generation: a generation section in a format 1." + num(minor) + " blob (it is 1.4)" +
+                       at(s.frame_offset));
+    if (s.payload.size() != bf::k_generation_payload_bytes)
+        return corrupt("generation: length " + num(s.payload.size()) +
+                       " bytes != " + num(bf::k_generation_payload_bytes) + at(s.frame_offset + 8));
+    payload_reader r("generation", s.payload, s.payload_offset);
+    const uint64_t off_generated = r.offset();
+    blob_generation g;
+    BATON_RETURN_IF_ERROR(r.u32("n_generated", g.n_generated));
+    const uint64_t off_cached = r.offset();
+    BATON_RETURN_IF_ERROR(r.u32("n_cached", g.n_cached));
+    for (int i = 0; i < 2; ++i) {
+        uint32_t reserved = 0;
+        const uint64_t off = r.offset();
+        BATON_RETURN_IF_ERROR(r.u32("reserved", reserved));
+        BATON_RETURN_IF_ERROR(r.zero("reserved", reserved, off));
+    }
+    BATON_RETURN_IF_ERROR(r.done());
+    // (the offset of what breaks the rule: n_generated, n_cached, or the header's flags when the logits are missing)
+    if (auto m = blob_rules::generation(g.n_generated, g.n_cached, n_tokens, has_logits); !m.empty())
+        return r.fail(m, g.n_generated >= n_tokens               ? off_generated
+                         : g.n_cached > n_tokens - g.n_generated ? off_cached
+                                                                 : uint64_t(bf::k_off_flags));
+    v.generation = g;
+    return {};
+}
+
 Status parse_checkpoints(const found_section & s, const blob_limits & limits, uint32_t n_tokens,
                          std::vector<blob_checkpoint_view> & out) {
     payload_reader r("checkpoints", s.payload, s.payload_offset);
@@ -450,6 +480,12 @@ Result<blob_view> blob_parse(std::span<const uint8_t> bytes, const blob_limits &
     if (delta != base.present)
         return corrupt(std::string("flags: delta is ") + (delta ? "set" : "clear") + " but the base section is " +
                        (base.present ? "present" : "absent") + at(bf::k_off_flags));
+    const found_section & generation = found[bf::section_type_generation];
+    const bool has_generation = (v.flags & bf::k_flag_generation) != 0;
+    if (has_generation != generation.present)
+        return corrupt(std::string("flags: generation is ") + (has_generation ? "set" : "clear") +
+                       " but the generation section is " + (generation.present ? "present" : "absent") +
+                       at(bf::k_off_flags));
 
     BATON_RETURN_IF_ERROR(parse_identity(found[bf::section_type_identity], v.identity));
     BATON_RETURN_IF_ERROR(parse_context(found[bf::section_type_context], v.context));
@@ -459,6 +495,8 @@ Result<blob_view> blob_parse(std::span<const uint8_t> bytes, const blob_limits &
     BATON_RETURN_IF_ERROR(parse_state(found[bf::section_type_state], n_tokens, v.state));
     BATON_RETURN_IF_ERROR(parse_checkpoints(found[bf::section_type_checkpoints], limits, n_tokens, v.checkpoints));
     if (base.present) BATON_RETURN_IF_ERROR(parse_base(base, v.version_minor, v.tokens, v.checkpoints, v));
+    if (generation.present)
+        BATON_RETURN_IF_ERROR(parse_generation(generation, v.version_minor, n_tokens, has_logits, v));
     if (logits.present) BATON_RETURN_IF_ERROR(parse_logits(logits, v.identity.n_vocab, v.logits.emplace()));
     if (request.present) {
         if (request.payload.empty()) return corrupt("request: empty section" + at(request.frame_offset + 8));

@@ -65,6 +65,16 @@ std::string base_tokens(uint32_t n_base, uint32_t n_tokens) {
     return {};
 }
 
+std::string generation(uint32_t n_generated, uint32_t n_cached, uint32_t n_tokens, bool has_logits) {
+    if (n_generated >= n_tokens)
+        return "n_generated " + num(n_generated) + " is not below n_tokens " + num(n_tokens) +
+               " (a generation continues a prompt of at least one token)";
+    if (n_cached > n_tokens - n_generated)
+        return "n_cached " + num(n_cached) + " exceeds the prompt's " + num(n_tokens - n_generated) + " tokens";
+    if (!has_logits) return "a generation in progress needs the logits it continues from (flags bit0)";
+    return {};
+}
+
 std::string delta_checkpoint(uint32_t cp, uint32_t n_base) {
     if (cp <= n_base) return "n_tokens " + num(cp) + " is not past the delta's base of " + num(n_base) + " tokens";
     return {};

@@ -30,6 +30,9 @@ std::string checkpoint_n_tokens(uint32_t cp_n_tokens, uint32_t prev, uint32_t n_
 std::string checkpoint_positions(int32_t pos_min, int32_t pos_max, uint32_t cp_n_tokens);
 // A delta's base: 1 <= n_base < n_tokens (at least one token past the base, at least one in it).
 std::string base_tokens(uint32_t n_base, uint32_t n_tokens);
+// A generation in progress (format 1.4): n_generated < n_tokens (at least one prompt token), n_cached within the
+// prompt (n_tokens - n_generated), and the blob carries the logits it continues from.
+std::string generation(uint32_t n_generated, uint32_t n_cached, uint32_t n_tokens, bool has_logits);
 // A delta's checkpoint: past its base (the receiver keeps its own up to the base).
 std::string delta_checkpoint(uint32_t cp_n_tokens, uint32_t n_base);
 

@@ -64,6 +64,10 @@ Status check_parts(const blob_parts & p) {
     if (!p.logits.empty() && p.logits.size() != n_vocab)
         return invalid_input("logits: " + std::to_string(p.logits.size()) + " values, expected n_vocab " +
                              std::to_string(n_vocab));
+    if (p.generation)
+        BATON_RETURN_IF_ERROR(
+            rule("generation", blob_rules::generation(p.generation->n_generated, p.generation->n_cached, n_tokens,
+                                                      !p.logits.empty())));
     return {};
 }
 
@@ -200,6 +204,8 @@ Status blob_write(const blob_parts & p, blob_sink & final_sink, const blob_key *
     if (has_request) ++n_sections, total += bf::k_frame_bytes + p.request.size();
     const bool delta = p.base_tokens != 0;
     if (delta) ++n_sections, total += bf::k_frame_bytes + bf::k_base_payload_bytes;
+    const bool generation = p.generation.has_value();
+    if (generation) ++n_sections, total += bf::k_frame_bytes + bf::k_generation_payload_bytes;
     if (mac) ++n_sections, total += bf::k_frame_bytes + bf::k_mac_payload_bytes;
 
     uint8_t header[bf::k_header_bytes] = {};
@@ -208,10 +214,10 @@ Status blob_write(const blob_parts & p, blob_sink & final_sink, const blob_key *
     // The lowest version that holds what the blob carries: a full unauthenticated blob stays 1.0 byte for byte,
     // so readers of an older minor go on reading every blob that does not need the newer one.
     const bool media = std::any_of(p.tokens.begin(), p.tokens.end(), media_token_is);
-    le_store_u16(header + bf::k_off_version_minor, uint16_t(media ? 3 : delta ? 2 : mac ? 1 : 0));
-    le_store_u32(header + bf::k_off_flags, (has_logits ? bf::k_flag_has_logits : 0) |
-                                               (has_request ? bf::k_flag_has_request : 0) |
-                                               (delta ? bf::k_flag_delta : 0));
+    le_store_u16(header + bf::k_off_version_minor, uint16_t(generation ? 4 : media ? 3 : delta ? 2 : mac ? 1 : 0));
+    le_store_u32(header + bf::k_off_flags,
+                 (has_logits ? bf::k_flag_has_logits : 0) | (has_request ? bf::k_flag_has_request : 0) |
+                     (delta ? bf::k_flag_delta : 0) | (generation ? bf::k_flag_generation : 0));
     le_store_u32(header + bf::k_off_n_sections, n_sections);
     le_store_u64(header + bf::k_off_total_bytes, total);
     le_store_u64(header + bf::k_off_header_xxh3, XXH3_64bits(header, bf::k_off_header_xxh3));
@@ -233,6 +239,15 @@ Status blob_write(const blob_parts & p, blob_sink & final_sink, const blob_key *
         std::memcpy(base + 8, h.data(), h.size());
         BATON_RETURN_IF_ERROR(out.begin(bf::section_type_base, sizeof base));
         BATON_RETURN_IF_ERROR(out.put(base, sizeof base));
+        BATON_RETURN_IF_ERROR(out.end());
+    }
+
+    if (generation) {
+        uint8_t g[bf::k_generation_payload_bytes] = {};
+        le_store_u32(g, p.generation->n_generated);
+        le_store_u32(g + 4, p.generation->n_cached);
+        BATON_RETURN_IF_ERROR(out.begin(bf::section_type_generation, sizeof g));
+        BATON_RETURN_IF_ERROR(out.put(g, sizeof g));
         BATON_RETURN_IF_ERROR(out.end());
     }
 
@@ -297,6 +312,7 @@ blob_parts blob_view_parts(const blob_view & v) {
     if (v.logits) p.logits = *v.logits;
     if (v.request) p.request = *v.request;
     p.base_tokens = v.base_tokens;
+    p.generation = v.generation;
     return p;
 }
 

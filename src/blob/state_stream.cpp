@@ -196,6 +196,9 @@ Status state_stream_assembler::add(std::vector<uint8_t> part) {
     const blob_view & b = v.value();
     if (last_seen_)
         return Status(status_code::corrupt, which + " follows the part that carried the logits and request");
+    if (b.generation)
+        return Status(status_code::corrupt,
+                      which + ": carries a generation in progress (a streamed state is a prompt's)");
     const uint32_t n = uint32_t(b.tokens.size());
     if (n_parts_ == 0) {
         if (b.base_tokens != 0)

@@ -608,10 +608,12 @@ TEST(BlobParseGeneration, AGenerationWithoutAPromptTokenIsRefused) {
 }
 
 TEST(BlobParseGeneration, MoreCachedTokensThanThePromptHasAreRefused) {
-    auto secs = split(write_blob(generation_parts(4, 3).parts));
+    const auto bytes = write_blob(generation_parts(4, 3).parts);
+    const uint64_t payload = generation_payload_offset(bytes);
+    auto secs = split(bytes);
     le_store_u32(find(secs, bf::section_type_generation)->payload.data() + 4, 7);
     expect_error(assemble(generation_flags, secs, 1, 4), status_code::corrupt,
-                 {"generation: n_cached 7 exceeds the prompt's 6 tokens"});
+                 {"generation: n_cached 7 exceeds the prompt's 6 tokens", "at +" + std::to_string(payload + 4)});
     le_store_u32(find(secs, bf::section_type_generation)->payload.data() + 4, 0xFFFFFFFFu);
     expect_error(assemble(generation_flags, secs, 1, 4), status_code::corrupt,
                  {"generation: n_cached 4294967295 exceeds the prompt's 6 tokens"});
@@ -623,7 +625,8 @@ TEST(BlobParseGeneration, AGenerationWithoutLogitsIsRefused) {
     auto secs = split(write_blob(generation_parts().parts));
     std::erase_if(secs, [](const raw_section & s) { return s.type == bf::section_type_logits; });
     expect_error(assemble(generation_flags & ~bf::k_flag_has_logits, secs, 1, 4), status_code::corrupt,
-                 {"generation: a generation in progress needs the logits it continues from"});
+                 {"generation: a generation in progress needs the logits it continues from",
+                  "at +" + std::to_string(bf::k_off_flags)});
 }
 
 TEST(BlobParseGeneration, PayloadOfAnotherLengthIsRefused) {
@@ -632,12 +635,13 @@ TEST(BlobParseGeneration, PayloadOfAnotherLengthIsRefused) {
         size_t size;
         std::string what;
     };
-    for (const length_case & c : std::vector<length_case>{{0, "generation: n_generated truncated"},
-                                                          {4, "generation: n_cached truncated"},
-                                                          {12, "generation: reserved truncated"},
-                                                          {15, "generation: reserved truncated"},
-                                                          {17, "generation: 1 trailing bytes"},
-                                                          {20, "generation: 4 trailing bytes"}}) {
+    // (the length is checked before any field: a short payload's fields are never read)
+    for (const length_case & c : std::vector<length_case>{{0, "generation: length 0 bytes != 16"},
+                                                          {4, "generation: length 4 bytes != 16"},
+                                                          {12, "generation: length 12 bytes != 16"},
+                                                          {15, "generation: length 15 bytes != 16"},
+                                                          {17, "generation: length 17 bytes != 16"},
+                                                          {20, "generation: length 20 bytes != 16"}}) {
         SCOPED_TRACE("length " + std::to_string(c.size));
         auto secs = split(bytes);
         find(secs, bf::section_type_generation)->payload.resize(c.size);  // (grown with zeros)

@@ -163,6 +163,7 @@ std::vector<uint8_t> blob_rewrite(const std::vector<uint8_t> & bytes, F f) {
     parts.context = b.context;
     parts.checkpoints = b.checkpoints;
     if (b.request) parts.request = *b.request;  // borrows b, which outlives parts
+    parts.generation = b.generation;
     f(parts, state, tokens, logits);
     parts.state = state;
     parts.tokens = tokens;
