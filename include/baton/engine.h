@@ -115,7 +115,9 @@ struct gen_request {
 };
 inline constexpr int32_t gen_top_probs_max = 20;
 
-enum class finish_reason : uint8_t { none, stop, length, cancelled, error };
+// migrated: the generation paused and its state left in event_done::blob (request_handle::migrate), to go on
+// elsewhere; not an end of the answer.
+enum class finish_reason : uint8_t { none, stop, length, cancelled, error, migrated };
 const char * finish_reason_name(finish_reason r);
 
 struct usage_counts {
@@ -142,6 +144,11 @@ struct token_probs {
 // event_token: one generated token.
 struct event_token {
     token_id token = -1;
+    // A token generated before the generation moved here (a decode task resuming a migrated state,
+    // blob_generation): its text was already emitted by the node it came from. The replayed tokens come first,
+    // in order, with their text as it was emitted there (never probs), so that the consumer knows the output so
+    // far; the tokens generated here follow.
+    bool replayed = false;
     std::optional<token_probs> probs;  // when the request asked for them (gen_request::n_probs >= 0)
     std::string text;            // bytes that complete UTF-8 and are not part of a stop string; may be empty
                                  // while bytes are held back (they come in a later token's text or the tail)
@@ -164,7 +171,7 @@ struct event_done {
                                  // or held (erase)
     std::string tail;            // the held-back tail of the output (bytes that waited for a UTF-8 or
                                  // stop-string decision): append it after the token events' text
-    std::vector<uint8_t> blob;   // prefill and slot-save: the state blob; empty otherwise
+    std::vector<uint8_t> blob;   // prefill, slot-save and finish migrated: the state blob; empty otherwise
     std::string stop_word;       // the stop string that ended generation (finish stop), or "" (end of generation)
     bool context_full = false;   // finish length because the slot's context was full, not n_predict
                                  // (llama-server's "truncated")
@@ -197,6 +204,13 @@ class request_handle {
     // cancel asks the scheduler to stop the task; a terminal event still follows.
     void cancel() { cancelled_.store(true); }
     bool cancelled() const { return cancelled_.load(); }
+    // migrate asks the scheduler to pause a generate or decode task before its next token and end it with
+    // event_done{finish migrated} carrying its state: a blob with a generation section (blob_generation) that a
+    // decode task on any node of the same model and context resumes, token for token as if it had not moved.
+    // The tail of the output held back so far is not in that event (the resuming node emits it). Ignored by
+    // other tasks; a task that ends first ends as it would have.
+    void migrate() { migrate_.store(true); }
+    bool migrate_requested() const { return migrate_.load(); }
     uint64_t id() const { return id_; }
 
     // Producer side (scheduler thread).
@@ -206,6 +220,7 @@ class request_handle {
   private:
     const uint64_t id_;
     std::atomic<bool> cancelled_{false};
+    std::atomic<bool> migrate_{false};
     mutex mu_;
     condition_variable cv_;
     std::deque<engine_event> events_ BATON_GUARDED_BY(mu_);
@@ -239,7 +254,8 @@ struct task_decode {
     blob_ptr blob;
     gen_request req;
 };                                                               // restore + generate (req.prompt ignored);
-                                                                 // a delta goes to the slot holding its base
+// a delta goes to the slot holding its base;
+// a blob with a generation section resumes it
 struct task_slot_save { int32_t slot; };                         // idle slot -> blob
 struct task_slot_restore { int32_t slot; blob_ptr blob; };       // blob -> idle slot
 struct task_slot_erase { int32_t slot; };
@@ -279,6 +295,9 @@ struct engine_metrics {
     uint64_t blob_bytes_out = 0, blob_bytes_in = 0;
     uint64_t deltas_out = 0, deltas_in = 0;  // delta blobs written (prefill) and restored (decode, slot restore)
     uint64_t state_parts_out = 0;            // parts of streamed states handed on (prefill, state_stream.h)
+    // Live migration: generations paused and handed on as states, generations resumed here, and the tokens
+    // the resumed ones had generated before they came.
+    uint64_t migrations_out = 0, migrations_in = 0, migrated_tokens_in = 0;
     uint64_t delta_base_tokens_in = 0;       // tokens restored deltas did not carry (their bases, held here)
     double restore_seconds = 0, serialize_seconds = 0;
     uint32_t slots_busy = 0, slots_total = 0;
@@ -317,6 +336,13 @@ class engine {
     // state_validation: ok when the engine learned its own state layout at start, so every external state is
     // checked against it before libllama parses it (state_payload.h); otherwise why it restores no state.
     Status state_validation() const;
+    // resumes_exactly: whether a generation paused here (request_handle::migrate) resumes on a node of the same
+    // model and context with the logits it would have had here, bit for bit. Not for a sliding-window model
+    // without flash attention: paused past the window, its logits elsewhere differ in the last bits at some
+    // points (the restored window's cells do not sit where generation left them, and the attention's product
+    // with V transposed rounds by where they sit; flash attention accumulates cell by cell: exact), pinned by
+    // tests/engine/migration_test.cpp. The node offers to move only generations that resume exactly. Any thread.
+    bool resumes_exactly() const;
     // delta_of: a full state's delta over its first n_base tokens, as blob bytes (with key's MAC when set): the
     // first attention part's cells past n_base, every other part whole (state_splice.h). For a shared tier's
     // writer; any thread (it reads only the state layout the engine learned at start).

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -83,6 +84,14 @@ Result<sampler_ptr> sampling_make_chain(const sampling_params & p, const llama_v
 // end-of-generation: the generation ends there; accepting a token the grammar removed would make libllama
 // throw or abort), engine_error when libllama's sampler threw.
 Result<int32_t> sampling_sample(llama_sampler * chain, const float * logits, size_t n);
+
+// sampling_replay brings a fresh chain (sampling_make_chain, same params) to the state it reached after sampling
+// `generated`, token by token: each is accepted (the grammar, the penalties' window and the UTF-8 guard follow the
+// tokens alone), and the final dist sampler's RNG advances by one draw per token (libllama's dist sampler draws
+// once per call whatever the candidates: pinned by SamplingReplay tests). So a generation that moves to another
+// node continues with the tokens it would have sampled where it was (live migration). incompatible when the
+// chain refuses a token (a grammar it does not continue); the chain is then unusable.
+Status sampling_replay(llama_sampler * chain, std::span<const int32_t> generated);
 
 // sampling_check_grammar: whether p's grammar passes grammar_check (p.grammar_bounds) and then libllama
 // accepts it for vocab (builds and frees its sampler).

@@ -17,6 +17,7 @@ const char * finish_reason_name(finish_reason r) {
         case finish_reason::length: return "length";
         case finish_reason::cancelled: return "cancelled";
         case finish_reason::error: return "error";
+        case finish_reason::migrated: return "migrated";
     }
     return "none";
 }
@@ -223,6 +224,9 @@ const engine_config & engine::config() const { return impl_->cfg; }
 const model_identity & engine::identity() const { return impl_->env.identity; }
 const kv_layout & engine::layout() const { return impl_->env.context; }
 Status engine::state_validation() const { return impl_->env.shape_error; }
+bool engine::resumes_exactly() const {
+    return llama_model_n_swa(impl_->model->get()) == 0 || impl_->env.context.flash_attn;
+}
 Result<std::vector<uint8_t>> engine::delta_of(const blob_view & full, uint32_t n_base, const blob_key * key) const {
     return state_delta_of(impl_->env, full, n_base, key);
 }

@@ -162,6 +162,8 @@ class engine_impl {
     void cache_in(slot & s, const std::vector<token_id> & prompt);
     void after_chunk(slot & s, uint32_t n_end);
     void sample_one(slot & s);
+    void migrate_out(slot & s);
+    Status resume_generation(slot & s, active_task & t, const blob_generation & g);
     void finish(slot & s, finish_reason why, Status error = {}, std::vector<uint8_t> blob = {});
     void fail_task(slot & s, Status error);
     void repair(slot & s, const Status & why);

@@ -4,6 +4,7 @@
 #include <llama.h>
 
 #include <cmath>
+#include <string_view>
 #include <vector>
 
 #include "baton/text.h"
@@ -88,6 +89,28 @@ Result<int32_t> sampling_sample(llama_sampler * chain, const float * logits, siz
     } catch (const std::exception & e) {  // libllama's grammar sampler reports a broken state by throwing
         return Status(status_code::engine_error, std::string("sampling: ") + e.what());
     }
+}
+
+Status sampling_replay(llama_sampler * chain, std::span<const int32_t> generated) {
+    if (generated.empty()) return {};
+    try {
+        for (int32_t t : generated) llama_sampler_accept(chain, t);
+    } catch (const std::exception & e) {  // (libllama's grammar sampler throws on a token it cannot accept)
+        return Status(status_code::incompatible,
+                      std::string("generation: the sampler refused a generated token: ") + e.what());
+    }
+    const int n = llama_sampler_chain_n(chain);
+    for (int i = 0; i < n; ++i) {
+        llama_sampler * s = llama_sampler_chain_get(chain, i);
+        if (std::string_view(llama_sampler_name(s)) != "dist") continue;
+        // One draw per sampled token: two candidates, so no draw is skipped as trivial.
+        for (size_t k = 0; k < generated.size(); ++k) {
+            llama_token_data two[2] = {{0, 0.0f, 0.0f}, {1, 0.0f, 0.0f}};
+            llama_token_data_array arr = {two, 2, -1, false};
+            llama_sampler_apply(s, &arr);
+        }
+    }
+    return {};
 }
 
 Status sampling_check_grammar(const sampling_params & p, const llama_vocab * vocab) {

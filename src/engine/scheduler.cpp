@@ -219,6 +219,9 @@ bool engine_impl::admit_one(engine_task & task, const request_ptr & h) {
         // slot that holds its base, and the whole state is kept.
         Status st = !host_cache.enabled()
                         ? Status(status_code::unsupported, "cache_put: the host prompt cache is off (--cache-ram 0)")
+                    : cp->blob->view().generation
+                        ? Status(status_code::invalid_argument,
+                                 "cache_put: the state continues a generation in progress (a decode task's to resume)")
                         : blob_check_compatible(cp->blob->view(), env.identity, env.context);
         blob_ptr whole = cp->blob;
         if (st.ok() && whole->view().base_tokens > 0) {
@@ -393,9 +396,20 @@ void engine_impl::bind_task(slot & s, std::unique_ptr<active_task> t, engine_tas
         t->seq = s.tokens;
         t->usage.prompt_tokens = uint32_t(s.tokens.size());
         t->usage.cached_tokens = uint32_t(s.tokens.size());
+        if (const auto & g = blob.view().generation) {
+            // A generation that paused on another node (live migration): rebuilt from its generated tokens.
+            Status rs = resume_generation(s, *t, *g);
+            if (!rs.ok()) {
+                slot_clear(ctx.get(), s);
+                s.owner = 0;
+                deliver(t->h, event_error{rs});
+                return;
+            }
+        }
         t->t_prompt_done = steady::now();
         t->need_sample = true;
-        if (t->req.return_progress) {  // the whole prompt arrived with the state
+        if (t->req.return_progress && !blob.view().generation) {  // the whole prompt arrived with the state
+                                                                  // (a resumed generation's went out before)
             const uint32_t n = t->usage.prompt_tokens;
             t->h->push(event_progress{n, n, n, ms_between(t->t_start, t->t_prompt_done)});
         }
@@ -853,7 +867,9 @@ void engine_impl::sample_one(slot & s) {
         });
         return finish(s, finish_reason::stop, {}, std::move(sink.bytes()));
     }
-    if (t.req.n_predict == 0) return finish(s, finish_reason::length);
+    if (t.h->migrate_requested()) return migrate_out(s);
+    // (n_predict 0, or a resumed generation that arrived with all of its tokens: n_predict < 0 is no limit)
+    if (t.n_generated >= uint32_t(t.req.n_predict)) return finish(s, finish_reason::length);
     const auto sampled = sampling_sample(t.chain.get(), s.logits.data(), s.logits.size());
     if (!sampled.ok()) return fail_task(s, sampled.status());
     const token_id tok = sampled.value();
@@ -885,6 +901,64 @@ void engine_impl::sample_one(slot & s) {
         llama_memory_seq_rm(llama_get_memory(ctx.get()), s.id, -1, -1);  // behind the slot's back
 }
 
+// ---- live migration (docs/cluster.md "Live migration") ----
+
+// migrate_out: the task pauses here, between two tokens, with the logits of the last one fresh. Its state leaves
+// as a blob with a generation section — the prompt and the tokens generated so far, their cells and the logits
+// the next token is sampled from — and the task ends with finish migrated: the text held back (a possible stop
+// string's start, a split UTF-8 character) is not flushed, the node the generation moves to emits it.
+void engine_impl::migrate_out(slot & s) {
+    active_task & t = *s.task;
+    const auto t0 = steady::now();
+    blob_buffer_sink sink;
+    blob_generation g;
+    g.n_generated = t.n_generated;
+    g.n_cached = t.usage.cached_tokens;
+    Status st = slot_export(ctx.get(), s, env.identity, env.context, true, t.req.request_json, sink, state_scratch,
+                            cfg.limits.key.get(), g);
+    if (!st.ok()) return fail_task(s, st);
+    bump([&](engine_metrics & m) {
+        ++m.migrations_out;
+        m.blob_bytes_out += sink.bytes().size();
+        m.serialize_seconds += seconds_since(t0);
+    });
+    finish(s, finish_reason::migrated, {}, std::move(sink.bytes()));
+}
+
+// resume_generation: a restored state continues a generation that paused elsewhere (blob_generation). Its last
+// g.n_generated tokens were generated: the sampler chain accepts them and its RNG advances once per token
+// (sampling_replay), the text stream takes their text, and each goes out as a replayed event_token (its text
+// was emitted where it was generated; the consumer rebuilds the output so far from them). Then the task samples
+// the next token from the restored logits, exactly as the paused node would have.
+Status engine_impl::resume_generation(slot & s, active_task & t, const blob_generation & g) {
+    const size_t n = s.tokens.size();
+    const std::span<const token_id> generated(s.tokens.data() + (n - g.n_generated), g.n_generated);
+    for (token_id tok : generated) {
+        if (media_token_is(tok) || tok < 0 || tok >= n_vocab)
+            return Status(status_code::incompatible, "generation: a generated token is not a token of this vocabulary");
+        // (a generation ends at one, or bans them under ignore_eos; libllama's grammar sampler aborts on one it
+        // cannot accept)
+        if (llama_vocab_is_eog(model->vocab(), tok))
+            return Status(status_code::incompatible, "generation: a generated token is an end-of-generation token");
+    }
+    BATON_RETURN_IF_ERROR(sampling_replay(t.chain.get(), generated));
+    t.usage.prompt_tokens = uint32_t(n - g.n_generated);
+    t.usage.cached_tokens = g.n_cached;
+    t.n_generated = g.n_generated;
+    for (token_id tok : generated) {
+        event_token ev;
+        ev.token = tok;
+        ev.replayed = true;
+        ev.text = t.text.push(text_token_piece(model->vocab(), tok));
+        t.h->push(std::move(ev));
+    }
+    bump([&](engine_metrics & m) {
+        ++m.migrations_in;
+        m.migrated_tokens_in += g.n_generated;
+    });
+    return {};
+}
+
 // ---- finishing ----
 
 void engine_impl::finish(slot & s, finish_reason why, Status error, std::vector<uint8_t> blob) {
@@ -895,7 +969,7 @@ void engine_impl::finish(slot & s, finish_reason why, Status error, std::vector<
     event_done done;
     done.finish = why;
     done.blob = std::move(blob);
-    done.tail = t->text.flush();
+    done.tail = why == finish_reason::migrated ? std::string() : t->text.flush();  // (migrated: the next node's)
     done.stop_word = t->text.stop_word();
     done.context_full = t->context_full;
     done.slot = s.id;
@@ -907,7 +981,7 @@ void engine_impl::finish(slot & s, finish_reason why, Status error, std::vector<
     done.ms_generate = ms_between(t->t_prompt_done, now);
     deliver(t->h, std::move(done));
     // After the answer went out: the state the slot holds now (prompt and answer) for a shared tier.
-    if (cfg.state_kept && cfg.keep_finished && why != finish_reason::cancelled &&
+    if (cfg.state_kept && cfg.keep_finished && why != finish_reason::cancelled && why != finish_reason::migrated &&
         s.tokens.size() >= cfg.reuse_min_tokens) {
         auto snap = baton::slot_snapshot(env, s, state_scratch);
         if (snap.ok()) {

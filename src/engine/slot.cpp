@@ -324,7 +324,8 @@ prepare_outcome slot_prepare_prompt(llama_context * ctx, slot & s, const std::ve
 
 Status slot_export(llama_context * ctx, const slot & s, const model_identity & id, const kv_layout & bc,
                    bool with_logits, const std::string & request_json, blob_sink & sink,
-                   std::vector<uint8_t> & state_scratch, const blob_key * key) {
+                   std::vector<uint8_t> & state_scratch, const blob_key * key,
+                   std::optional<blob_generation> generation) {
     if (s.tokens.empty()) return {status_code::not_found, "slot " + std::to_string(s.id) + " holds no state"};
     BATON_RETURN_IF_ERROR(slot_check_memory(ctx, s));
     auto state = export_state(ctx, s, state_scratch);
@@ -337,6 +338,7 @@ Status slot_export(llama_context * ctx, const slot & s, const model_identity & i
     for (const auto & c : s.checkpoints) parts.checkpoints.push_back({c.pos_min, c.pos_max, c.n_tokens, c.data});
     if (with_logits && !s.logits.empty()) parts.logits = s.logits;
     parts.request = request_json;
+    parts.generation = generation;
     return blob_write(parts, sink, key);
 }
 

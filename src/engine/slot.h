@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -159,12 +160,14 @@ struct prepare_outcome {
 prepare_outcome slot_prepare_prompt(llama_context * ctx, slot & s, const std::vector<token_id> & prompt, bool partial_state);
 
 // slot_export writes the slot's state as a blob: tokens, state bytes, checkpoints, logits (when
-// with_logits and known) and request_json; with a key, authenticated (a mac section, blob.h).
+// with_logits and known), request_json and a generation in progress (live migration; needs the logits); with a
+// key, authenticated (a mac section, blob.h).
 // state_scratch holds the raw state bytes on the way (the scheduler reuses one buffer: no fresh pages
 // and no zero-filling per export).
 Status slot_export(llama_context * ctx, const slot & s, const model_identity & id, const kv_layout & bc,
                    bool with_logits, const std::string & request_json, blob_sink & sink,
-                   std::vector<uint8_t> & state_scratch, const blob_key * key = nullptr);
+                   std::vector<uint8_t> & state_scratch, const blob_key * key = nullptr,
+                   std::optional<blob_generation> generation = std::nullopt);
 
 // slot_export_delta writes the slot's state as a delta over its first n_base tokens (1 <= n_base <
 // tokens.size()): the cells past them (state_cut), the checkpoints past them, the logits (unless !with_logits:
