@@ -9,6 +9,7 @@
 // slot frees at the next scheduler step. No thread waits for a stream.
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <random>
 
@@ -23,6 +24,7 @@
 #include "event_wait.h"
 #include "image_fetch.h"
 #include "node_impl.h"
+#include "node_test_seam.h"
 
 namespace baton {
 
@@ -96,9 +98,13 @@ class choice_events {
             g_.cancel_all();
             co_return std::move(e->error);
         }
-        if (which == 0) probe_.observe(ev);
+        const auto * t = std::get_if<event_token>(&ev);
+        if (which == 0 && !(t && t->replayed)) probe_.observe(ev);  // (replayed: generated elsewhere, earlier)
+        if (on_event) on_event(which, ev);
         co_return which;
     }
+
+    std::function<void(size_t, const engine_event &)> on_event;  // every event, before the caller sees it
 
     // client_left: the last failure was the client going away (nothing more can be written to it).
     bool client_left() const { return client_left_; }
@@ -244,8 +250,41 @@ struct choice_state {
 
 }  // namespace
 
+// migrated_of: the state of a generation that paused to move (live migration), or null.
+event_done * migrated_of(engine_event & ev) {
+    auto * d = std::get_if<event_done>(&ev);
+    return d && d->finish == finish_reason::migrated ? d : nullptr;
+}
+
+net::awaitable<void> node_impl::hand_off(http_exchange & ex, std::vector<uint8_t> blob,
+                                         const openai_response_meta & meta, bool stream, std::string pending) {
+    const uint64_t bytes = blob.size();
+    auto id = held->put(std::move(blob), steady_clock::now());
+    if (!id.ok()) {
+        const Status st(id.status().code(), "live migration: the paused generation's state could not be held here: " +
+                                                id.status().message());
+        log_warn(log_request{ex.request().id}, "serve: {}", st.message());
+        if (!stream || !ex.begun()) co_return (void) co_await ex.respond_error(st);
+        if (co_await ex.write(pending + sse_error_and_done(st))) co_await ex.end();
+        co_return;
+    }
+    note_unfetched(id.value(), true);
+    const nlohmann::json j = {{"state", id.value()}, {"bytes", bytes}, {"id", meta.id}, {"created", meta.created}};
+    log_info(log_request{ex.request().id}, "serve: generation paused to move; its state is held as {} ({} bytes)",
+             id.value(), bytes);
+    if (!stream) {
+        http_response r = json_response(j);
+        r.headers = {{std::string(pd_header_migrated), id.value()}};
+        co_return (void) co_await ex.respond(std::move(r));
+    }
+    if (!ex.begun()) {
+        if (!co_await ex.begin(200, "text/event-stream", {{"Cache-Control", "no-cache"}}, std::nullopt)) co_return;
+    }
+    if (co_await ex.write(pending + sse_named_event(std::string(pd_sse_migrated), j.dump()))) co_await ex.end();
+}
+
 net::awaitable<void> node_impl::respond_generation(http_exchange & ex, std::vector<engine_task> tasks,
-                                                   const openai_request & oreq) {
+                                                   const openai_request & oreq, const generation_resume & resume) {
     latency_probe probe{metrics, steady_clock::now(), {}, false};
     view_trace trace{live, probe, ex, {}};
     trace.r.unix_ms = live_log::now_unix_ms();
@@ -274,6 +313,10 @@ net::awaitable<void> node_impl::respond_generation(http_exchange & ex, std::vect
     }
     openai_response_meta meta = openai_response_meta_make(
         oreq.endpoint, model_name, "fp_" + identity_fingerprint_hex(model->identity().fingerprint).substr(0, 12));
+    if (!resume.id.empty()) {  // a generation that moved here answers as it began (live migration)
+        meta.id = resume.id;
+        meta.created = resume.created;
+    }
     meta.return_tokens = oreq.return_tokens;
     meta.logprobs = oreq.n_probs >= 0;
     meta.choices_per_prompt = uint32_t(n_per);
@@ -307,6 +350,29 @@ net::awaitable<void> node_impl::respond_generation(http_exchange & ex, std::vect
         prefilled[p] = std::move(done.value());
         tasks[p] = task_decode{blob.value(), std::move(one)};
     }
+    // Live migration: a generation the router can move (it splices the answer) that this node can resume
+    // elsewhere — one choice, no logprobs (the tokens' probabilities stay where they were computed), not the
+    // Messages API (its stream's opening cannot be sent twice), a model and context that resume exactly
+    // (engine::resumes_exactly) — carries its request into the state it pauses
+    // with, and is entered in the registry /admin/migrate and drain ask.
+    // (resumed: it had generated tokens before it moved, so its answer began where it was — the role chunk too)
+    const bool resumed =
+        tasks.size() == 1 && std::holds_alternative<task_decode>(tasks[0]) &&
+        std::get<task_decode>(tasks[0]).blob->view().generation.value_or(blob_generation{}).n_generated > 0;
+    bool migratable = ex.request().header(pd_header_migratable) == "1" && n == 1 && oreq.n_probs < 0 &&
+                      meta.endpoint != openai_endpoint::messages && eng->resumes_exactly();
+    if (migratable) {
+        if (auto * d = std::get_if<task_decode>(&tasks[0])) {
+            migratable = d->blob->view().request.has_value();
+            if (migratable) d->req.request_json = *d->blob->view().request;
+        } else if (auto * g = std::get_if<task_generate>(&tasks[0])) {
+            auto embedded = pd_request_encode(oreq);
+            migratable = embedded.ok();
+            if (migratable) g->req.request_json = std::move(embedded.value());
+        } else {
+            migratable = false;
+        }
+    }
     std::vector<request_ptr> handles;
     for (engine_task & task : tasks)
         for (engine_task & t : choice_tasks(std::move(task), oreq.n)) {
@@ -317,8 +383,19 @@ net::awaitable<void> node_impl::respond_generation(http_exchange & ex, std::vect
             }
             handles.push_back(std::move(h.value()));
         }
+    migration_registry::entry in_registry;
+    if (migratable) in_registry = migrations.enter(handles[0]);
+    const request_ptr first_handle = handles[0];
     event_group g(std::move(handles), ex.executor());
     choice_events events(g, lim, ex, probe);
+    if (migratable && seam && seam->migrate_after_tokens > 0) {
+        // tests: every movable generation moves after this many tokens generated here
+        events.on_event = [h = first_handle, n_after = seam->migrate_after_tokens,
+                           seen = 0u](size_t, const engine_event & ev) mutable {
+            const auto * t = std::get_if<event_token>(&ev);
+            if (t && !t->replayed && ++seen == n_after) h->migrate();
+        };
+    }
 
     const openai_reasoning rs = reasoning_of(oreq);
     const auto tf = tools_of(oreq);
@@ -347,6 +424,8 @@ net::awaitable<void> node_impl::respond_generation(http_exchange & ex, std::vect
         engine_event ev;
         auto which = co_await events.next(have_first, ev);
         if (!which.ok()) co_return (void) co_await ex.respond_error(which.status());
+        if (auto * moved = migrated_of(ev))  // paused before its first token (one choice: nothing else runs)
+            co_return co_await hand_off(ex, std::move(moved->blob), meta, oreq.stream, "");
         first[*which] = std::move(ev);
         have_first[*which] = true;
     }
@@ -361,6 +440,8 @@ net::awaitable<void> node_impl::respond_generation(http_exchange & ex, std::vect
             engine_event ev;
             auto which = co_await events.next(finished, ev);
             if (!which.ok()) co_return (void) co_await ex.respond_error(which.status());
+            if (auto * moved = migrated_of(ev))  // the node it moves to answers the whole of it
+                co_return co_await hand_off(ex, std::move(moved->blob), meta, false, "");
             choices[*which].step(ev, vocab);
             finished[*which] = choices[*which].finished;
         }
@@ -388,7 +469,8 @@ net::awaitable<void> node_impl::respond_generation(http_exchange & ex, std::vect
     // (co_await is kept out of && and ?: : GCC miscompiles short-circuit operands that suspend.)
     // A chat choice's first chunk is its role; prompt-progress chunks (return_progress) come before it, as
     // llama-server sends them.
-    std::vector<bool> role_sent(n, meta.endpoint != openai_endpoint::chat);
+    // (a resumed generation's role went out where it began)
+    std::vector<bool> role_sent(n, meta.endpoint != openai_endpoint::chat || resumed);
     // The messages endpoint: Anthropic's typed events instead of chunks (one choice).
     std::optional<anthropic_stream> anthropic;
     auto frame = [](const std::vector<anthropic_event> & events) {
@@ -407,6 +489,10 @@ net::awaitable<void> node_impl::respond_generation(http_exchange & ex, std::vect
             return i == 0 && !anthropic ? sse_event(openai_chunk_progress_json(meta, *p)) : std::string();
         choice_state & c = choices[i];
         std::string out;
+        if (const auto * t = std::get_if<event_token>(&ev); t && t->replayed) {
+            c.step(ev, vocab);  // sent where it was generated: only the answer so far is rebuilt
+            return out;
+        }
         if (!role_sent[i]) {
             out += sse_event(openai_chunk_role_json(meta, uint32_t(i)));
             role_sent[i] = true;
@@ -459,6 +545,10 @@ net::awaitable<void> node_impl::respond_generation(http_exchange & ex, std::vect
         }
         engine_event ev;
         auto which = co_await events.next(finished, ev);
+        if (which.ok()) {
+            if (auto * moved = migrated_of(ev))
+                co_return co_await hand_off(ex, std::move(moved->blob), meta, true, std::move(pending));
+        }
         if (!which.ok()) {
             // After the first byte an error is an SSE event; a client that left gets nothing more.
             if (!events.client_left()) {

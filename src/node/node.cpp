@@ -44,6 +44,36 @@ net::awaitable<void> node_impl::on_admin_drain(http_exchange & ex) {
     co_await ex.respond(http_response::json("{\"draining\":true}", 202));
 }
 
+net::awaitable<void> node_impl::on_admin_migrate(http_exchange & ex) {
+    size_t count = 0;
+    const std::string_view body = ex.request().body_text();
+    if (!body.empty()) {
+        const auto j = nlohmann::json::parse(body, nullptr, false);
+        const auto bad = Status(status_code::invalid_argument,
+                                "body: expected {\"count\": N} (N >= 0; 0 or no body: every generation that can move)");
+        if (j.is_discarded() || !j.is_object()) co_return (void) co_await ex.respond_error(bad);
+        for (const auto & [k, v] : j.items())
+            if (k != "count") co_return (void) co_await ex.respond_error(bad);
+        if (j.contains("count")) {
+            if (!j["count"].is_number_unsigned()) co_return (void) co_await ex.respond_error(bad);
+            count = j["count"].get<size_t>();
+        }
+    }
+    const size_t asked = migrations.migrate(count);
+    co_await ex.respond(json_response({{"migrating", asked}}, 202));
+}
+
+void node_impl::note_unfetched(std::string_view id, bool add) {
+    lock_guard lk(unfetched_mu);
+    if (add) unfetched.emplace(id);
+    else if (auto it = unfetched.find(id); it != unfetched.end()) unfetched.erase(it);
+}
+
+size_t node_impl::n_unfetched() const {
+    lock_guard lk(unfetched_mu);
+    return unfetched.size();
+}
+
 node_record node_impl::record() const {
     node_record r;
     r.role = cfg.role;
@@ -119,11 +149,14 @@ void node_impl::install_routes() {
     add("PUT", pd_path_slot_state.data(), closed(blob_body), true, &node_impl::on_state_put);
     add("POST", pd_path_decode.data(), closed(blob_body), true, &node_impl::on_decode);
     add("POST", pd_path_prefill.data(), closed(json_body), true, &node_impl::on_prefill);
-    add("GET", pd_path_held_state.data(), closed(none), true, &node_impl::on_held_get);
-    add("DELETE", pd_path_held_state.data(), closed(none), true, &node_impl::on_held_delete);
+    // (Held states are served while the node drains: a paused generation's state, or a direct transfer's, goes
+    // on elsewhere.)
+    add("GET", pd_path_held_state.data(), closed(none), false, &node_impl::on_held_get);
+    add("DELETE", pd_path_held_state.data(), closed(none), false, &node_impl::on_held_delete);
     add("GET", pd_path_kv_events.data(), none, true, &node_impl::on_kv_events);
     add("GET", pd_path_kv_snapshot.data(), none, true, &node_impl::on_kv_snapshot);
     add("POST", "/admin/drain", closed(none), false, &node_impl::on_admin_drain);
+    add("POST", "/admin/migrate", closed(json_body), true, &node_impl::on_admin_migrate);
     // The OpenAI routes, and llama-server's unprefixed aliases of them — except /completions, which is
     // llama-server's native /completion there (only /v1/completions is OpenAI's).
     http->route("POST", "/v1/completions", json_body, [this](http_exchange & ex) -> net::awaitable<void> {
@@ -296,11 +329,15 @@ void node_impl::shutdown() {
             log_warn("serve: deregistering: {} (the lease expires by itself)", st.message());
     }
     if (stopping.exchange(true)) return;
-    // Finish what is in flight for up to drain_s, then cancel the rest: every handle gets a terminal event,
-    // so streams end with an error event and [DONE]; then the edge closes what is left.
+    // Generations a router can move go on on other decode nodes (live migration): each pauses before its next
+    // token and its state waits here until a node fetched it. The rest finish here for up to drain_s, then are
+    // cancelled: every handle gets a terminal event, so streams end with an error event and [DONE]; then the
+    // edge closes what is left.
+    const size_t moving = migrations.migrate(0);
+    if (moving > 0) log_info("serve: draining: {} generation(s) move to other decode nodes", moving);
     const auto drain_until = steady_clock::now() + std::chrono::duration_cast<steady_clock::duration>(
                                                        std::chrono::duration<double>(cfg.drain_s));
-    while (n_admitted.load() > 0 && steady_clock::now() < drain_until)
+    while ((n_admitted.load() > 0 || n_unfetched() > 0) && steady_clock::now() < drain_until)
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     if (eng) eng->stop();
     // Streams that were cancelled write their error event and [DONE] before the connections close.

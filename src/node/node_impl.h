@@ -11,6 +11,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,7 @@
 #include "baton/rerank_prompt.h"
 #include "event_wait.h"
 #include "kv_publisher.h"
+#include "migration_registry.h"
 #include "node_metrics.h"
 #include "state_hold.h"
 #include "tier_link.h"
@@ -57,6 +59,13 @@ class admission_ticket {
 using admission_ptr = std::unique_ptr<admission_ticket>;
 
 struct node_test_seam;
+
+// A generation that moved here (live migration): the response's id and created time it keeps (the router
+// names them, pd_header_resume_id/_created). Empty: a response of its own.
+struct generation_resume {
+    std::string id;
+    int64_t created = 0;
+};
 
 // node_impl: everything a node is. Its state is private; the handlers (members, one file per concern) and
 // the lifecycle are its only users, and the public `node` forwards to the lifecycle.
@@ -109,12 +118,22 @@ class node_impl {
     std::unique_ptr<node_registrar> registrar;  // when cfg.cluster is set, from load() on
     std::unique_ptr<state_hold> held;           // direct transfer: states made here for decode nodes to fetch
     std::unique_ptr<kv_publisher> kv;           // KV events: what the slots hold, from load() on
+    migration_registry migrations;              // the generations that may move (live migration)
+    // The paused generations' states held here that no node has fetched yet: drain waits for them (up to
+    // --drain) before the node exits, so the generations go on elsewhere.
+    mutable mutex unfetched_mu;
+    std::set<std::string, std::less<>> unfetched BATON_GUARDED_BY(unfetched_mu);
+    void note_unfetched(std::string_view id, bool add);
+    size_t n_unfetched() const;
 
     // ---- node.cpp ----
     void install_routes();
     // record is what this node tells the cluster now (called on the registrar's strand).
     node_record record() const;
     net::awaitable<void> on_admin_drain(http_exchange & ex);
+    // POST /admin/migrate ({"count": n}, optional; 0 or absent: all): asks up to n movable generations to move
+    // to other decode nodes; 202 {"migrating": k}.
+    net::awaitable<void> on_admin_migrate(http_exchange & ex);
 
     // ---- admission.cpp ----
     // check_serving: unavailable while loading or stopping.
@@ -141,13 +160,22 @@ class node_impl {
     // otherwise they stay for render_request to refuse by name.
     net::awaitable<Status> fetch_image_urls(openai_request & r);
     // Several prompts (openai_prompts_split): one task per prompt, in order; choice i answers prompt i / n.
+    // A generation the router can move (X-Baton-Migratable) may pause (migrations) and end with hand_off; one that
+    // moved here (a decode task whose state carries a generation) answers with resume's id and created time and
+    // sends only what it generates here.
     net::awaitable<void> respond_generation(http_exchange & ex, std::vector<engine_task> tasks,
-                                            const openai_request & oreq);
-    net::awaitable<void> respond_generation(http_exchange & ex, engine_task task, const openai_request & oreq) {
+                                            const openai_request & oreq, const generation_resume & resume = {});
+    net::awaitable<void> respond_generation(http_exchange & ex, engine_task task, const openai_request & oreq,
+                                            const generation_resume & resume = {}) {
         std::vector<engine_task> one;
         one.push_back(std::move(task));
-        co_await respond_generation(ex, std::move(one), oreq);
+        co_await respond_generation(ex, std::move(one), oreq, resume);
     }
+    // hand_off ends a generation that paused to move (live migration): its state is held here (state_hold, as a
+    // direct transfer's) and the answer ends with where it is (pd_protocol.h: a stream's last event after
+    // `pending`, or a whole answer's 200 with X-Baton-Migrated), for the router to resume it on another node.
+    net::awaitable<void> hand_off(http_exchange & ex, std::vector<uint8_t> blob, const openai_response_meta & meta,
+                                  bool stream, std::string pending);
     // log_generation: one line per finished generation, at info with --verbose, else at debug.
     void log_generation(std::string_view request_id, const openai_request & oreq, const openai_result & r) const;
 

@@ -154,6 +154,12 @@ std::string node_metrics::render(const std::optional<engine_metrics> & engine, u
                "Delta blobs written (only the cells past a base the receiver holds)", double(e.deltas_out));
         scalar(out, "baton_state_parts_out_total", "counter",
                "Parts of streamed states handed on while their prompts computed", double(e.state_parts_out));
+        scalar(out, "baton_migrations_out_total", "counter",
+               "Generations paused here and handed on as states (live migration)", double(e.migrations_out));
+        scalar(out, "baton_migrations_in_total", "counter", "Generations resumed here from a paused state",
+               double(e.migrations_in));
+        scalar(out, "baton_migrated_tokens_in_total", "counter",
+               "Tokens the generations resumed here had generated before they came", double(e.migrated_tokens_in));
         scalar(out, "baton_deltas_in_total", "counter", "Delta blobs restored onto a base a slot held",
                double(e.deltas_in));
         scalar(out, "baton_delta_base_tokens_total", "counter",

@@ -29,6 +29,9 @@ struct node_test_seam {
     // frame one): the connection drops there. -1: every stream is served whole.
     int stream_cut_after_frames = -1;
     mutable std::atomic<int> streams_served{0};
+    // migrate_after_tokens: every generation the router can move (live migration) is asked to move once it has
+    // generated this many tokens on this node. 0: never.
+    uint32_t migrate_after_tokens = 0;
 };
 
 struct node_test_access {

@@ -297,8 +297,8 @@ net::awaitable<void> node_impl::send_stream(http_exchange & ex, std::shared_ptr<
             }
             std::span<const uint8_t> bytes(*f);
             std::vector<uint8_t> changed;
-            if (seam && seam->on_blob_out && bytes.size() > state_stream_frame_head_bytes &&
-                bytes.size() > state_stream_head_bytes + state_stream_frame_head_bytes) {
+            // (a part's blob is the only frame longer than the stream's head and a frame head together)
+            if (seam && seam->on_blob_out && bytes.size() > state_stream_head_bytes + state_stream_frame_head_bytes) {
                 changed.assign(bytes.begin(), bytes.end());  // a part's blob: the test node's faults apply
                 seam->on_blob_out(changed);
                 bytes = changed;
@@ -406,9 +406,28 @@ net::awaitable<void> node_impl::on_decode(http_exchange & ex) {
     }
     // Off the event loop: an embedded text prompt (and logit_bias texts) are tokenized here.
     const uint32_t n_ctx = n_ctx_slot();
+    generation_resume resume;
+    if (v.generation) {
+        // A generation that paused on another node (live migration): one choice, no logprobs, not the Messages
+        // API (what a node pauses), answered with the id and created time it began with.
+        if (oreq->n > 1 || oreq->n_probs >= 0 || oreq->endpoint == openai_endpoint::messages) {
+            metrics.count_blob_reject(status_code::incompatible);
+            co_return (void) co_await ex.respond_error(
+                Status(status_code::incompatible, "generation: a paused generation resumes only with one choice, "
+                                                  "no logprobs and not the Messages API"));
+        }
+        resume.id = std::string(ex.request().header(pd_header_resume_id));
+        const std::string_view created = ex.request().header(pd_header_resume_created);
+        if (!created.empty()) {
+            auto [p, ec] = std::from_chars(created.data(), created.data() + created.size(), resume.created);
+            if (ec != std::errc() || p != created.data() + created.size())
+                co_return (void) co_await ex.respond_error(Status(
+                    status_code::invalid_argument, std::string(pd_header_resume_created) + ": must be unix seconds"));
+        }
+    }
     auto gen = co_await http->offload([&] { return openai_to_gen(oreq.value(), *model, n_ctx); });
     if (!gen.ok()) co_return (void) co_await ex.respond_error(gen.status());
-    co_await respond_generation(ex, task_decode{blob.value(), std::move(gen.value())}, oreq.value());
+    co_await respond_generation(ex, task_decode{blob.value(), std::move(gen.value())}, oreq.value(), resume);
 }
 
 net::awaitable<void> node_impl::on_held_get(http_exchange & ex) {
@@ -450,11 +469,13 @@ net::awaitable<void> node_impl::on_held_get(http_exchange & ex) {
     }
     if (!co_await ex.write(blob.data() + sent, blob.size() - sent)) co_return;
     co_await ex.end();
+    note_unfetched(id, false);  // (a paused generation's state: a draining node may now exit)
 }
 
 net::awaitable<void> node_impl::on_held_delete(http_exchange & ex) {
     const auto it = ex.request().params.find("id");
     const std::string id = it == ex.request().params.end() ? "" : it->second;
+    note_unfetched(id, false);
     if (!pd_state_id_valid(id) || !held->release(id))
         co_return (void) co_await ex.respond_error(
             Status(status_code::not_found, "state " + id + ": not held here (released, expired, or never made)"));

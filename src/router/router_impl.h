@@ -86,6 +86,23 @@ struct relay_result {
     Status error;  // when failed
 };
 
+// A generation a decode node paused to move (live migration): its state, held there, and the response's id and
+// created time (pd_protocol.h, pd_sse_migrated).
+struct moved_generation {
+    size_t node = 0;    // the decode node that paused it
+    http_url origin;    // its address: where the state is
+    std::string state;  // the held state's id
+    std::string id;     // the response's id and created time, kept by the node that resumes it
+    int64_t created = 0;
+};
+
+// How a relayed stream ended: the client has its answer (or an explicit error), a failure before any byte reached
+// the client (the caller tries another node), or the generation paused to move.
+struct stream_outcome {
+    std::optional<Status> early;
+    std::optional<moved_generation> moved;
+};
+
 // A state a prefill node holds for the decode node to fetch (--pd-transfer direct).
 struct held_state {
     http_url origin;  // the prefill node
@@ -241,9 +258,12 @@ class router_impl {
                                         const http_headers & headers);
     // stream_to_client relays a 200 stream; nullopt when the client has its answer (or an explicit error
     // event), else the failure that came before any byte reached the client (the caller retries).
-    net::awaitable<std::optional<Status>> stream_to_client(http_exchange & ex, route_ctx & ctx, http_upstream & up,
-                                                           const http_response_head & head, size_t node,
-                                                           const std::string & url, const call_guard & guard);
+    // With watch_moves (the call said the generation may move), the node's events are relayed whole and the one
+    // that says it paused (pd_sse_migrated) is not: it is the outcome.
+    net::awaitable<stream_outcome> stream_to_client(http_exchange & ex, route_ctx & ctx, http_upstream & up,
+                                                    const http_response_head & head, size_t node,
+                                                    const std::string & url, const call_guard & guard,
+                                                    bool watch_moves);
 };
 
 }  // namespace baton

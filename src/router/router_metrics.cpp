@@ -30,6 +30,10 @@ void router_metrics::state_release(bool released) {
     lock_guard lk(mu_);
     ++(released ? releases_ok_ : releases_failed_);
 }
+void router_metrics::migration(bool resumed) {
+    lock_guard lk(mu_);
+    ++(resumed ? migrations_ok_ : migrations_failed_);
+}
 void router_metrics::kv_route(bool known, uint32_t held, uint32_t tier, bool local_followup) {
     lock_guard lk(mu_);
     if (!known) ++kv_unknown_;
@@ -86,6 +90,10 @@ void router_metrics::render(std::string & o, size_t waiting) const {
                 "The router's releases of held states once a request no longer needs them");
     o += "baton_router_state_releases_total{outcome=\"released\"} " + std::to_string(releases_ok_) + "\n";
     o += "baton_router_state_releases_total{outcome=\"failed\"} " + std::to_string(releases_failed_) + "\n";
+    metric_head(o, "baton_router_migrations_total", "counter",
+                "Generations a decode node paused to move (live migration): resumed on another node, or failed");
+    o += "baton_router_migrations_total{outcome=\"resumed\"} " + std::to_string(migrations_ok_) + "\n";
+    o += "baton_router_migrations_total{outcome=\"failed\"} " + std::to_string(migrations_failed_) + "\n";
     metric_scalar(o, "baton_router_blob_transfer_seconds_total", "counter", "Time receiving blob bodies from prefill nodes", transfer_seconds_);
     metric_head(o, "baton_router_kv_routes_total", "counter",
                 "Routing decisions by what the prefix index knew: a decode node held part of the prompt (hit), the "

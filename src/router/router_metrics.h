@@ -22,6 +22,9 @@ class router_metrics {
     void blob(uint64_t bytes, double transfer_seconds);  // a blob relayed through the router (--pd-transfer relay)
     void direct_state(uint64_t bytes);                   // a state fetched node to node (--pd-transfer direct)
     void state_release(bool released);                   // the router's DELETE of a held state: released, or not
+    // migration: a generation a decode node paused to move: resumed on another node (outcome "resumed") or
+    // not ("failed": no node took it; the client got an explicit error)
+    void migration(bool resumed);
     // kv_route: a routing decision with prompt tokens to hash (known) or not; held: the prompt tokens the best
     // decode node already held; tier: those the shared tier held; local_followup: PD skipped because a decode
     // node held (or could fetch from the tier) all but a few.
@@ -44,6 +47,7 @@ class router_metrics {
     double transfer_seconds_ BATON_GUARDED_BY(mu_) = 0;
     uint64_t direct_bytes_ BATON_GUARDED_BY(mu_) = 0;
     uint64_t direct_states_ BATON_GUARDED_BY(mu_) = 0;
+    uint64_t migrations_ok_ BATON_GUARDED_BY(mu_) = 0, migrations_failed_ BATON_GUARDED_BY(mu_) = 0;
     uint64_t releases_ok_ BATON_GUARDED_BY(mu_) = 0;
     uint64_t releases_failed_ BATON_GUARDED_BY(mu_) = 0;
     uint64_t kv_hits_ BATON_GUARDED_BY(mu_) = 0, kv_misses_ BATON_GUARDED_BY(mu_) = 0;

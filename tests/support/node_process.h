@@ -52,6 +52,27 @@ class node_process {
         return n;
     }
 
+    // start_at runs `baton` with args on a port of the caller's (plus "--port PORT"): a node restarted where it
+    // was (a rolling restart behind a router that lists it). Waits until /health answers 200.
+    static std::unique_ptr<node_process> start_at(const std::vector<std::string> & args, int port,
+                                                  double timeout_s = 90) {
+        std::unique_ptr<node_process> n(new node_process());
+        n->err_path_ = temp_dir() + "/stderr-" + std::to_string(port) + ".txt";
+        child_options o;
+        o.argv = {baton_bin()};
+        o.argv.insert(o.argv.end(), args.begin(), args.end());
+        o.argv.insert(o.argv.end(), {"--port", std::to_string(port)});
+        o.stderr_path = n->err_path_;
+        o.timeout_s = timeout_s;
+        o.port_zero = false;
+        o.known_url = "http://127.0.0.1:" + std::to_string(port);
+        auto p = child_process::spawn(o);
+        if (!p.ok()) throw std::runtime_error(p.status().message() + "; stderr: " + n->stderr_text());
+        n->proc_ = std::move(p.value());
+        if (!n->wait_healthy(timeout_s)) throw std::runtime_error("node never became healthy: " + n->stderr_text());
+        return n;
+    }
+
     // start_llama_server runs Debian's llama-server (the behaviour anchor; tests skip without it) on a free
     // loopback port with args and waits until /health answers 200. nullptr when the binary is missing.
     static std::unique_ptr<node_process> start_llama_server(const std::vector<std::string> & args,

@@ -11,6 +11,8 @@
 //                          node fetching it is mid-fetch for that long
 //   --test-cut-stream N    serve the k-th held stream (streamed transfer; k = 0, 1, ...) up to N + k frames,
 //                          then drop the connection
+//   --test-migrate-after N every generation the router can move (live migration) moves once it has generated N
+//                          tokens on this node
 //
 // Every other argument goes to the CLI unchanged.
 #include <cstdlib>
@@ -40,6 +42,7 @@ int main(int argc, char ** argv) {
     bool corrupt = false, truncate = false;
     uint32_t pause_ms = 0;
     int cut_stream = -1;
+    uint32_t migrate_after = 0;
     std::vector<char *> args;
     for (int i = 0; i < argc; ++i) {
         if (i > 0 && std::strcmp(argv[i], "--test-corrupt-state") == 0) corrupt = true;
@@ -48,9 +51,11 @@ int main(int argc, char ** argv) {
             pause_ms = uint32_t(std::strtoul(argv[++i], nullptr, 10));
         else if (i > 0 && i + 1 < argc && std::strcmp(argv[i], "--test-cut-stream") == 0)
             cut_stream = int(std::strtol(argv[++i], nullptr, 10));
+        else if (i > 0 && i + 1 < argc && std::strcmp(argv[i], "--test-migrate-after") == 0)
+            migrate_after = uint32_t(std::strtoul(argv[++i], nullptr, 10));
         else args.push_back(argv[i]);
     }
-    if (corrupt || truncate || pause_ms > 0 || cut_stream >= 0) {
+    if (corrupt || truncate || pause_ms > 0 || cut_stream >= 0 || migrate_after > 0) {
         auto seam = std::make_shared<baton::node_test_seam>();
         if (corrupt || truncate)
             seam->on_blob_out = [corrupt, truncate](std::vector<uint8_t> & blob) -> size_t {
@@ -59,6 +64,7 @@ int main(int argc, char ** argv) {
             };
         seam->held_state_pause_ms = pause_ms;
         seam->stream_cut_after_frames = cut_stream;
+        seam->migrate_after_tokens = migrate_after;
         baton::cli_test_on_node = [seam](baton::node & s) { baton::node_test_access::install(s, seam); };
     }
     args.push_back(nullptr);

@@ -51,6 +51,18 @@ inline constexpr std::string_view pd_header_state_stream = "X-Baton-State-Stream
 // delta over them (blob format 1.2, only the cells past them); the decode node restores it onto the slot that
 // holds them, or refuses it (422) when none does.
 inline constexpr std::string_view pd_header_delta_base = "X-Baton-Delta-Base";
+// Live migration (docs/cluster.md "Live migration"). router -> decode node: "1": the router can move this
+// generation to another decode node (it splices the answer), so the node may pause it (POST /admin/migrate,
+// drain) and hand its state on instead of finishing it. node -> router, when it did: the state is held here (as
+// a direct transfer's) and named, with the response's id and created time, by JSON {"state": id, "bytes": n,
+// "id": ..., "created": ...}: a stream ends with that as the data of SSE event pd_sse_migrated (and no [DONE]), a
+// whole answer is a 200 with header X-Baton-Migrated: id and that JSON as its body. router -> the decode node
+// that resumes it (with the state's source and id): the response's id and created time, its answer's own.
+inline constexpr std::string_view pd_header_migratable = "X-Baton-Migratable";
+inline constexpr std::string_view pd_header_migrated = "X-Baton-Migrated";
+inline constexpr std::string_view pd_sse_migrated = "baton-migrated";
+inline constexpr std::string_view pd_header_resume_id = "X-Baton-Resume-Id";
+inline constexpr std::string_view pd_header_resume_created = "X-Baton-Resume-Created";
 inline constexpr std::string_view pd_header_route = "X-Baton-Route";  // router -> client: "pd", "local", ...
 inline constexpr std::string_view pd_header_decode_node = "X-Baton-Decode-Node";  // router -> client: which node
 
