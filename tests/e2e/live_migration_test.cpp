@@ -224,6 +224,72 @@ TEST(LiveMigration, RollingRestartOfTheDecodePoolLosesNoStream) {
     EXPECT_EQ(metric_value(rm, "baton_router_migrations_total{outcome=\"failed\"}"), 0) << rm;
 }
 
+// fetching_node: the index of the node in ns fetching a held state (baton_state_fetches_in_flight), polled for
+// up to timeout_s; -1 if none was seen.
+int fetching_node(const std::vector<node_process *> & ns, double timeout_s) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    while (std::chrono::steady_clock::now() < end) {
+        for (size_t k = 0; k < ns.size(); ++k)
+            if (metric_value(get(*ns[k], "/metrics").body, "baton_state_fetches_in_flight") >= 1) return int(k);
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    }
+    return -1;
+}
+
+// A node dies in the middle of a move (its state half fetched: every held state is served in two halves 3 s
+// apart). The target dying: the router resumes the generation on another node, the answer is the unmoved one.
+// The source dying: its state is gone, no node can resume it, and the client gets an explicit error after the
+// text it already had — nothing emitted twice, one [DONE].
+TEST(LiveMigration, ANodeDyingMidMoveEndsInTheAnswerOrAnExplicitError) {
+    auto single = node_process::start(serve_args("llama", {"-np", "2"}));
+    const std::vector<std::string> decode_args = {
+        "--role", "decode", "-np", "2", "--test-migrate-after", "6", "--test-pause-held-state", "3000"};
+    std::vector<std::unique_ptr<node_process>> d;
+    for (int k = 0; k < 3; ++k) d.push_back(node_process::start(serve_args("llama", decode_args)));
+    auto router = node_process::start({"route", "--decode", d[0]->url() + "," + d[1]->url() + "," + d[2]->url(),
+                                       "--timeout", "60", "--health-interval", "0.2"});
+    json body = long_stream_body();
+    body["max_tokens"] = 10;  // (one move at token 6)
+    body["stream_options"] = {{"include_usage", true}};
+    const seen want = request(*single, body);
+    ASSERT_EQ(want.status, 200);
+    ASSERT_EQ(want.completion_tokens, 10);
+
+    {  // the target dies mid-fetch: a third node resumes the generation
+        held_stream s(*router, body, "/v1/completions", 60);
+        const int t = fetching_node({d[0].get(), d[1].get(), d[2].get()}, 20);
+        ASSERT_GE(t, 0) << "a move began";
+        d[size_t(t)]->kill();
+        ASSERT_TRUE(s.wait_end(60));
+        expect_same(seen_of(200, s.received(), true), want, body);
+        d.erase(d.begin() + t);
+    }
+    const std::string rm1 = get(*router, "/metrics").body;
+    EXPECT_EQ(metric_value(rm1, "baton_router_migrations_total{outcome=\"resumed\"}"), 1) << rm1;
+    // (the router's health checker ejects the dead node before the next request)
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    {  // the source dies while the target fetches from it: an explicit error, the text so far a prefix
+        held_stream s(*router, body, "/v1/completions", 60);
+        const int t = fetching_node({d[0].get(), d[1].get()}, 20);
+        ASSERT_GE(t, 0) << "a move began";
+        d[size_t(1 - t)]->kill();
+        ASSERT_TRUE(s.wait_end(60));
+        const seen got = seen_of(200, s.received(), true);
+        EXPECT_EQ(got.errors, 1) << got.raw;
+        EXPECT_EQ(got.dones, 1) << got.raw;
+        EXPECT_EQ(got.ids.size(), 1u) << got.raw;
+        EXPECT_EQ(got.roles, 0) << "a completion stream sends no role";
+        EXPECT_FALSE(got.text.empty()) << "the tokens before the move reached the client";
+        EXPECT_EQ(want.text.rfind(got.text, 0), 0u) << "nothing emitted twice or changed:\n"
+                                                    << got.text << "\n---\n"
+                                                    << want.text;
+        EXPECT_LT(got.text.size(), want.text.size());
+        EXPECT_NE(got.raw.find("live migration"), std::string::npos) << got.raw;
+    }
+    const std::string rm2 = get(*router, "/metrics").body;
+    EXPECT_EQ(metric_value(rm2, "baton_router_migrations_total{outcome=\"failed\"}"), 1) << rm2;
+}
+
 // Without a router that can splice its answer (a client talking to the node itself), nothing moves: the generation
 // finishes where it is.
 TEST(LiveMigration, AGenerationWithoutARouterDoesNotMove) {

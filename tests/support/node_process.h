@@ -120,6 +120,8 @@ class node_process {
     // after which the child is killed).
     int terminate(double timeout_s = 30) { return proc_->stop(timeout_s); }
     int wait_exit(double timeout_s) { return proc_->wait_exit(timeout_s); }
+    // kill: SIGKILL and reap (a node dying, not draining).
+    void kill() { proc_->kill(); }
 
     // rss_kb reads VmRSS from /proc (0 if unavailable).
     long rss_kb() const {
