@@ -289,9 +289,11 @@ const std::vector<figure_doc> & figures() {
         {24, "Live migration: the stall a moved stream shows, vs its time per token and vs token replay",
          "bench/migration_bench.cpp. Two decode nodes (1 thread each, one 8k-token slot, f32 K/V) behind a router on "
          "loopback; a 512x8 llama (16 KiB of state per token). Per round: a fresh random 4000-token prompt generating "
-         "200 tokens greedily, streamed through the router; when its slot holds the prompt and 60 tokens, POST "
-         "/admin/migrate on the node serving it (stop-and-copy: the whole state moves at the pause). The client "
-         "timestamps every token chunk: stall = the longest gap between two tokens, TPOT = the median gap. Token "
+         "200 tokens greedily, streamed through the router; when the node serving it has generated 60 "
+         "tokens (baton_generated_tokens_total), POST /admin/migrate on it (stop-and-copy: the whole state moves at the pause). The client "
+         "timestamps every token chunk: stall = the longest gap between two tokens, TPOT = the median gap; "
+         "stall_export / _fetch / _restore: the source's serialize and the target's fetch and restore seconds from "
+         "their /metrics. Token "
          "replay (the baseline: re-prefill on the other node) = that node's TTFT for a fresh prompt of the prompt's "
          "and the 60 tokens' length. Medians over 3 rounds after a warm-up. Target: stall <= 2x TPOT at 4k tokens "
          "(the issue's; stop-and-copy is measured against it as it is: pre-copy is not built).",
@@ -404,6 +406,35 @@ void write_plot(const figure_doc & fd, const std::vector<json> & results, const 
     gp << "\n";
 }
 
+// figure_of: the figure a result line belongs to — its "fig", else (unplotted detail lines) by name prefix; 0: none.
+int figure_of(const json & r) {
+    const std::string name = r.value("name", "");
+    int fig = r.value("fig", 0);
+    if (!fig) {  // unplotted detail lines: assign by name prefix
+        if (name.rfind("router_load", 0) == 0) fig = 5;
+        else if (name.rfind("router_overhead", 0) == 0) fig = 9;
+        else if (name.rfind("edge", 0) == 0) fig = 8;
+        else if (name.rfind("interference", 0) == 0) fig = 7;
+        else if (name.rfind("blob_pipeline", 0) == 0) fig = 3;
+        else if (name.rfind("blob_size", 0) == 0) fig = 6;
+        else if (name.rfind("pd_ttft", 0) == 0) fig = 2;
+        else if (name.rfind("restore", 0) == 0 || name.rfind("prefill_ms", 0) == 0) fig = 1;
+        else if (name.rfind("cluster", 0) == 0) fig = 10;
+        else if (name.rfind("structured", 0) == 0) fig = 11;
+        else if (name.rfind("quant_serve", 0) == 0) fig = 12;
+        else if (name.rfind("device_", 0) == 0 || name.rfind("blob_bytes", 0) == 0) fig = 13;
+        else if (name.rfind("multiturn", 0) == 0) fig = 14;
+        else if (name.rfind("prefix_routing", 0) == 0) fig = 15;
+        else if (name.rfind("shaped_link", 0) == 0) fig = 16;
+        else if (name.rfind("cache_ram", 0) == 0) fig = 17;
+        else if (name.rfind("tier_cluster", 0) == 0) fig = 18;
+        else if (name.rfind("tier_", 0) == 0) fig = 19;
+        else if (name.rfind("stream_transfer", 0) == 0) fig = 23;
+        else if (name.rfind("migration", 0) == 0) fig = 24;
+    }
+    return fig;
+}
+
 std::string md_escape(std::string s) {
     for (size_t i = 0; (i = s.find('|', i)) != std::string::npos; i += 2) s.replace(i, 1, "\\|");
     return s;
@@ -460,7 +491,7 @@ int main(int argc, char ** argv) {
     for (const auto & fd : figures()) {
         md << "\n## Figure " << fd.fig << ": " << fd.title << "\n\n" << fd.method << "\n\n";
         bool any = false;
-        for (const auto & r : results) any = any || r.value("fig", 0) == fd.fig || (r.value("name", "").rfind("router_load", 0) == 0 && fd.fig == 5);
+        for (const auto & r : results) any = any || figure_of(r) == fd.fig;
         if (!any) {
             md << "_No results in this run._\n";
             continue;
@@ -471,30 +502,7 @@ int main(int argc, char ** argv) {
         md << "| name | median | min | max | n | unit | target | ok |\n|---|---|---|---|---|---|---|---|\n";
         for (const auto & r : results) {
             const std::string name = r.value("name", "");
-            int fig = r.value("fig", 0);
-            if (!fig) {  // unplotted detail lines: assign by name prefix
-                if (name.rfind("router_load", 0) == 0) fig = 5;
-                else if (name.rfind("router_overhead", 0) == 0) fig = 9;
-                else if (name.rfind("edge", 0) == 0) fig = 8;
-                else if (name.rfind("interference", 0) == 0) fig = 7;
-                else if (name.rfind("blob_pipeline", 0) == 0) fig = 3;
-                else if (name.rfind("blob_size", 0) == 0) fig = 6;
-                else if (name.rfind("pd_ttft", 0) == 0) fig = 2;
-                else if (name.rfind("restore", 0) == 0 || name.rfind("prefill_ms", 0) == 0) fig = 1;
-                else if (name.rfind("cluster", 0) == 0) fig = 10;
-                else if (name.rfind("structured", 0) == 0) fig = 11;
-                else if (name.rfind("quant_serve", 0) == 0) fig = 12;
-                else if (name.rfind("device_", 0) == 0 || name.rfind("blob_bytes", 0) == 0) fig = 13;
-                else if (name.rfind("multiturn", 0) == 0) fig = 14;
-                else if (name.rfind("prefix_routing", 0) == 0) fig = 15;
-                else if (name.rfind("shaped_link", 0) == 0) fig = 16;
-                else if (name.rfind("cache_ram", 0) == 0) fig = 17;
-                else if (name.rfind("tier_cluster", 0) == 0) fig = 18;
-                else if (name.rfind("tier_", 0) == 0) fig = 19;
-                else if (name.rfind("stream_transfer", 0) == 0) fig = 23;
-                else if (name.rfind("migration", 0) == 0) fig = 24;
-            }
-            if (fig != fd.fig) continue;
+            if (figure_of(r) != fd.fig) continue;
             md << "| " << md_escape(name) << " | " << fmt(r["value"]) << " | " << fmt(r.value("min", 0.0)) << " | " << fmt(r.value("max", 0.0))
                << " | " << r.value("n", 0) << " | " << md_escape(r.value("unit", "")) << " | " << md_escape(r.value("target", "")) << " | "
                << (r.value("ok", true) ? "yes" : "**NO**") << " |\n";

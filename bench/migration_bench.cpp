@@ -7,8 +7,9 @@
 //
 // Topology: two decode nodes (1 thread each, f32 K/V, one slot of 8k tokens) behind a router on loopback; the
 // client reads the stream through the router. A 512x8 llama: 16 KiB of state per token. What is timed, per round:
-// a fresh random 4000-token prompt (never cached) generating 200 tokens greedily; when its slot holds the prompt
-// and 60 tokens, the node serving it is asked to move it; the client timestamps every token chunk. Then the
+// a fresh random 4000-token prompt (never cached) generating 200 tokens greedily; when the node serving it has
+// generated 60 tokens (its baton_generated_tokens_total), it is asked to move it; the client timestamps every
+// token chunk; the stall is split into the source's export and the target's fetch and restore (their metrics). Then the
 // replay baseline on the other node: a fresh prompt of the same length plus the 60 tokens, max_tokens 1 (its
 // TTFT is what a re-prefill stalls the stream for). Medians over rounds.
 //
@@ -32,19 +33,6 @@ int arg_int(int argc, char ** argv, const std::string & flag, int dflt) {
     for (int i = 1; i + 1 < argc; ++i)
         if (argv[i] == flag) return std::atoi(argv[i + 1]);
     return dflt;
-}
-
-// slot_tokens: the most tokens any slot of p holds now (GET /v1/slots), -1 when it does not answer.
-int slot_tokens(const bench_process & p) {
-    httplib::Client c(p.host(), p.port());
-    c.set_read_timeout(std::chrono::seconds(5));
-    auto r = c.Get("/v1/slots");
-    if (!r || r->status != 200) return -1;
-    const auto j = nlohmann::json::parse(r->body, nullptr, false);
-    int most = 0;
-    if (j.is_array())
-        for (const auto & s : j) most = std::max(most, s.value("n_tokens", 0));
-    return most;
 }
 
 int ask_migrate(const bench_process & p) {
@@ -78,18 +66,25 @@ int main(int argc, char ** argv) try {
         "router");
 
     uint32_t seed = 2400;
-    std::vector<double> tpots, stalls, ratios, replays, mbs;
+    std::vector<double> tpots, stalls, ratios, replays, mbs, sers, fetches, restores;
     for (int round = 0; round < rounds + 1; ++round) {  // (round 0: warm-up, not counted)
         const auto prompt = random_prompt(n_prompt, seed++, n_vocab);
         stream_timing t;
         std::thread client([&] { t = stream_completion(router->host(), router->port(), prompt, n_gen, 300); });
-        // Ask the node serving it to move it once its slot holds the prompt and move_after tokens.
+        // Ask the node serving it to move it once it has generated move_after tokens (its generated-token
+        // counter: /v1/slots shows a running slot's tokens only as its prompt goes in).
         const bench_process * from = nullptr;
         const double fetched_a = process_metric(*a, "baton_state_fetch_bytes_total");
         const double fetched_b = process_metric(*b, "baton_state_fetch_bytes_total");
+        // (where the stall goes: the source's export, the target's fetch and restore)
+        const auto secs = [&](const char * m) { return std::pair{process_metric(*a, m), process_metric(*b, m)}; };
+        const auto ser0 = secs("baton_serialize_seconds_total"), fetch0 = secs("baton_state_fetch_seconds_total"),
+                   rest0 = secs("baton_restore_seconds_total");
+        const double gen_a = process_metric(*a, "baton_generated_tokens_total");
+        const double gen_b = process_metric(*b, "baton_generated_tokens_total");
         for (int i = 0; i < 60000 && !from; ++i) {  // (bounded: 5 ms polls, at most 300 s)
-            for (const bench_process * n : {a.get(), b.get()})
-                if (slot_tokens(*n) >= int(n_prompt) + move_after) from = n;
+            if (process_metric(*a, "baton_generated_tokens_total") - gen_a >= move_after) from = a.get();
+            else if (process_metric(*b, "baton_generated_tokens_total") - gen_b >= move_after) from = b.get();
             if (!from) std::this_thread::sleep_for(std::chrono::milliseconds(5));
         }
         const int asked = from ? ask_migrate(*from) : -1;
@@ -101,6 +96,13 @@ int main(int argc, char ** argv) try {
         const bench_process & to = from == a.get() ? *b : *a;
         const double moved = from == a.get() ? process_metric(*b, "baton_state_fetch_bytes_total") - fetched_b
                                              : process_metric(*a, "baton_state_fetch_bytes_total") - fetched_a;
+        const bool from_a = from == a.get();
+        const auto delta = [&](const char * m, std::pair<double, double> before, bool on_a) {
+            return 1e3 * (on_a ? process_metric(*a, m) - before.first : process_metric(*b, m) - before.second);
+        };
+        const double ser_ms = delta("baton_serialize_seconds_total", ser0, from_a);
+        const double fetch_ms = delta("baton_state_fetch_seconds_total", fetch0, !from_a);
+        const double restore_ms = delta("baton_restore_seconds_total", rest0, !from_a);
         std::vector<double> gaps;
         for (size_t i = 1; i < t.chunk_ms.size(); ++i) gaps.push_back(t.chunk_ms[i] - t.chunk_ms[i - 1]);
         const double tpot = percentile(gaps, 50), stall = *std::max_element(gaps.begin(), gaps.end());
@@ -109,8 +111,12 @@ int main(int argc, char ** argv) try {
         auto r = stream_completion(to.host(), to.port(), replay_prompt, 1, 300);
         if (!r.ok) throw std::runtime_error("replay baseline: " + r.error);
         if (round == 0) continue;
-        std::printf("round %d: TPOT %.1f ms, stall %.1f ms (%.1fx), state %.1f MB; token replay's stall %.0f ms\n",
-                    round, tpot, stall, stall / tpot, moved / 1e6, r.ttft_ms);
+        std::printf("round %d: TPOT %.1f ms, stall %.1f ms (%.1fx: export %.0f, fetch %.0f, restore %.0f ms), state "
+                    "%.1f MB; token replay's stall %.0f ms\n",
+                    round, tpot, stall, stall / tpot, ser_ms, fetch_ms, restore_ms, moved / 1e6, r.ttft_ms);
+        sers.push_back(ser_ms);
+        fetches.push_back(fetch_ms);
+        restores.push_back(restore_ms);
         std::fflush(stdout);
         tpots.push_back(tpot);
         stalls.push_back(stall);
@@ -123,6 +129,9 @@ int main(int argc, char ** argv) try {
     result(n + "/tpot", summarize(tpots), "ms", "info", true);
     result(n + "/stall", summarize(stalls), "ms", "info", true);
     result(n + "/stall_over_tpot", ratio, "x", "<= 2 (stop-and-copy; pre-copy not built)", quick || ratio.median <= 2);
+    result(n + "/stall_export", summarize(sers), "ms", "info", true);
+    result(n + "/stall_fetch", summarize(fetches), "ms", "info", true);
+    result(n + "/stall_restore", summarize(restores), "ms", "info", true);
     result(n + "/replay_stall", summarize(replays), "ms", "info", true);
     result(n + "/state", summarize(mbs), "MB", "info", true);
     headline(24, "migration_stall_over_tpot", ratio, "x",
