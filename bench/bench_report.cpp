@@ -409,30 +409,17 @@ void write_plot(const figure_doc & fd, const std::vector<json> & results, const 
 // figure_of: the figure a result line belongs to — its "fig", else (unplotted detail lines) by name prefix; 0: none.
 int figure_of(const json & r) {
     const std::string name = r.value("name", "");
-    int fig = r.value("fig", 0);
-    if (!fig) {  // unplotted detail lines: assign by name prefix
-        if (name.rfind("router_load", 0) == 0) fig = 5;
-        else if (name.rfind("router_overhead", 0) == 0) fig = 9;
-        else if (name.rfind("edge", 0) == 0) fig = 8;
-        else if (name.rfind("interference", 0) == 0) fig = 7;
-        else if (name.rfind("blob_pipeline", 0) == 0) fig = 3;
-        else if (name.rfind("blob_size", 0) == 0) fig = 6;
-        else if (name.rfind("pd_ttft", 0) == 0) fig = 2;
-        else if (name.rfind("restore", 0) == 0 || name.rfind("prefill_ms", 0) == 0) fig = 1;
-        else if (name.rfind("cluster", 0) == 0) fig = 10;
-        else if (name.rfind("structured", 0) == 0) fig = 11;
-        else if (name.rfind("quant_serve", 0) == 0) fig = 12;
-        else if (name.rfind("device_", 0) == 0 || name.rfind("blob_bytes", 0) == 0) fig = 13;
-        else if (name.rfind("multiturn", 0) == 0) fig = 14;
-        else if (name.rfind("prefix_routing", 0) == 0) fig = 15;
-        else if (name.rfind("shaped_link", 0) == 0) fig = 16;
-        else if (name.rfind("cache_ram", 0) == 0) fig = 17;
-        else if (name.rfind("tier_cluster", 0) == 0) fig = 18;
-        else if (name.rfind("tier_", 0) == 0) fig = 19;
-        else if (name.rfind("stream_transfer", 0) == 0) fig = 23;
-        else if (name.rfind("migration", 0) == 0) fig = 24;
-    }
-    return fig;
+    if (const int fig = r.value("fig", 0)) return fig;
+    // unplotted detail lines, by name prefix (the first that matches)
+    static const std::pair<const char *, int> by_prefix[] = {
+        {"router_load", 5},      {"router_overhead", 9}, {"edge", 8},       {"interference", 7},  {"blob_pipeline", 3},
+        {"blob_size", 6},        {"pd_ttft", 2},         {"restore", 1},    {"prefill_ms", 1},    {"cluster", 10},
+        {"structured", 11},      {"quant_serve", 12},    {"device_", 13},   {"blob_bytes", 13},   {"multiturn", 14},
+        {"prefix_routing", 15},  {"shaped_link", 16},    {"cache_ram", 17}, {"tier_cluster", 18}, {"tier_", 19},
+        {"stream_transfer", 23}, {"migration", 24}};
+    for (const auto & [prefix, fig] : by_prefix)
+        if (name.rfind(prefix, 0) == 0) return fig;
+    return 0;
 }
 
 std::string md_escape(std::string s) {

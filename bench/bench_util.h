@@ -113,4 +113,11 @@ inline bool quick_mode(int argc, char ** argv) {
     return false;
 }
 
+// arg_int: the integer after `flag` on the command line (std::atoi), else dflt.
+inline int arg_int(int argc, char ** argv, const std::string & flag, int dflt) {
+    for (int i = 1; i + 1 < argc; ++i)
+        if (argv[i] == flag) return std::atoi(argv[i + 1]);
+    return dflt;
+}
+
 }  // namespace baton::bench

@@ -29,12 +29,6 @@ using namespace baton::bench;
 
 namespace {
 
-int arg_int(int argc, char ** argv, const std::string & flag, int dflt) {
-    for (int i = 1; i + 1 < argc; ++i)
-        if (argv[i] == flag) return std::atoi(argv[i + 1]);
-    return dflt;
-}
-
 int ask_migrate(const bench_process & p) {
     httplib::Client c(p.host(), p.port());
     c.set_read_timeout(std::chrono::seconds(5));

@@ -125,12 +125,6 @@ round_result run_round(const std::vector<bench_process *> & routers, const std::
     return r;
 }
 
-int arg_int(int argc, char ** argv, const std::string & flag, int dflt) {
-    for (int i = 1; i + 1 < argc; ++i)
-        if (argv[i] == flag) return std::atoi(argv[i + 1]);
-    return dflt;
-}
-
 }  // namespace
 
 int main(int argc, char ** argv) try {

@@ -34,12 +34,6 @@ using namespace baton::bench;
 
 namespace {
 
-int arg_int(int argc, char ** argv, const std::string & flag, int dflt) {
-    for (int i = 1; i + 1 < argc; ++i)
-        if (argv[i] == flag) return std::atoi(argv[i + 1]);
-    return dflt;
-}
-
 double metric_of(const bench_process & p, const std::string & name) {
     const double v = process_metric(p, name);
     if (v < 0) throw std::runtime_error("metric " + name + " missing at " + p.url());
