@@ -183,6 +183,18 @@ inline double metric_value(const std::string & text, const std::string & sample)
     return -1;
 }
 
+// metric_settled: sample of n's /metrics once it equals want, polled for up to timeout_s (a counter a process
+// updates just after the response it belongs to went out); else its last value.
+inline double metric_settled(const node_process & n, const std::string & sample, double want, double timeout_s = 5) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    double v = metric_value(get(n, "/metrics").body, sample);
+    while (v != want && std::chrono::steady_clock::now() < end) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        v = metric_value(get(n, "/metrics").body, sample);
+    }
+    return v;
+}
+
 // held_stream: a streaming request read on a background thread, held open until release() (which makes
 // the client hang up, like a user closing the tab) or until the server ends the stream.
 class held_stream {
