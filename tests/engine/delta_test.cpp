@@ -12,17 +12,13 @@ namespace {
 
 using namespace baton::test;
 
-class Delta : public ::testing::TestWithParam<family_case> {
+class Delta : public family_test {
   protected:
-    std::shared_ptr<const loaded_model> m() { return model_for(GetParam().arch); }
-    int32_t n_vocab() { return int32_t(m()->identity().n_vocab); }
     engine_config cfg() {
-        engine_config c = engine_cfg(2, 2048);
-        c.ctx.kv_unified = GetParam().unified;
+        engine_config c = family_cfg(2, 2048);
         c.park_idle = false;
         return c;
     }
-    std::string what() { return GetParam().arch + (GetParam().unified ? " unified" : " non-unified"); }
 };
 
 // Turn 1 (a prompt and its greedy answer) on `e`; returns the conversation so far (prompt + answer tokens).

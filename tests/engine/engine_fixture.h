@@ -59,6 +59,20 @@ inline engine_config engine_cfg(uint32_t slots = 1, uint32_t n_ctx = 2048) {
     return c;
 }
 
+// family_test: the base of the suites parameterized over family_cases — the case's model, its vocabulary size,
+// a name for messages, and family_cfg (engine_cfg with the case's KV unification).
+class family_test : public ::testing::TestWithParam<family_case> {
+  protected:
+    std::shared_ptr<const loaded_model> m() { return model_for(GetParam().arch); }
+    int32_t n_vocab() { return int32_t(m()->identity().n_vocab); }
+    std::string what() { return GetParam().arch + (GetParam().unified ? " unified" : " non-unified"); }
+    engine_config family_cfg(uint32_t slots, uint32_t n_ctx) {
+        engine_config c = engine_cfg(slots, n_ctx);
+        c.ctx.kv_unified = GetParam().unified;
+        return c;
+    }
+};
+
 // logit_recorder keeps, per request id, the logits every generated token was sampled from (through the
 // engine's test seam). One per engine made by make_engine.
 class logit_recorder {

@@ -77,19 +77,15 @@ std::vector<token_id> ids(const std::vector<event_token> & evs) {
     return out;
 }
 
-class Migration : public ::testing::TestWithParam<family_case> {
+class Migration : public family_test {
   protected:
-    std::shared_ptr<const loaded_model> m() { return model_for(GetParam().arch); }
-    int32_t n_vocab() { return int32_t(m()->identity().n_vocab); }
     engine_config cfg() {
-        engine_config c = engine_cfg(2, 2048);
-        c.ctx.kv_unified = GetParam().unified;
+        engine_config c = family_cfg(2, 2048);
         // A sliding-window model resumes exactly only with flash attention (engine::resumes_exactly; the test
         // below pins why): the others are tested with it off, the default on the CPU.
         c.ctx.flash_attn = llama_model_n_swa(m()->get()) > 0;
         return c;
     }
-    std::string what() { return GetParam().arch + (GetParam().unified ? " unified" : " non-unified"); }
 };
 
 TEST_P(Migration, AGenerationMovedToAnotherEngineContinuesAsIfItHadNotMoved) {

@@ -15,18 +15,14 @@ namespace {
 
 using namespace baton::test;
 
-class PrefixShare : public ::testing::TestWithParam<family_case> {
+class PrefixShare : public family_test {
   protected:
-    std::shared_ptr<const loaded_model> m() { return model_for(GetParam().arch); }
-    int32_t n_vocab() { return int32_t(m()->identity().n_vocab); }
     bool shares() { return GetParam().unified && !m()->has_partial_state(); }
     engine_config cfg() {
-        engine_config c = engine_cfg(3, 3072);
-        c.ctx.kv_unified = GetParam().unified;
+        engine_config c = family_cfg(3, 3072);
         c.ctx.n_batch = 64;  // a 300-token prompt takes 5 steps: the second request arrives while it computes
         return c;
     }
-    std::string what() { return GetParam().arch + (GetParam().unified ? " unified" : " non-unified"); }
 };
 
 // Both requests submitted together, each run to its end; logits from the engine's recorder.

@@ -21,19 +21,15 @@ namespace {
 
 using namespace baton::test;
 
-class PromptCache : public ::testing::TestWithParam<family_case> {
+class PromptCache : public family_test {
   protected:
-    std::shared_ptr<const loaded_model> m() { return model_for(GetParam().arch); }
-    int32_t n_vocab() { return int32_t(m()->identity().n_vocab); }
     // One slot: every new conversation takes the slot of the last one.
     engine_config cfg(int64_t cache_mib = 64) {
-        engine_config c = engine_cfg(1, 1024);
-        c.ctx.kv_unified = GetParam().unified;
+        engine_config c = family_cfg(1, 1024);
         c.cache_ram_mib = cache_mib;
         c.ctx.checkpoints.every = 128;  // partial-state memory: checkpoints at 128 and 256 of a 300-token prompt
         return c;
     }
-    std::string what() { return GetParam().arch + (GetParam().unified ? " unified" : " non-unified"); }
     bool window() { return llama_model_n_swa(m()->get()) > 0; }  // (expect_exact's near)
 };
 

@@ -13,18 +13,14 @@ namespace {
 
 using namespace baton::test;
 
-class TierPaths : public ::testing::TestWithParam<family_case> {
+class TierPaths : public family_test {
   protected:
-    std::shared_ptr<const loaded_model> m() { return model_for(GetParam().arch); }
-    int32_t n_vocab() { return int32_t(m()->identity().n_vocab); }
     engine_config cfg() {
-        engine_config c = engine_cfg(1, 1024);
-        c.ctx.kv_unified = GetParam().unified;
+        engine_config c = family_cfg(1, 1024);
         c.cache_ram_mib = 64;
         c.ctx.checkpoints.every = 128;
         return c;
     }
-    std::string what() { return GetParam().arch + (GetParam().unified ? " unified" : " non-unified"); }
 };
 
 TEST_P(TierPaths, PdEqualsSingleNodeOnEveryTierPath) {
