@@ -91,6 +91,9 @@ class bench_process {
     std::string url() const { return proc_->url(); }
     const std::string & name() const { return name_; }
     pid_t pid() const { return proc_->pid(); }  // the child's pid (taskset execs the program in place)
+    // stop: SIGTERM, up to grace_s for the child to exit on its own (then SIGKILL); its exit code, -1 when it
+    // died of a signal or had to be killed (child_process::stop). The process is gone afterwards.
+    int stop(double grace_s) { return proc_->stop(grace_s); }
 
     std::string stderr_tail() const {
         FILE * f = std::fopen(err_path_.c_str(), "r");
@@ -155,6 +158,7 @@ struct stream_timing {
     int completion_tokens = 0;      // from the usage chunk
     int cached_tokens = -1;         // usage.prompt_tokens_details.cached_tokens, -1 when absent
     std::vector<double> chunk_ms;   // arrival of every token-bearing chunk, relative to t_send
+    std::string text;               // the choice's text, the chunks' "text" fields joined
     // tpot_ms: (last token chunk - first chunk) / (completion_tokens - 1); 0 when fewer than 2 tokens.
     double tpot_ms() const {
         if (completion_tokens < 2 || chunk_ms.size() < 2) return 0;
@@ -220,6 +224,15 @@ inline stream_timing stream_completion(const std::string & host, int port, const
     if (c_at != std::string::npos) t.cached_tokens = std::atoi(buf.c_str() + c_at + 16);
     t.ok = t.completion_tokens > 0;
     if (!t.ok) t.error = "no usage chunk";
+    for (size_t at = 0; (at = buf.find("data: {", at)) != std::string::npos;) {
+        const size_t end = buf.find('\n', at);
+        const auto j =
+            nlohmann::json::parse(buf.substr(at + 6, end == std::string::npos ? end : end - at - 6), nullptr, false);
+        if (j.is_object() && j.contains("choices") && j["choices"].is_array() && !j["choices"].empty() &&
+            j["choices"][0].is_object() && j["choices"][0].contains("text") && j["choices"][0]["text"].is_string())
+            t.text += j["choices"][0]["text"].get<std::string>();
+        at = end == std::string::npos ? buf.size() : end;
+    }
     return t;
 }
 

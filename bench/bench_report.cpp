@@ -298,6 +298,18 @@ const std::vector<figure_doc> & figures() {
          "and the 60 tokens' length. Medians over 3 rounds after a warm-up. Target: stall <= 2x TPOT at 4k tokens "
          "(the issue's; stop-and-copy is measured against it as it is: pre-copy is not built).",
          "", "", "", false, "", false, false},
+        {25, "Rolling restart of the decode pool under long streaming generations, vs steady state",
+         "bench/rolling_restart_bench.cpp. A prefill node and two decode nodes (1 thread each; the decode nodes 4 slots of "
+         "1024 tokens, --drain 60) behind a router on loopback; a 512x8 llama, f16 K/V. 3 closed-loop clients, each streaming fresh random 256-token "
+         "prompts for 400 tokens (greedy, ignore_eos), prompts seeded by (client, request number) so both phases ask "
+         "the same things. Steady: 25 s of that. Rolling: the same clients during 4 rounds in which each decode node in "
+         "turn gets SIGTERM (its drain moves every generation to the other node: live migration), exits and starts "
+         "again on its port (then 1 s for the router's health check). Per "
+         "phase: requests, failed (error or no [DONE]), short streams (fewer tokens than asked), P50/P99 of the "
+         "requests' TPOT, P99 and max of the gaps between two tokens; streams moved (the router's resumed "
+         "migrations), answers differing from the steady phase's answer to the same prompt. Target: 0 failed or "
+         "short, 0 answers differing, the drained nodes exit 0.",
+         "", "", "", false, "", false, false},
     };
     return f;
 }
@@ -412,11 +424,14 @@ int figure_of(const json & r) {
     if (const int fig = r.value("fig", 0)) return fig;
     // unplotted detail lines, by name prefix (the first that matches)
     static const std::pair<const char *, int> by_prefix[] = {
-        {"router_load", 5},      {"router_overhead", 9}, {"edge", 8},       {"interference", 7},  {"blob_pipeline", 3},
-        {"blob_size", 6},        {"pd_ttft", 2},         {"restore", 1},    {"prefill_ms", 1},    {"cluster", 10},
-        {"structured", 11},      {"quant_serve", 12},    {"device_", 13},   {"blob_bytes", 13},   {"multiturn", 14},
-        {"prefix_routing", 15},  {"shaped_link", 16},    {"cache_ram", 17}, {"tier_cluster", 18}, {"tier_", 19},
-        {"stream_transfer", 23}, {"migration", 24}};
+        {"router_load", 5},     {"router_overhead", 9}, {"edge", 8},
+        {"interference", 7},    {"blob_pipeline", 3},   {"blob_size", 6},
+        {"pd_ttft", 2},         {"restore", 1},         {"prefill_ms", 1},
+        {"cluster", 10},        {"structured", 11},     {"quant_serve", 12},
+        {"device_", 13},        {"blob_bytes", 13},     {"multiturn", 14},
+        {"prefix_routing", 15}, {"shaped_link", 16},    {"cache_ram", 17},
+        {"tier_cluster", 18},   {"tier_", 19},          {"stream_transfer", 23},
+        {"migration", 24},      {"rolling_restart", 25}};
     for (const auto & [prefix, fig] : by_prefix)
         if (name.rfind(prefix, 0) == 0) return fig;
     return 0;
@@ -499,15 +514,7 @@ int main(int argc, char ** argv) {
     bool other = false;
     for (const auto & r : results) {
         const std::string name = r.value("name", "");
-        if (name.rfind("cluster", 0) == 0 || name.rfind("quant_serve", 0) == 0 || name.rfind("device_", 0) == 0 ||
-            name.rfind("blob_bytes", 0) == 0 || name.rfind("multiturn", 0) == 0 ||
-            name.rfind("prefix_routing", 0) == 0 || name.rfind("shaped_link", 0) == 0 ||
-            name.rfind("cache_ram", 0) == 0 || name.rfind("tier_", 0) == 0 || name.rfind("stream_transfer", 0) == 0 ||
-            name.rfind("migration", 0) == 0)
-            continue;  // figures 10, 12 to 19, 23, 24
-        if (r.contains("fig") || name.rfind("router_load", 0) == 0 || name.rfind("router_overhead", 0) == 0 || name.rfind("edge", 0) == 0 || name.rfind("interference", 0) == 0 || name.rfind("blob_", 0) == 0 ||
-            name.rfind("pd_ttft", 0) == 0 || name.rfind("restore", 0) == 0 || name.rfind("prefill_ms", 0) == 0)
-            continue;
+        if (figure_of(r) != 0) continue;  // a figure's line, in that figure's table
         if (!other) md << "\n## Other measurements\n\n| name | median | min | max | n | unit |\n|---|---|---|---|---|---|\n";
         other = true;
         md << "| " << md_escape(name) << " | " << fmt(r["value"]) << " | " << fmt(r.value("min", 0.0)) << " | " << fmt(r.value("max", 0.0)) << " | "
