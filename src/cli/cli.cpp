@@ -78,7 +78,8 @@ void cli_add_http_flags(CLI::App & sub, http_limits & l, uint32_t & threads, htt
     sub.add_option("--idle-timeout", l.idle_timeout_s, "Seconds a keep-alive connection may stay idle between requests")->capture_default_str();
     sub.add_option("--body-timeout", l.body_timeout_s, "Seconds a client has to send a request's body, in total")->capture_default_str();
     sub.add_option("--write-timeout", l.write_timeout_s,
-                   "Seconds a write to a client may take: a client that stops reading a response or stream is dropped and its request cancelled")
+                   "Seconds a write to a client may take (an event, or a 256-KiB slice of a larger body): a client "
+                   "that stops reading a response or stream is dropped and its request cancelled")
         ->capture_default_str();
     sub.add_option("--max-header-bytes", l.max_header_bytes, "Largest request line + headers, bytes (larger: 431 and close)")->capture_default_str();
     sub.add_option("--max-headers", l.max_headers, "Most header fields in a request (more: 431 and close)")->capture_default_str();

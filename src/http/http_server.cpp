@@ -630,15 +630,42 @@ net::awaitable<bool> http_exchange::begin(int status, std::string content_type, 
     co_return !ec;
 }
 
+// k_write_slice: a body write goes out in slices of at most this many bytes, each under its own
+// --write-timeout, so the timeout bounds a reader that stopped reading (no slice moves), not how long a large
+// body takes to cross a slow link (regression: held states of tens of MB cut off at 30 s on slow links).
+constexpr size_t k_write_slice = size_t(256) << 10;
+
 net::awaitable<bool> http_exchange::write(const void * data, size_t n) {
     if (!begun_ || finished_ || gone_) co_return false;
     if (n == 0) co_return true;
     if (length_ && written_ + n > *length_) co_return false;
     written_ += n;
-    s_.stream_.expires_after(secs(limits().write_timeout_s));
     error_code ec;
-    if (chunked_) co_await net::async_write(s_.stream_, http::make_chunk(net::const_buffer(data, n)), net::redirect_error(net::use_awaitable, ec));
-    else co_await net::async_write(s_.stream_, net::const_buffer(data, n), large_transfer, net::redirect_error(net::use_awaitable, ec));
+    const auto under_timeout = [&] { s_.stream_.expires_after(secs(limits().write_timeout_s)); };
+    if (n <= k_write_slice) {  // (an event, a token's chunk: one write, one system call)
+        under_timeout();
+        if (chunked_)
+            co_await net::async_write(s_.stream_, http::make_chunk(net::const_buffer(data, n)),
+                                      net::redirect_error(net::use_awaitable, ec));
+        else
+            co_await net::async_write(s_.stream_, net::const_buffer(data, n), large_transfer,
+                                      net::redirect_error(net::use_awaitable, ec));
+    } else {  // one chunk (when chunked), its data in slices
+        if (chunked_) {
+            under_timeout();
+            co_await net::async_write(s_.stream_, http::chunk_header(n), net::redirect_error(net::use_awaitable, ec));
+        }
+        const auto * p = static_cast<const uint8_t *>(data);
+        for (size_t at = 0; !ec && at < n; at += k_write_slice) {
+            under_timeout();
+            co_await net::async_write(s_.stream_, net::const_buffer(p + at, std::min(k_write_slice, n - at)),
+                                      large_transfer, net::redirect_error(net::use_awaitable, ec));
+        }
+        if (chunked_ && !ec) {
+            under_timeout();
+            co_await net::async_write(s_.stream_, http::chunk_crlf(), net::redirect_error(net::use_awaitable, ec));
+        }
+    }
     if (ec) gone_ = true;
     co_return !ec;
 }

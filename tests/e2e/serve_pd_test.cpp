@@ -4,6 +4,7 @@
 // seeded sampling.
 #include "baton/testmodel/mkmodel.h"
 #include "serve_test_util.h"
+#include "support/raw_http.h"
 
 namespace baton::test {
 namespace {
@@ -128,6 +129,54 @@ TEST(ServeHeldState, FetchReleaseAndRefusals) {
     const std::string pm = get(*pre, "/metrics", key).body;
     EXPECT_EQ(metric_value(pm, "baton_state_hold_released_total"), 1) << pm;
     EXPECT_EQ(metric_value(pm, "baton_state_hold_states"), 0) << pm;
+}
+
+// Regression (held states cut off on slow links): a held state was written in one write under --write-timeout,
+// so a state that needed longer than that to cross its link was cut off however steadily the decode node read.
+// --write-timeout bounds a stalled reader, not a transfer: a reader that keeps reading (here at most ~3 MB/s, a
+// 12 MB state: ~4 s against a 1 s --write-timeout) gets the state whole; one that stops reading is cut off.
+TEST(ServeHeldState, ASlowButSteadyReaderGetsALargeStateWhole) {
+    auto pre = node_process::start({"serve", "-m", test_model_path("llama", 1, 512, 4), "-c", "2048", "-np", "1", "-t",
+                                    "2", "--role", "prefill", "-ctk", "f32", "-ctv", "f32", "--write-timeout", "1"});
+    std::vector<int> prompt = {1};
+    for (int i = 1; i < 1500; ++i) prompt.push_back(5 + (i * 37) % 200);
+    const json body = {{"prompt", prompt}, {"max_tokens", 1}, {"temperature", 0}};
+    // (two held states: the steady reader's and the stalled one's)
+    const http_reply a = prefill_held(*pre, "completions", body.dump());
+    ASSERT_EQ(a.status, 200) << a.body;
+    const http_reply b = prefill_held(*pre, "completions", body.dump());
+    ASSERT_EQ(b.status, 200) << b.body;
+    const uint64_t bytes = a.j()["bytes"];
+    ASSERT_GT(bytes, uint64_t(8) << 20) << "a state well over the socket buffers on both sides (~4 MiB)";
+    const auto fetch = [&](const std::string & id, raw_conn & c) {
+        // (a receive buffer over loopback's MSS of 64 KiB: a smaller one stalls loopback TCP in window probes)
+        ASSERT_TRUE(c.connect(pre->host(), pre->port(), 5, /*rcvbuf_bytes=*/128 << 10)) << c.error();
+        ASSERT_TRUE(c.send_all(raw_request("GET", "/v1/states/" + id), 5)) << c.error();
+        ASSERT_TRUE(c.read_until("\r\n\r\n", 30)) << c.error();
+        ASSERT_EQ(c.buffer().rfind("HTTP/1.1 200", 0), 0u) << c.buffer().substr(0, 300);
+    };
+    {  // steady: 64 KiB every 20 ms at most
+        raw_conn c;
+        fetch(a.j()["state"], c);
+        const size_t head = c.buffer().find("\r\n\r\n") + 4;
+        const auto deadline = raw_deadline(120);
+        while (c.buffer().size() - head < bytes && raw_clock::now() < deadline) {
+            const raw_io io = c.read_some(5);
+            if (io != raw_io::raw_io_data) break;
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        EXPECT_EQ(c.buffer().size() - head, bytes) << "the state was cut off: " << c.error();
+    }
+    {  // stalled: the head, then nothing read; the node gives up on the write within --write-timeout and slack
+        raw_conn c;
+        fetch(b.j()["state"], c);
+        std::this_thread::sleep_for(std::chrono::seconds(4));
+        const auto deadline = raw_deadline(30);
+        raw_io io = raw_io::raw_io_data;
+        while (io == raw_io::raw_io_data && raw_clock::now() < deadline) io = c.read_some(5);
+        EXPECT_TRUE(c.peer_closed()) << "a reader that stopped reading still had its connection";
+        EXPECT_LT(c.buffer().size(), bytes);
+    }
 }
 
 // A lease nobody releases ends at its TTL: the node holds nothing afterwards.

@@ -59,7 +59,8 @@ struct http_limits {
     double header_timeout_s = 10;     // total time for a request's headers (and a new connection's first byte)
     double idle_timeout_s = 5;        // keep-alive: idle time allowed between requests
     double body_timeout_s = 60;       // total time for a request's body
-    double write_timeout_s = 30;      // each write of a response; a client that stops reading is dropped
+    double write_timeout_s = 30;      // each write of a response (of a large body: each 256-KiB slice); a client
+                                      // that stops reading is dropped
     uint32_t max_connections = 4096;  // open connections; beyond: 503 and close
     // Memory committed to incoming bodies across all connections (bytes; --max-body-memory, in MiB). A
     // body announced larger gets 413; a growth that would pass it gets 503 + Retry-After.
