@@ -1129,9 +1129,15 @@ class RouterStall : public ::testing::Test {
                 c->decode.push_back(node_process::start(serve_args("llama", {"--role", "decode", "-np", "4"})));
             // --pd-min-tokens 0: every request takes PD, also one whose prompt a decode node already holds
             // (the cases repeat a prompt: with the default rule a repeat is prefilled where it is held).
-            c->router = node_process::start({"route", "--prefill", c->prefill[0]->url(), "--decode",
-                                             c->decode[0]->url() + "," + c->decode[1]->url(), "--pd-min-tokens", "0",
-                                             "-m", test_model_path("llama"), "--timeout", "300"});
+            // --pd-delta false: whole states. A repeated prompt would otherwise leave as a delta over the cells
+            // of the node that held it — the stopped one — which the other node refuses (fallback:blob_rejected,
+            // docs/router.md "Deltas"), or not, depending on whether the router had seen that node's KV event
+            // yet (regression: SigstoppedDecodeNodeBeforeFirstTokenIsRetriedOnAnother failed when run after
+            // the suite's first case).
+            c->router =
+                node_process::start({"route", "--prefill", c->prefill[0]->url(), "--decode",
+                                     c->decode[0]->url() + "," + c->decode[1]->url(), "--pd-min-tokens", "0",
+                                     "--pd-delta", "false", "-m", test_model_path("llama"), "--timeout", "300"});
             c_ = c.release();
         } catch (const std::exception & e) {
             setup_error_ = e.what();
