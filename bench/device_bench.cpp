@@ -11,32 +11,15 @@
 //
 // The software Vulkan device is visible only with GGML_VK_VISIBLE_DEVICES=0 (set here before ggml loads its
 // backends). Usage: device_bench [--quick]
-#include <random>
-
 #include "baton/engine.h"
 #include "baton/model.h"
+#include "bench_engine.h"
 #include "bench_util.h"
 
 using namespace baton;
 using namespace baton::bench;
 
 namespace {
-
-std::vector<token_id> prompt_of(size_t n, int32_t n_vocab) {
-    std::mt19937 rng{uint32_t(n)};
-    std::vector<token_id> p = {1};
-    while (p.size() < n) p.push_back(token_id(5 + rng() % uint32_t(n_vocab - 5)));
-    return p;
-}
-
-engine_result run(engine & e, engine_task t) {
-    auto h = e.submit(std::move(t));
-    if (!h.ok()) {
-        std::fprintf(stderr, "bench: %s\n", h.status().to_string().c_str());
-        std::exit(1);
-    }
-    return engine_run_to_end(h.value(), std::chrono::minutes(20));
-}
 
 std::shared_ptr<const loaded_model> load(const std::string & path, bool device) {
     model_load_params p;
@@ -79,9 +62,9 @@ int main(int argc, char ** argv) {
             auto e = engine::create(cpu, config(type));
             if (!e.ok()) return std::fprintf(stderr, "bench: %s\n", e.status().to_string().c_str()), 1;
             gen_request req;
-            req.prompt = prompt_of(n, int32_t(cpu->identity().n_vocab));
+            req.prompt = engine_prompt_of(n, int32_t(cpu->identity().n_vocab));
             req.n_predict = 0;
-            engine_result pre = run(*e.value(), task_prefill{req});
+            engine_result pre = engine_run_or_exit(*e.value(), task_prefill{req});
             if (!pre.done.ok()) return std::fprintf(stderr, "bench: %s\n", pre.done.status().to_string().c_str()), 1;
             per_token[i] = double(pre.done->blob.size()) / double(n);
             std::printf("%-22s %6zu %14zu %14.1f\n",
@@ -111,17 +94,17 @@ int main(int argc, char ** argv) {
         if (!src.ok() || !dst.ok()) return std::fprintf(stderr, "bench: engine creation failed\n"), 1;
         std::vector<double> prefill_ms, verify_ms, apply_ms;
         for (int r = 0; r < runs + 1; ++r) {  // the first run warms the device's pipelines; not counted
-            run(*src.value(), task_slot_erase{0});
+            engine_run_or_exit(*src.value(), task_slot_erase{0});
             gen_request req;
-            req.prompt = prompt_of(n, int32_t(m->identity().n_vocab));
+            req.prompt = engine_prompt_of(n, int32_t(m->identity().n_vocab));
             req.n_predict = 0;
-            engine_result pre = run(*src.value(), task_prefill{req});
+            engine_result pre = engine_run_or_exit(*src.value(), task_prefill{req});
             if (!pre.done.ok()) return std::fprintf(stderr, "bench: %s\n", pre.done.status().to_string().c_str()), 1;
             const double t0 = now_ms();
             auto blob = validated_blob::parse(std::move(pre.done->blob), blob_limits{});
             const double t1 = now_ms();
             if (!blob.ok()) return std::fprintf(stderr, "bench: %s\n", blob.status().to_string().c_str()), 1;
-            engine_result put = run(*dst.value(), task_slot_restore{0, blob.value()});
+            engine_result put = engine_run_or_exit(*dst.value(), task_slot_restore{0, blob.value()});
             const double t2 = now_ms();
             if (!put.done.ok()) return std::fprintf(stderr, "bench: %s\n", put.done.status().to_string().c_str()), 1;
             if (r == 0 && runs > 1) continue;

@@ -5,34 +5,13 @@
 // slot: verify = validated_blob::parse (checksums, structure) + apply = the one restore routine (compat
 // check, llama_state_seq_set_data, position check, checkpoints). Target: restore <= 1% of prefill at
 // >= 512 tokens. The headline (figure 1) is the worst median over both models at >= 512 tokens.
-#include <random>
-
 #include "baton/engine.h"
 #include "baton/model.h"
+#include "bench_engine.h"
 #include "bench_util.h"
 
 using namespace baton;
 using namespace baton::bench;
-
-namespace {
-
-std::vector<token_id> prompt_of(size_t n, int32_t n_vocab) {
-    std::mt19937 rng{uint32_t(n)};
-    std::vector<token_id> p = {1};
-    while (p.size() < n) p.push_back(token_id(5 + rng() % uint32_t(n_vocab - 5)));
-    return p;
-}
-
-engine_result run(engine & e, engine_task t) {
-    auto h = e.submit(std::move(t));
-    if (!h.ok()) {
-        std::fprintf(stderr, "bench: %s\n", h.status().to_string().c_str());
-        std::exit(1);
-    }
-    return engine_run_to_end(h.value(), std::chrono::minutes(20));
-}
-
-}  // namespace
 
 int main(int argc, char ** argv) {
     const bool quick = quick_mode(argc, argv);
@@ -54,18 +33,18 @@ int main(int argc, char ** argv) {
             std::vector<double> prefill_ms, verify_ms, apply_ms, ratio, restore_ms;
             size_t blob_bytes = 0;
             for (int r = 0; r < runs; ++r) {
-                run(*src.value(), task_slot_erase{0});  // cold prefill: no prefix reuse
+                engine_run_or_exit(*src.value(), task_slot_erase{0});  // cold prefill: no prefix reuse
                 gen_request req;
-                req.prompt = prompt_of(n, int32_t(m->identity().n_vocab));
+                req.prompt = engine_prompt_of(n, int32_t(m->identity().n_vocab));
                 req.n_predict = 0;
-                engine_result pre = run(*src.value(), task_prefill{req});
+                engine_result pre = engine_run_or_exit(*src.value(), task_prefill{req});
                 if (!pre.done.ok()) return std::fprintf(stderr, "bench: %s\n", pre.done.status().to_string().c_str()), 1;
                 blob_bytes = pre.done->blob.size();
                 const double t0 = now_ms();
                 auto blob = validated_blob::parse(std::move(pre.done->blob), cfg.limits);
                 const double t1 = now_ms();
                 if (!blob.ok()) return std::fprintf(stderr, "bench: %s\n", blob.status().to_string().c_str()), 1;
-                engine_result put = run(*dst.value(), task_slot_restore{0, blob.value()});
+                engine_result put = engine_run_or_exit(*dst.value(), task_slot_restore{0, blob.value()});
                 const double t2 = now_ms();
                 if (!put.done.ok()) return std::fprintf(stderr, "bench: %s\n", put.done.status().to_string().c_str()), 1;
                 prefill_ms.push_back(pre.done->ms_prompt);
