@@ -7,12 +7,13 @@
 // stream's text is the steady phase's answer to the same prompt (none lost, repeated or changed by a move).
 //
 // Topology: a prefill node and two decode nodes (1 thread each; the decode nodes 4 slots of 1024 tokens,
-// --drain 60, at fixed loopback ports) behind a router (--health-interval 0.2); a 512x8 llama with an f16 cache. Each client sends a fresh random prompt of
-// 256 tokens for 400 tokens (greedy, ignore_eos), one after another; prompts are seeded by (client, request
-// number), so the steady and the rolling phase ask the same things in the same order. The steady phase runs for
-// a fixed time (25 s); the rolling phase lasts while 4 rounds of restarts run (a, then b, each restart waiting
-// until the restarted node answers /health, then 1 s for the router's health checker to see it). A request counts in the phase it was sent in;
-// every request in flight when a phase stops sending is waited for.
+// --drain 60, at fixed loopback ports) behind a router (--health-interval 0.2); a 512x8 llama with an f16 cache.
+// Each client sends a fresh random prompt of 256 tokens for 400 tokens (greedy, ignore_eos), one after another;
+// prompts are seeded by (client, request number), so the steady and the rolling phase ask the same things in
+// the same order. The steady phase runs for a fixed time (25 s); the rolling phase lasts while 4 rounds of
+// restarts run (a, then b, each restart waiting until the restarted node answers /health, then 1 s for the
+// router's health checker to see it). A request counts in the phase it was sent in; every request in flight
+// when a phase stops sending is waited for.
 //
 // --quick (CI smoke): 2 clients, 64-token prompts, 120 tokens, a 3 s steady phase, 1 round; no target enforced.
 // Every loop is bounded.
