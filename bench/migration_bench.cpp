@@ -9,7 +9,8 @@
 // client reads the stream through the router. A 512x8 llama: 16 KiB of state per token. What is timed, per round:
 // a fresh random 4000-token prompt (never cached) generating 200 tokens greedily; when the node serving it has
 // generated 60 tokens (its baton_generated_tokens_total), it is asked to move it; the client timestamps every
-// token chunk; the stall is split into the source's export and the target's fetch and restore (their metrics). Then the
+// token chunk; the stall is split into the source's export and the target's fetch, host-cache keep of the state its
+// slot held before, and restore (their metrics). Then the
 // replay baseline on the other node: a fresh prompt of the same length plus the 60 tokens, max_tokens 1 (its
 // TTFT is what a re-prefill stalls the stream for). Medians over rounds.
 //
@@ -60,7 +61,7 @@ int main(int argc, char ** argv) try {
         "router");
 
     uint32_t seed = 2400;
-    std::vector<double> tpots, stalls, ratios, replays, mbs, sers, fetches, restores;
+    std::vector<double> tpots, stalls, ratios, replays, mbs, sers, fetches, restores, keeps;
     for (int round = 0; round < rounds + 1; ++round) {  // (round 0: warm-up, not counted)
         const auto prompt = random_prompt(n_prompt, seed++, n_vocab);
         stream_timing t;
@@ -73,7 +74,7 @@ int main(int argc, char ** argv) try {
         // (where the stall goes: the source's export, the target's fetch and restore)
         const auto secs = [&](const char * m) { return std::pair{process_metric(*a, m), process_metric(*b, m)}; };
         const auto ser0 = secs("baton_serialize_seconds_total"), fetch0 = secs("baton_state_fetch_seconds_total"),
-                   rest0 = secs("baton_restore_seconds_total");
+                   rest0 = secs("baton_restore_seconds_total"), keep0 = secs("baton_cache_ram_store_seconds_total");
         const double gen_a = process_metric(*a, "baton_generated_tokens_total");
         const double gen_b = process_metric(*b, "baton_generated_tokens_total");
         for (int i = 0; i < 60000 && !from; ++i) {  // (bounded: 5 ms polls, at most 300 s)
@@ -97,6 +98,8 @@ int main(int argc, char ** argv) try {
         const double ser_ms = delta("baton_serialize_seconds_total", ser0, from_a);
         const double fetch_ms = delta("baton_state_fetch_seconds_total", fetch0, !from_a);
         const double restore_ms = delta("baton_restore_seconds_total", rest0, !from_a);
+        // (the target's slot held another state, which its host cache keeps before the restore)
+        const double keep_ms = delta("baton_cache_ram_store_seconds_total", keep0, !from_a);
         std::vector<double> gaps;
         for (size_t i = 1; i < t.chunk_ms.size(); ++i) gaps.push_back(t.chunk_ms[i] - t.chunk_ms[i - 1]);
         const double tpot = percentile(gaps, 50), stall = *std::max_element(gaps.begin(), gaps.end());
@@ -105,12 +108,13 @@ int main(int argc, char ** argv) try {
         auto r = stream_completion(to.host(), to.port(), replay_prompt, 1, 300);
         if (!r.ok) throw std::runtime_error("replay baseline: " + r.error);
         if (round == 0) continue;
-        std::printf("round %d: TPOT %.1f ms, stall %.1f ms (%.1fx: export %.0f, fetch %.0f, restore %.0f ms), state "
-                    "%.1f MB; token replay's stall %.0f ms\n",
-                    round, tpot, stall, stall / tpot, ser_ms, fetch_ms, restore_ms, moved / 1e6, r.ttft_ms);
+        std::printf("round %d: TPOT %.1f ms, stall %.1f ms (%.1fx: export %.0f, fetch %.0f, target's cache keep %.0f, "
+                    "restore %.0f ms), state %.1f MB; token replay's stall %.0f ms\n",
+                    round, tpot, stall, stall / tpot, ser_ms, fetch_ms, keep_ms, restore_ms, moved / 1e6, r.ttft_ms);
         sers.push_back(ser_ms);
         fetches.push_back(fetch_ms);
         restores.push_back(restore_ms);
+        keeps.push_back(keep_ms);
         std::fflush(stdout);
         tpots.push_back(tpot);
         stalls.push_back(stall);
@@ -125,6 +129,7 @@ int main(int argc, char ** argv) try {
     result(n + "/stall_over_tpot", ratio, "x", "<= 2 (stop-and-copy; pre-copy not built)", quick || ratio.median <= 2);
     result(n + "/stall_export", summarize(sers), "ms", "info", true);
     result(n + "/stall_fetch", summarize(fetches), "ms", "info", true);
+    result(n + "/stall_target_cache_keep", summarize(keeps), "ms", "info", true);
     result(n + "/stall_restore", summarize(restores), "ms", "info", true);
     result(n + "/replay_stall", summarize(replays), "ms", "info", true);
     result(n + "/state", summarize(mbs), "MB", "info", true);

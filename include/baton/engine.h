@@ -287,6 +287,9 @@ struct engine_metrics {
     // gave, counted in cached_tokens too), dropped for the budget or made redundant; its size now.
     uint64_t cache_ram_stores = 0, cache_ram_hits = 0, cache_ram_hit_tokens = 0, cache_ram_evictions = 0;
     uint64_t cache_ram_bytes = 0, cache_ram_entries = 0;
+    // Time spent serializing a slot's state for the host cache on a request's path: a slot taken over whose
+    // state no idle snapshot had serialized yet (cache_out), before the request's own work in that slot.
+    double cache_ram_store_seconds = 0;
     uint64_t checkpoint_restores = 0;      // rollbacks through a checkpoint
     uint64_t reprefills = 0;               // rollbacks impossible without a checkpoint: prompt recomputed
     uint64_t invariant_repairs = 0;        // slots whose memory disagreed with their tokens before a decode

@@ -441,7 +441,9 @@ void engine_impl::cache_out(slot & s, const std::vector<token_id> & next) {
     blob_ptr b = s.parked ? s.parked : std::move(ready);
     if (b && !s.parked) bump([](engine_metrics & m) { ++m.idle_snapshots_used; });
     if (!b) {
+        const auto t0 = steady::now();
         auto snap = baton::slot_snapshot(env, s, state_scratch);  // (not the member of that name)
+        bump([&](engine_metrics & m) { m.cache_ram_store_seconds += seconds_since(t0); });
         if (!snap.ok()) {
             log_warn("engine: slot {}'s state could not be kept in the host prompt cache: {}", s.id,
                      snap.status().message());

@@ -187,6 +187,10 @@ std::string node_metrics::render(const std::optional<engine_metrics> & engine, u
         scalar(out, "baton_cache_ram_entries", "gauge", "Host prompt cache: states kept", double(e.cache_ram_entries));
         scalar(out, "baton_cache_ram_stores_total", "counter", "Host prompt cache: states stored",
                double(e.cache_ram_stores));
+        scalar(out, "baton_cache_ram_store_seconds_total", "counter",
+               "Host prompt cache: seconds spent serializing slots' states on requests' paths (no idle snapshot "
+               "ready)",
+               e.cache_ram_store_seconds);
         scalar(out, "baton_cache_ram_hits_total", "counter", "Host prompt cache: states restored into a slot",
                double(e.cache_ram_hits));
         scalar(out, "baton_cache_ram_hit_tokens_total", "counter",

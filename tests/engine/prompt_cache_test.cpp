@@ -215,11 +215,14 @@ TEST_P(PromptCache, IdleSnapshotIsTheStateTheCacheKeeps) {
     engine_metrics mt = e->metrics();
     EXPECT_GT(mt.idle_snapshot_bytes, 0u) << what();
     EXPECT_EQ(mt.idle_snapshots_used, 0u) << what();
+    const double on_path = mt.cache_ram_store_seconds;  // A's state, serialized on B's path (no snapshot yet)
+    EXPECT_GT(on_path, 0.0) << what();
 
     ASSERT_TRUE(run_task(*e, task_generate{greedy(make_prompt(130, 83, n_vocab()), 4)}).done.ok());
     mt = e->metrics();
     EXPECT_EQ(mt.idle_snapshots_used, 1u) << what() << ": B's snapshot went to the cache as it was";
     EXPECT_EQ(mt.cache_ram_stores, 2u) << what();
+    EXPECT_EQ(mt.cache_ram_store_seconds, on_path) << what() << ": nothing serialized on this request's path";
 
     const gen_request b2 = greedy(concat(concat(pb, tb.tokens), make_prompt(30, 84, n_vocab())), 10);
     run_result got = run_task(*e, task_generate{b2});
