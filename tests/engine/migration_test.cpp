@@ -3,6 +3,8 @@
 // token, byte for byte and logit for logit what one engine answers without moving, on every family, greedy,
 // seeded and under a grammar, paused before its first token, after the first, mid-way and near the end, and
 // moved twice; a state whose generated tokens the resuming request cannot take is refused with the slot empty.
+#include <cstdio>
+
 #include <llama.h>
 
 #include "engine_fixture.h"
@@ -188,10 +190,12 @@ INSTANTIATE_TEST_SUITE_P(AllArchs, Migration, ::testing::ValuesIn(family_cases()
 
 // Why a node offers to move a sliding-window model's generations only with flash attention on: without it, a
 // state restored elsewhere has its window's cells at other offsets (the cells that left the window are not in
-// the state), and the attention's product over the cells (V stored transposed) rounds differently — the logits
-// differ in their last bits at some points; with flash attention they never do. If libllama ever restores such
-// states exactly, this test fails and the restriction can go.
-TEST(MigrationExactness, SlidingWindowWithoutFlashAttentionDoesNotResumeExactly) {
+// the state), and the attention's product over the cells (V stored transposed) may round differently — on some
+// hosts the logits differ in their last bits at some points; with flash attention they never do. Whether they
+// differ without it depends on the CPU code ggml picks (measured: some of the 5 points differed on the earlier
+// CI host; none on an AVX-512 Zen 4 host, 2026-12-07), so the test pins what the restriction relies on — exact
+// with flash attention, and the engine offering to move only then — and reports the count without it.
+TEST(MigrationExactness, SlidingWindowModelsMoveOnlyWithFlashAttention) {
     const auto swa = model_for("gemma3");
     const auto dense = model_for("llama");
     ASSERT_GT(llama_model_n_swa(swa->get()), 0);
@@ -217,7 +221,7 @@ TEST(MigrationExactness, SlidingWindowWithoutFlashAttentionDoesNotResumeExactly)
             ++points;
         }
         if (fa) EXPECT_EQ(differ, 0u) << "flash attention: exact at every point";
-        else EXPECT_GT(differ, 0u) << "without flash attention some of " << points << " points differ";
+        else std::printf("without flash attention %zu of %zu points differ on this host\n", differ, points);
     }
 }
 
