@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "baton/base/buffer_pool.h"
+#include "buffer_pool_test_seam.h"
 
 namespace baton {
 namespace {
@@ -27,19 +28,19 @@ TEST(BufferPool, GivenBufferIsReusedEmptyWithItsPages) {
 TEST(BufferPool, WarmingRefillsThePoolAfterALargeTake) {
     buffer_pool pool(256 * MiB, 4, MiB, true);
     std::vector<uint8_t> a = pool.take(8 * MiB);  // fresh: the pool was empty
-    pool.settle_for_test();
+    buffer_pool_settle_for_test(pool);
     EXPECT_EQ(pool.warmed(), 1u);
     ASSERT_EQ(pool.pooled_buffers(), 1u);
     EXPECT_GE(pool.pooled_bytes(), 10 * MiB) << "a quarter more than was taken: a state grows";
     std::vector<uint8_t> b = pool.take(9 * MiB);  // (larger than a, as a state that grew)
     EXPECT_GE(b.capacity(), 10 * MiB) << "the warm buffer";
     EXPECT_EQ(pool.pooled_buffers(), 0u);
-    pool.settle_for_test();
+    buffer_pool_settle_for_test(pool);
     EXPECT_EQ(pool.warmed(), 2u) << "that take asked for the next";
     pool.give(std::move(a));
     pool.give(std::move(b));
     std::vector<uint8_t> c = pool.take(4 * MiB);  // served from the pool, which holds one that large already
-    pool.settle_for_test();
+    buffer_pool_settle_for_test(pool);
     EXPECT_EQ(pool.warmed(), 2u);
 }
 
@@ -47,12 +48,12 @@ TEST(BufferPool, WarmingKeepsTheBoundsAndSkipsSmallTakes) {
     buffer_pool pool(8 * MiB, 4, MiB, true);
     std::vector<uint8_t> small = pool.take(2 * MiB);  // under k_warm_min
     std::vector<uint8_t> big = pool.take(8 * MiB);    // 10 MiB warm would exceed the pool's 8 MiB
-    pool.settle_for_test();
+    buffer_pool_settle_for_test(pool);
     EXPECT_EQ(pool.warmed(), 0u);
     EXPECT_EQ(pool.pooled_buffers(), 0u);
     buffer_pool cold(256 * MiB, 4);  // a pool made without warming
     std::vector<uint8_t> c = cold.take(8 * MiB);
-    cold.settle_for_test();
+    buffer_pool_settle_for_test(cold);
     EXPECT_EQ(cold.warmed(), 0u);
     EXPECT_EQ(cold.pooled_buffers(), 0u);
 }

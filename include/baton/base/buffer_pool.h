@@ -13,7 +13,7 @@
 // state the host prompt cache keeps, a blob a client holds) takes its pages with it, so the next take of that
 // size faulted fresh pages on the request's path — on the CI host ~100-200 ms for a 66.6 MB state against ~10 ms
 // into warm pages (figure 24's live-migration stall). After a take of k_warm_min bytes or more, a background
-// thread at the lowest CPU priority makes sure the pool holds a buffer of that size plus a quarter (a state grows
+// thread at nice 19 makes sure the pool holds a buffer of that size plus a quarter (a state grows
 // as its generation goes on) with every page touched, within the same bounds. Cost: up to one such buffer of
 // host memory beyond what the pool would hold anyway, and the page faults, off the requests' threads.
 #pragma once
@@ -47,13 +47,12 @@ class buffer_pool {
     size_t pooled_buffers() const;
     // warmed: buffers the warming thread has put in the pool so far.
     size_t warmed() const;
-    // settle_for_test waits (bounded: up to 10 s) until the warming thread has nothing left to do.
-    void settle_for_test();
 
     // shared is the process-wide pool: at most 8 buffers and 512 MiB.
     static buffer_pool & shared();
 
   private:
+    friend void buffer_pool_settle_for_test(buffer_pool & p);  // src/base/buffer_pool_test_seam.h
     void warm_loop();
     bool keep(std::vector<uint8_t> && buf);  // give, telling whether the pool kept it
     bool holds_at_least(size_t capacity) const BATON_REQUIRES(mu_);
