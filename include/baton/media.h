@@ -14,9 +14,10 @@
 // A blob holding media tokens is format 1.3 (state-blob.md). Cells of media tokens can be moved, kept and restored,
 // but not computed again from the tokens: a slot that would have to recompute them fails its task instead.
 //
-// What is served: projectors whose images take one sequence position per embedding and are decoded with causal
-// attention (LLaVA-style: mkmodel's `mlp`, ...). Projectors that need M-RoPE positions (Qwen2-VL) or non-causal
-// image attention (Gemma 3) are refused by create() with the reason; audio-only projectors too.
+// What is served: projectors whose images take one sequence position per embedding, decoded with causal attention
+// (LLaVA-style: mkmodel's `mlp`, ...) or with non-causal attention among the image's own embeddings (Gemma 3:
+// mkmodel's `gemma3`; such an image is decoded whole, in one micro-batch, and never partly reused). Projectors
+// that need M-RoPE positions (Qwen2-VL) are refused by create() with the reason; audio-only projectors too.
 // Thread-safety: encode() may be called from any thread; calls are serialized (one libmtmd context).
 #pragma once
 
@@ -49,6 +50,7 @@ struct media_span {
     uint32_t n = 0;
     uint32_t n_embd = 0;                                  // floats per embedding (the text model's input width)
     std::shared_ptr<const std::vector<float>> embd;       // n * n_embd floats
+    bool non_causal = false;  // its embeddings attend to each other (Gemma 3): decoded whole, in one micro-batch
     bool operator==(const media_span &) const = default;  // (the same embeddings object)
 };
 
@@ -58,8 +60,15 @@ struct media_prompt {
 };
 
 // media_spans_check: spans are in order, inside tokens, each n >= 1 with n * n_embd floats, and the tokens they
-// cover are media tokens, as every other token of tokens is not (invalid_argument naming the first that is not).
-Status media_spans_check(const std::vector<token_id> & tokens, const std::vector<media_span> & spans, uint32_t n_embd);
+// cover are media tokens, as every other token of tokens is not (invalid_argument naming the first that is not);
+// a non-causal span fits one micro-batch of n_ubatch tokens (invalid_argument naming --ubatch-size otherwise).
+Status media_spans_check(const std::vector<token_id> & tokens, const std::vector<media_span> & spans, uint32_t n_embd,
+                         uint32_t n_ubatch);
+
+// media_keep_limit: how many leading tokens of a prompt with these spans a slot may keep from what it already holds,
+// at most limit: a non-causal image's cells are computed together, so a kept prefix never ends inside one (it ends
+// at the image's start instead, and the whole image is decoded again).
+size_t media_keep_limit(const std::vector<media_span> & spans, size_t limit);
 
 struct media_config {
     std::string path;     // --mmproj

@@ -35,8 +35,9 @@ void cli_add_mkmodel(CLI::App & app, cli_run_fn & run) {
         "with a chat template also a rerank prompt (tokenizer.chat_template.rerank)");
     sub->add_option("--mmproj", *mmproj,
                     "Also write a matching random-weight image projector to this file, for libmtmd and llama-server's "
-                    "--mmproj: Qwen2-VL's merger for --arch qwen2vl (M-RoPE; patches of 4 merged 2x2), else "
-                    "LLaVA-1.5's mlp (32x32 images, 16 embeddings each)");
+                    "--mmproj: Qwen2-VL's merger for --arch qwen2vl (M-RoPE; patches of 4 merged 2x2), Gemma 3's "
+                    "SigLIP projector for --arch gemma3 (32x32 images, 16 embeddings each, non-causal attention among "
+                    "them), else LLaVA-1.5's mlp (32x32 images, 16 embeddings each)");
     sub->callback([&run, p, out, mmproj] {
         run = [p, out, mmproj] {
             Status st = mkmodel_check_params(*p);
@@ -48,6 +49,9 @@ void cli_add_mkmodel(CLI::App & app, cli_run_fn & run) {
                 pp.projector = "qwen2vl_merger";
                 pp.n_embd = 32;
                 pp.patch_size = 4;
+            } else if (p->arch == "gemma3") {
+                pp.projector = "gemma3";
+                pp.patch_size = 4;  // 32x32 images: 8x8 patches pooled 2x2, 16 embeddings
             }
             if (!mmproj->empty()) {
                 st = mkmmproj_check_params(pp);

@@ -154,12 +154,14 @@ Result<std::unique_ptr<engine_impl>> engine_impl::create(std::shared_ptr<const l
 
 namespace {
 
-Status check_request(const gen_request & r, int32_t n_vocab, uint32_t n_embd, uint32_t n_ctx_slot, bool needs_prompt) {
+Status check_request(const gen_request & r, int32_t n_vocab, uint32_t n_embd, uint32_t n_ubatch, uint32_t n_ctx_slot,
+                     bool needs_prompt) {
     BATON_RETURN_IF_ERROR(sampling_check(r.sampling));
     if (r.n_predict < 0) return {status_code::invalid_argument, "max_tokens: " + std::to_string(r.n_predict) + " is negative"};
     if (!needs_prompt) return {};
     if (r.prompt.empty()) return {status_code::invalid_argument, "prompt: is empty"};
-    BATON_RETURN_IF_ERROR(media_spans_check(r.prompt, r.media, n_embd));  // (media tokens only where images are)
+    BATON_RETURN_IF_ERROR(
+        media_spans_check(r.prompt, r.media, n_embd, n_ubatch));  // (media tokens only where images are)
     for (size_t i = 0; i < r.prompt.size(); ++i)
         if (!media_token_is(r.prompt[i]) && (r.prompt[i] < 0 || r.prompt[i] >= n_vocab))
             return {status_code::invalid_argument, "prompt: token " + std::to_string(r.prompt[i]) + " at index " +
@@ -179,11 +181,14 @@ Result<request_ptr> engine::submit(engine_task task) {
     };
     Status st;
     if (auto * g = std::get_if<task_generate>(&task))
-        st = check_request(g->req, impl_->n_vocab, impl_->n_embd_inp, impl_->env.n_ctx_slot, true);
+        st = check_request(g->req, impl_->n_vocab, impl_->n_embd_inp, impl_->cfg.ctx.n_ubatch, impl_->env.n_ctx_slot,
+                           true);
     else if (auto * p = std::get_if<task_prefill>(&task))
-        st = check_request(p->req, impl_->n_vocab, impl_->n_embd_inp, impl_->env.n_ctx_slot, true);
+        st = check_request(p->req, impl_->n_vocab, impl_->n_embd_inp, impl_->cfg.ctx.n_ubatch, impl_->env.n_ctx_slot,
+                           true);
     else if (auto * d = std::get_if<task_decode>(&task)) {
-        st = d->blob ? check_request(d->req, impl_->n_vocab, impl_->n_embd_inp, impl_->env.n_ctx_slot, false)
+        st = d->blob ? check_request(d->req, impl_->n_vocab, impl_->n_embd_inp, impl_->cfg.ctx.n_ubatch,
+                                     impl_->env.n_ctx_slot, false)
                      : Status(status_code::invalid_argument, "decode: no blob");
     } else if (auto * s = std::get_if<task_slot_save>(&task)) st = check_slot(s->slot);
     else if (auto * r = std::get_if<task_slot_restore>(&task)) {

@@ -24,7 +24,8 @@ size_t media_tokens_count(const std::vector<token_id> & toks) {
     return n;
 }
 
-Status media_spans_check(const std::vector<token_id> & tokens, const std::vector<media_span> & spans, uint32_t n_embd) {
+Status media_spans_check(const std::vector<token_id> & tokens, const std::vector<media_span> & spans, uint32_t n_embd,
+                         uint32_t n_ubatch) {
     auto bad = [](std::string m) { return Status(status_code::invalid_argument, "prompt: " + std::move(m)); };
     size_t at = 0;  // tokens before it are checked
     auto text_until = [&](size_t end) -> Status {
@@ -41,12 +42,23 @@ Status media_spans_check(const std::vector<token_id> & tokens, const std::vector
             return bad(which + " stands outside the prompt or over another");
         if (s.n_embd != n_embd || !s.embd || s.embd->size() != uint64_t(s.n) * n_embd)
             return bad(which + ": its embeddings are not " + std::to_string(s.n) + " x " + std::to_string(n_embd));
+        if (s.non_causal && s.n > n_ubatch)
+            return bad(which + ": its " + std::to_string(s.n) +
+                       " embeddings attend to each other and are decoded in one micro-batch, larger than this "
+                       "server's --ubatch-size " +
+                       std::to_string(n_ubatch));
         BATON_RETURN_IF_ERROR(text_until(s.begin));
         for (; at < s.begin + s.n; ++at)
             if (!media_token_is(tokens[at]))
                 return bad(which + ": token at index " + std::to_string(at) + " is not an image's");
     }
     return text_until(tokens.size());
+}
+
+size_t media_keep_limit(const std::vector<media_span> & spans, size_t limit) {
+    for (const media_span & s : spans)
+        if (s.non_causal && s.begin < limit && limit < size_t(s.begin) + s.n) return s.begin;
+    return limit;
 }
 
 namespace {
@@ -179,10 +191,6 @@ Result<media_prompt> media_encoder::encode(std::string_view text, const std::vec
             out.tokens.insert(out.tokens.end(), t, t + n);
         } else if (type == MTMD_INPUT_CHUNK_TYPE_IMAGE && image < content.size()) {
             const size_t n = mtmd_input_chunk_get_n_tokens(c);
-            if (mtmd_decode_use_non_causal(ctx_, c))
-                return Status(status_code::unsupported,
-                              "images: this projector's images need non-causal attention (Gemma 3 and kin), which "
-                              "this server does not serve");
             if (n == 0 || mtmd_input_chunk_get_n_pos(c) != llama_pos(n))
                 return Status(status_code::unsupported, "images: this projector's images do not take one position "
                                                         "per embedding, which this server does not serve");
@@ -196,6 +204,7 @@ Result<media_prompt> media_encoder::encode(std::string_view text, const std::vec
             s.n = uint32_t(n);
             s.n_embd = n_embd_;
             s.embd = std::make_shared<const std::vector<float>>(e, e + n * n_embd_);
+            s.non_causal = mtmd_decode_use_non_causal(ctx_, c);
             for (uint32_t k = 0; k < s.n; ++k) out.tokens.push_back(media_token_make(content[image], k));
             out.spans.push_back(std::move(s));
             ++image;

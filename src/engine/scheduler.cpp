@@ -496,7 +496,8 @@ void engine_impl::take_parked(slot & s, const std::vector<token_id> & prompt) {
 }
 
 void engine_impl::start_prompt(slot & s, active_task & t) {
-    const prepare_outcome pr = slot_prepare_prompt(ctx.get(), s, t.req.prompt, partial_state);
+    const size_t keep_max = media_keep_limit(t.req.media, t.req.prompt.size() - 1);
+    const prepare_outcome pr = slot_prepare_prompt(ctx.get(), s, t.req.prompt, keep_max, partial_state);
     t.seq = t.req.prompt;
     const uint32_t n = uint32_t(t.seq.size());
     t.plan = chunk_plan_ends(pr.n_keep, n, cfg.ctx.n_batch, partial_state, cfg.ctx.checkpoints);
@@ -651,7 +652,13 @@ std::vector<batch_part> engine_impl::phase_plan_batch() {
             const uint32_t next = s.task->plan.front();
             const bool generating = next == have + 1 && s.task->n_generated > 0;
             if ((pass == 0) != generating) continue;
-            const uint32_t n_end = media_cut(s.task->req.media, have, std::min(next, have + budget));
+            uint32_t n_end = media_cut(s.task->req.media, have, std::min(next, have + budget));
+            if (const media_span * sp = media_at(s.task->req.media, have); sp && sp->non_causal && have == sp->begin) {
+                // An image whose embeddings attend to each other goes in one piece (check_request: it fits one
+                // micro-batch), past any chunk end inside it; with less budget left, in a later step.
+                if (sp->n > budget) continue;
+                n_end = sp->begin + sp->n;
+            }
             parts.push_back({i, have, n_end});
             budget -= n_end - have;
         }
@@ -768,6 +775,16 @@ bool engine_impl::phase_decode(const std::vector<batch_part> & in) {
         slot & s = slots[p.slot];
         if (!s.task) continue;
         active_task & t = *s.task;
+        if (sp->non_causal && (p.n_begin != sp->begin || p.n_end != sp->begin + sp->n)) {
+            // Never computed from a piece: its cells would differ from the whole image's (media_keep_limit keeps
+            // a prefix from ending inside one; this is the guard behind it).
+            slot_clear(ctx.get(), s);
+            fail_task(s, Status(status_code::engine_error, "an image whose embeddings attend to each other would be "
+                                                           "decoded in pieces (positions " +
+                                                               std::to_string(p.n_begin) + ".." +
+                                                               std::to_string(p.n_end) + ")"));
+            continue;
+        }
         if (!media_batch.embd) media_batch = llama_batch_init(int32_t(cfg.ctx.n_batch), int32_t(n_embd_inp), 1);
         const uint32_t n = p.n_end - p.n_begin;
         std::memcpy(media_batch.embd, sp->embd->data() + size_t(p.n_begin - sp->begin) * n_embd_inp,
@@ -780,7 +797,9 @@ bool engine_impl::phase_decode(const std::vector<batch_part> & in) {
             media_batch.logits[k] = (k + 1 == n && p.n_end == t.seq.size()) ? 1 : 0;
             if (media_batch.logits[k]) t.batch_row = int32_t(k);
         }
+        if (sp->non_causal) llama_set_causal_attn(ctx.get(), false);
         ok = decode_batch(media_batch, {p}) && ok;
+        if (sp->non_causal) llama_set_causal_attn(ctx.get(), true);
     }
     return ok;
 }

@@ -287,10 +287,11 @@ bool rollback_to_checkpoint(llama_context * ctx, slot & s, const slot_checkpoint
 
 }  // namespace
 
-prepare_outcome slot_prepare_prompt(llama_context * ctx, slot & s, const std::vector<token_id> & prompt, bool partial_state) {
+prepare_outcome slot_prepare_prompt(llama_context * ctx, slot & s, const std::vector<token_id> & prompt,
+                                    size_t keep_max, bool partial_state) {
     prepare_outcome out;
     // At least the last prompt token is recomputed: its logits are needed to sample.
-    const size_t limit = prompt.empty() ? 0 : prompt.size() - 1;
+    const size_t limit = std::min(keep_max, prompt.empty() ? size_t(0) : prompt.size() - 1);
     const size_t lcp = std::min(common_prefix(s.tokens, prompt), limit);
     if (lcp == s.tokens.size()) {  // the slot holds a prefix of the prompt: nothing to undo
         out.n_keep = uint32_t(lcp);

@@ -150,14 +150,16 @@ Status slot_take_checkpoint(llama_context * ctx, slot & s, uint32_t max_checkpoi
 
 // slot_prepare_prompt makes the slot's memory a prefix of prompt that leaves at least one prompt token to
 // decode, reusing as much as possible: attention-only memory is truncated; partial-state memory is
-// rolled back through the newest checkpoint at or before the divergence point, else cleared.
+// rolled back through the newest checkpoint at or before the divergence point, else cleared. It keeps at most
+// keep_max tokens (a caller's bound: media_keep_limit never ends a kept prefix inside a non-causal image).
 // Returns how the slot was prepared.
 struct prepare_outcome {
     uint32_t n_keep = 0;          // tokens kept (prompt tokens that need no compute)
     bool used_checkpoint = false;
     bool reprefill = false;       // rollback was needed but impossible: cleared
 };
-prepare_outcome slot_prepare_prompt(llama_context * ctx, slot & s, const std::vector<token_id> & prompt, bool partial_state);
+prepare_outcome slot_prepare_prompt(llama_context * ctx, slot & s, const std::vector<token_id> & prompt,
+                                    size_t keep_max, bool partial_state);
 
 // slot_export writes the slot's state as a blob: tokens, state bytes, checkpoints, logits (when
 // with_logits and known), request_json and a generation in progress (live migration; needs the logits); with a

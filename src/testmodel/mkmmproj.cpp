@@ -26,9 +26,9 @@ int vision_heads(const mkmmproj_params & p) { return p.n_embd >= 64 ? p.n_embd /
 }  // namespace
 
 Status mkmmproj_check_params(const mkmmproj_params & p) {
-    if (p.projector != "mlp" && p.projector != "qwen2vl_merger")
+    if (p.projector != "mlp" && p.projector != "qwen2vl_merger" && p.projector != "gemma3")
         return {status_code::invalid_argument,
-                "projector: unknown projector '" + p.projector + "' (expected mlp or qwen2vl_merger)"};
+                "projector: unknown projector '" + p.projector + "' (expected mlp, qwen2vl_merger or gemma3)"};
     if (p.text_n_embd < 32 || p.text_n_embd > 8192 || p.text_n_embd % 32 != 0)
         return {status_code::invalid_argument,
                 "text-n-embd: " + std::to_string(p.text_n_embd) + " is not a multiple of 32 in 32..8192"};
@@ -39,7 +39,8 @@ Status mkmmproj_check_params(const mkmmproj_params & p) {
         return {status_code::invalid_argument, "mmproj n-layer: " + std::to_string(p.n_layer) + " is not in 2..32"};
     if (p.patch_size < 2 || p.patch_size > 32)
         return {status_code::invalid_argument, "patch-size: " + std::to_string(p.patch_size) + " is not in 2..32"};
-    const int unit = p.projector == "mlp" ? p.patch_size : 2 * p.patch_size;  // qwen2vl merges 2x2 patches
+    // qwen2vl merges 2x2 patches; gemma3 pools 2x2 patches into one embedding
+    const int unit = p.projector == "mlp" ? p.patch_size : 2 * p.patch_size;
     if (p.image_size < 16 || p.image_size > 448 || p.image_size % unit != 0)
         return {status_code::invalid_argument,
                 "image-size: " + std::to_string(p.image_size) + " is not a multiple of " + std::to_string(unit) +
@@ -73,13 +74,16 @@ Status mkmmproj_write(const mkmmproj_params & p, const std::string & path) {
     gguf_set_val_str(gc, "general.type", "mmproj");
     gguf_set_val_str(gc, "general.name", ("baton-test-mmproj-" + p.projector).c_str());
     gguf_set_val_u32(gc, "general.file_type", 0);  // all f32
-    const bool mlp = p.projector == "mlp";
+    const bool mlp = p.projector == "mlp", gemma3 = p.projector == "gemma3";
     gguf_set_val_bool(gc, "clip.has_vision_encoder", true);
     gguf_set_val_bool(gc, "clip.has_text_encoder", false);
     gguf_set_val_bool(gc, "clip.has_llava_projector", mlp);
     gguf_set_val_str(gc, "clip.projector_type", p.projector.c_str());
     if (mlp) gguf_set_val_bool(gc, "clip.use_gelu", false);  // quick GELU, as CLIP (qwen2vl: absent, the same)
-    else gguf_set_val_u32(gc, "clip.vision.spatial_merge_size", 2);
+    else if (gemma3) {
+        gguf_set_val_bool(gc, "clip.use_gelu", true);                   // SigLIP's GELU
+        gguf_set_val_u32(gc, "clip.vision.projector.scale_factor", 2);  // 2x2 patches pooled (Gemma 3's own: 4)
+    } else gguf_set_val_u32(gc, "clip.vision.spatial_merge_size", 2);
     gguf_set_val_u32(gc, "clip.vision.image_size", uint32_t(p.image_size));
     gguf_set_val_u32(gc, "clip.vision.patch_size", uint32_t(p.patch_size));
     gguf_set_val_u32(gc, "clip.vision.embedding_length", uint32_t(E));
@@ -103,6 +107,10 @@ Status mkmmproj_write(const mkmmproj_params & p, const std::string & path) {
         tm.add("v.position_embd.weight", {E, n_pos}, 'w', 0.5f);
         tm.add("v.pre_ln.weight", {E}, 'o');
         tm.add("v.pre_ln.bias", {E}, 'z');
+    } else if (gemma3) {
+        // SigLIP: a biased patch convolution and learned positions, one per patch (no class embedding, no pre-norm).
+        tm.add("v.patch_embd.bias", {E}, 'w', 0.1f);
+        tm.add("v.position_embd.weight", {E, n_pos - 1}, 'w', 0.5f);
     } else {
         // Qwen2-VL's patch embedding is a 3-D convolution over two frames, stored as two 2-D kernels; positions
         // come from the vision blocks' 2-D rotary embedding, so there is no class or position embedding.
@@ -114,7 +122,7 @@ Status mkmmproj_write(const mkmmproj_params & p, const std::string & path) {
         tm.add(b + "ln1.bias", {E}, 'z');
         for (const char * w : {"attn_q", "attn_k", "attn_v", "attn_out"}) {
             tm.add(b + w + ".weight", {E, E}, 'w', wE);
-            tm.add(b + w + ".bias", {E}, mlp ? 'z' : 'w', 0.1f);
+            tm.add(b + w + ".bias", {E}, mlp ? 'z' : 'w', 0.1f);  // (gemma3: biased, as SigLIP)
         }
         tm.add(b + "ln2.weight", {E}, 'o');
         tm.add(b + "ln2.bias", {E}, 'z');
@@ -129,6 +137,13 @@ Status mkmmproj_write(const mkmmproj_params & p, const std::string & path) {
         tm.add("mm.0.bias", {T}, 'z');
         tm.add("mm.2.weight", {T, T}, 'w', wT);
         tm.add("mm.2.bias", {T}, 'z');
+    } else if (gemma3) {
+        // A final norm, then (in libmtmd's graph) 2x2 average pooling, an RMS norm scaled by soft_emb_norm and the
+        // input projection [E -> T], stored as Gemma 3's is: T x E, transposed by the graph.
+        tm.add("v.post_ln.weight", {E}, 'o');
+        tm.add("v.post_ln.bias", {E}, 'z');
+        tm.add("mm.soft_emb_norm.weight", {E}, 'o');
+        tm.add("mm.input_projection.weight", {T, E}, 'w', wE);
     } else {
         // The merger: a norm, then 2x2 neighbouring patches concatenated (4E) through mm.0 [4E -> 4E], GELU,
         // mm.2 [4E -> T].

@@ -1,7 +1,8 @@
 // serve_images_test.cpp — images in chats (`serve --mmproj`): the answer to a chat with an image is Debian's
 // llama-server's on the same model and projector; Anthropic's image blocks answer as OpenAI's image_url parts;
-// a PD pair whose decode node has no projector answers as the single node; and what cannot be taken is refused
-// with the reason (400), by a node without a projector too. One process per role serves every case.
+// a PD pair whose decode node has no projector answers as the single node (Gemma 3's non-causal images too); and
+// what cannot be taken is refused with the reason (400), by a node without a projector too. One process per role
+// serves every case.
 #include "baton/base/base64.h"
 #include "baton/testmodel/mkmmproj.h"
 #include "serve_test_util.h"
@@ -358,6 +359,53 @@ TEST(ServeImagesVulkan, APrefillWithImagesOnTheDeviceDecodesOnTheDeviceAsTheSing
 }
 
 // The fetch flags are checked by the command line (exit 2 naming the flag): each needs what it builds on.
+// Gemma 3's projector (non-causal attention among an image's embeddings) on mkmodel's gemma3: a chat with an image
+// answers as Debian's llama-server on the same pair, and through PD (greedy and seeded, streamed and not) on a
+// decode node without the projector as the single node.
+TEST(ServeImagesGemma3, NonCausalImagesAnswerAsLlamaServerAndThroughPd) {
+    auto flags = [](bool projector) {
+        std::vector<std::string> f = {"-m", test_model_path("gemma3"), "-c", "1024", "-np", "1", "-t", "2", "-fa",
+                                      "off"};
+        if (projector) f.insert(f.end(), {"--mmproj", test_mmproj_path(64, 1, "gemma3"), "--no-mmproj-offload"});
+        return f;
+    };
+    auto args = [&](bool projector) {
+        std::vector<std::string> a = {"serve"};
+        for (const auto & f : flags(projector)) a.push_back(f);
+        return a;
+    };
+    auto with = node_process::start(args(true));
+    auto without = node_process::start(args(false));
+    std::vector<json> cases = {image_chat({test_bmp(40, 24, 21)}), image_chat({test_bmp(40, 24, 22)})};
+    cases[1]["temperature"] = 0.9;
+    cases[1]["seed"] = 5;
+    if (auto llama = node_process::start_llama_server(flags(true))) {
+        const http_reply l = post(*llama, "/v1/chat/completions", cases[0].dump());
+        const http_reply r = post(*with, "/v1/chat/completions", cases[0].dump());
+        ASSERT_EQ(l.status, 200) << l.body;
+        ASSERT_EQ(r.status, 200) << r.body;
+        EXPECT_EQ(r.j()["choices"][0]["message"]["content"], l.j()["choices"][0]["message"]["content"]);
+        EXPECT_EQ(r.j()["usage"]["prompt_tokens"], l.j()["usage"]["prompt_tokens"]);
+    } else {
+        ADD_FAILURE() << "no /usr/bin/llama-server in the build root";
+    }
+    for (json body : cases) {
+        for (bool stream : {false, true}) {
+            body["stream"] = stream;
+            SCOPED_TRACE(body.dump().substr(0, 80) + (stream ? " (stream)" : ""));
+            const http_reply single = post(*with, "/v1/chat/completions", body.dump());
+            const http_reply pd = via_pd(*with, *without, "chat", body.dump());
+            ASSERT_EQ(single.status, 200) << single.body;
+            ASSERT_EQ(pd.status, 200) << pd.body;
+            if (stream) {
+                EXPECT_EQ(normalized_stream(pd.body), normalized_stream(single.body));
+            } else {
+                EXPECT_EQ(normalized(pd.j()), normalized(single.j()));
+            }
+        }
+    }
+}
+
 TEST(ServeImageFlags, FetchFlagsNeedWhatTheyBuildOn) {
     const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
         {{"--image-urls"}, "--image-urls: needs --mmproj"},

@@ -2,7 +2,8 @@
 // embeddings (and refuses what it cannot take, one case per rule); the engine decodes an image prompt as libmtmd's
 // own helper does; a prompt's image cells are reused as a prefix, shipped in a blob (format 1.3) and decoded by an
 // engine that has no projector exactly as a single engine answers; and a decode whose image cells were lost fails
-// with the reason instead of computing garbage.
+// with the reason instead of computing garbage. Gemma 3's images (non-causal attention among an image's
+// embeddings) decode as libmtmd's helper decodes them, whole, and move and are reused as any others.
 #include <llama.h>
 #include <mtmd-helper.h>
 #include <mtmd.h>
@@ -56,7 +57,7 @@ TEST(MediaEncoder, MarkersBecomeMediaTokensAndSpansOfEmbeddings) {
         EXPECT_EQ(s.n_embd, 64u);
         ASSERT_EQ(s.embd->size(), size_t(n_img) * 64);
     }
-    EXPECT_TRUE(media_spans_check(p.tokens, p.spans, 64).ok());
+    EXPECT_TRUE(media_spans_check(p.tokens, p.spans, 64, 512).ok());
     // The same image: the same tokens and embeddings; within an image every embedding its own token.
     const auto toks_of = [&](const media_prompt & q, size_t i) {
         return std::vector<token_id>(q.tokens.begin() + q.spans[i].begin,
@@ -126,15 +127,16 @@ TEST(MediaEncoder, ProjectorsItDoesNotServeAreRefusedAtCreate) {
 
 // The reference: libmtmd's own helper evaluates the same prompt (its default marker) in a fresh context of the
 // engine's configuration, then greedy tokens one by one.
-std::vector<token_id> libmtmd_greedy(const std::string & image, int n, const engine_config & ec) {
-    const auto & model = *text_model();
+std::vector<token_id> libmtmd_greedy(const std::string & image, int n, const engine_config & ec,
+                                     const loaded_model & model = *text_model(),
+                                     const std::string & projector = test_mmproj_path(64)) {
     auto lctx = context_make(model, context_resolve(model, ec.ctx));
     if (!lctx.ok()) throw std::runtime_error(lctx.status().to_string());
     mtmd_context_params mp = mtmd_context_params_default();
     mp.use_gpu = false;
     mp.print_timings = false;
     mp.warmup = false;
-    mtmd_context * mctx = mtmd_init_from_file(test_mmproj_path(64).c_str(), model.get(), mp);
+    mtmd_context * mctx = mtmd_init_from_file(projector.c_str(), model.get(), mp);
     if (!mctx) throw std::runtime_error("libmtmd refused the projector");
     mtmd_helper_bitmap_wrapper w =
         mtmd_helper_bitmap_init_from_buf(mctx, reinterpret_cast<const unsigned char *>(image.data()), image.size(),
@@ -268,6 +270,103 @@ TEST(MediaEngine, MediaTokensWithoutTheirImageAreRefusedAtSubmit) {
     r = run_task(*eng, task_generate{shifted});
     ASSERT_FALSE(r.done.ok());
     EXPECT_EQ(r.done.status().code(), status_code::invalid_argument);
+}
+
+// ---- non-causal images (Gemma 3's projector: its embeddings attend to each other) ----
+
+std::shared_ptr<const loaded_model> gemma_model() { return model_for("gemma3"); }
+std::string gemma_projector() { return test_mmproj_path(64, 1, "gemma3"); }
+
+std::unique_ptr<media_encoder> gemma_encoder() {
+    media_config c;
+    c.path = gemma_projector();
+    c.marker = "<__media_test_4f1c__>";
+    c.offload = false;
+    auto e = media_encoder::create(*gemma_model(), c);
+    if (!e.ok()) throw std::runtime_error(e.status().to_string());
+    return std::move(e.value());
+}
+
+TEST(MediaEncoder, KeptPrefixesNeverEndInsideANonCausalImage) {
+    media_span causal{10, 16, 64, nullptr, false}, whole{40, 16, 64, nullptr, true};
+    const std::vector<media_span> spans{causal, whole};
+    EXPECT_EQ(media_keep_limit(spans, 5), 5u);
+    EXPECT_EQ(media_keep_limit(spans, 17), 17u);  // inside a causal image: its first cells stand alone
+    EXPECT_EQ(media_keep_limit(spans, 40), 40u);  // at the image's start: nothing of it kept
+    EXPECT_EQ(media_keep_limit(spans, 41), 40u);
+    EXPECT_EQ(media_keep_limit(spans, 55), 40u);
+    EXPECT_EQ(media_keep_limit(spans, 56), 56u);  // past its end: all of it kept
+}
+
+// The engine decodes Gemma 3's images as libmtmd's own helper does (non-causal attention among the image's
+// embeddings, then causal again), and the flag matters: the same embeddings decoded causally answer otherwise.
+TEST(MediaEngine, NonCausalImagesDecodeAsLibmtmdsOwnHelperDecodesThem) {
+    auto e = gemma_encoder();
+    const engine_config c = engine_cfg(1, 1024);
+    const std::string img = test_bmp(40, 24, 11);
+    const media_prompt p = encode_ok(*e, picture_prompt(*e), {img});
+    ASSERT_EQ(p.spans.size(), 1u);
+    EXPECT_TRUE(p.spans[0].non_causal);
+    EXPECT_EQ(p.spans[0].n, 16u);
+    auto eng = make_engine(gemma_model(), c);
+    run_result got = run_task(*eng, task_generate{greedy_media(p, 12)});
+    ASSERT_TRUE(got.done.ok()) << got.done.status().to_string();
+    EXPECT_EQ(got.tokens, libmtmd_greedy(img, 12, c, *gemma_model(), gemma_projector()));
+    gen_request causal = greedy_media(p, 12);
+    causal.media[0].non_causal = false;
+    run_result as_causal = run_task(*make_engine(gemma_model(), c), task_generate{causal});
+    ASSERT_TRUE(as_causal.done.ok()) << as_causal.done.status().to_string();
+    ASSERT_FALSE(as_causal.logits.empty());
+    EXPECT_NE(as_causal.logits[0], got.logits[0]);
+}
+
+// A batch budget that ends inside a non-causal image does not cut it: the image goes whole in the next step and
+// the answer is the whole-batch one; an image larger than a micro-batch is refused at submit, naming the flag.
+TEST(MediaEngine, NonCausalImagesAreNeverCutAndMustFitAMicroBatch) {
+    auto e = gemma_encoder();
+    const media_prompt p = encode_ok(*e, picture_prompt(*e), {test_bmp(32, 32, 12)});
+    ASSERT_GT(p.spans[0].begin, 0u);
+    engine_config whole = engine_cfg(1, 1024);
+    engine_config tight = whole;
+    tight.ctx.n_batch = tight.ctx.n_ubatch = 16;  // the text before the image leaves less than 16 in the first step
+    run_result a = run_task(*make_engine(gemma_model(), whole), task_generate{greedy_media(p, 10)});
+    run_result b = run_task(*make_engine(gemma_model(), tight), task_generate{greedy_media(p, 10)});
+    ASSERT_TRUE(a.done.ok()) << a.done.status().to_string();
+    ASSERT_TRUE(b.done.ok()) << b.done.status().to_string();
+    EXPECT_EQ(a.tokens, b.tokens);
+    EXPECT_TRUE(a.logits == b.logits);
+    engine_config small = whole;
+    small.ctx.n_batch = small.ctx.n_ubatch = 8;
+    run_result r = run_task(*make_engine(gemma_model(), small), task_generate{greedy_media(p, 10)});
+    ASSERT_FALSE(r.done.ok());
+    EXPECT_EQ(r.done.status().code(), status_code::invalid_argument);
+    EXPECT_NE(r.done.status().message().find("--ubatch-size 8"), std::string::npos) << r.done.status().to_string();
+}
+
+// Reuse and PD with a non-causal image: a follow-up reuses the image's cells and answers as a fresh engine; the
+// prefill engine's blob decodes in an engine given no image, token for token and logit for logit as one engine.
+TEST(MediaEngine, NonCausalImageCellsAreReusedAndMovedAsAnyOthers) {
+    auto e = gemma_encoder();
+    const engine_config c = engine_cfg(1, 1024);
+    const std::string img = test_bmp(40, 24, 13);
+    const media_prompt p1 = encode_ok(*e, picture_prompt(*e), {img});
+    const media_prompt p2 = encode_ok(*e, picture_prompt(*e) + " Tell me more about it, please.", {img});
+    auto eng = make_engine(gemma_model(), c);
+    ASSERT_TRUE(run_task(*eng, task_generate{greedy_media(p1, 4)}).done.ok());
+    run_result follow = run_task(*eng, task_generate{greedy_media(p2, 10)});
+    ASSERT_TRUE(follow.done.ok()) << follow.done.status().to_string();
+    EXPECT_GE(follow.done->usage.cached_tokens, p1.spans[0].begin + p1.spans[0].n);
+    run_result fresh = run_task(*make_engine(gemma_model(), c), task_generate{greedy_media(p2, 10)});
+    ASSERT_TRUE(fresh.done.ok());
+    EXPECT_EQ(follow.tokens, fresh.tokens);
+
+    engine_result pre = run_task(*make_engine(gemma_model(), c), task_prefill{greedy_media(p2, 10)});
+    ASSERT_TRUE(pre.done.ok()) << pre.done.status().to_string();
+    run_result got =
+        run_task(*make_engine(gemma_model(), c), task_decode{validated(pre.done->blob), greedy(p2.tokens, 10)});
+    ASSERT_TRUE(got.done.ok()) << got.done.status().to_string();
+    EXPECT_EQ(got.tokens, fresh.tokens);
+    EXPECT_TRUE(got.logits == fresh.logits);
 }
 
 }  // namespace

@@ -211,6 +211,40 @@ TEST(MkMmproj, Qwen2vlMergerTakesFewerPositionsThanEmbeddingsWithMrope) {
     EXPECT_EQ(std::set<uint32_t>({max_x - a.pos0[0].x, max_y - a.pos0[0].y}), (std::set<uint32_t>{7, 3}));
 }
 
+// Gemma 3's SigLIP projector with mkmodel's gemma3 text model: libmtmd loads the pair, a 40 x 24 image (resized to
+// 32 x 32, patches of 4, pooled 2 x 2) becomes 16 embeddings of one position each, and libmtmd says they are
+// decoded with non-causal attention among them (the text model's own tokens stay causal).
+TEST(MkMmproj, Gemma3ProjectorPoolsPatchesAndAsksForNonCausalImageAttention) {
+    mkmodel_params tp;
+    tp.arch = "gemma3";
+    tp.n_embd = 64;
+    tp.n_layer = 2;
+    const std::string text_path = test::scratch_dir() + "/mmproj-text-gemma3.gguf";
+    ASSERT_TRUE(mkmodel_write(tp, text_path).ok());
+    auto text = loaded_model::load(text_path);
+    ASSERT_TRUE(text.ok()) << text.status().to_string();
+    mkmmproj_params pp;
+    pp.projector = "gemma3";
+    pp.text_n_embd = 64;
+    pp.patch_size = 4;
+    const std::string proj_path = test::scratch_dir() + "/mmproj-gemma3.gguf";
+    ASSERT_TRUE(mkmmproj_write(pp, proj_path).ok());
+    mtmd_ptr ctx = open_projector(proj_path, *text.value());
+    ASSERT_TRUE(ctx) << "libmtmd refused the projector";
+    EXPECT_TRUE(mtmd_support_vision(ctx.get()));
+    EXPECT_FALSE(mtmd_decode_use_mrope(ctx.get()));
+    EXPECT_TRUE(mtmd_decode_use_non_causal(ctx.get(), nullptr));
+
+    const encoded a = encode_one(ctx.get(), rgb(40, 24, 5), 40, 24, 64);
+    EXPECT_EQ(a.n_tokens, size_t(mkmmproj_image_tokens(pp)));
+    EXPECT_EQ(a.n_tokens, 16u);
+    EXPECT_EQ(a.n_pos, llama_pos(a.n_tokens));
+    ASSERT_EQ(a.embd.size(), a.n_tokens * 64);
+    expect_varied_and_finite(a.embd);
+    EXPECT_EQ(encode_one(ctx.get(), rgb(40, 24, 5), 40, 24, 64).embd, a.embd);
+    EXPECT_NE(encode_one(ctx.get(), rgb(40, 24, 6), 40, 24, 64).embd, a.embd);
+}
+
 TEST(MkMmproj, FilesAreDeterministicAndBadParamsNameTheField) {
     mkmmproj_params p;
     const std::string a = test::scratch_dir() + "/mmproj-det-a.gguf", b = test::scratch_dir() + "/mmproj-det-b.gguf";
@@ -227,7 +261,7 @@ TEST(MkMmproj, FilesAreDeterministicAndBadParamsNameTheField) {
         EXPECT_EQ(st.code(), status_code::invalid_argument) << field;
         EXPECT_NE(st.message().find(field), std::string::npos) << st.message();
     };
-    refused([](mkmmproj_params & q) { q.projector = "gemma3"; }, "projector");
+    refused([](mkmmproj_params & q) { q.projector = "idefics3"; }, "projector");
     refused([](mkmmproj_params & q) { q.text_n_embd = 48; }, "text-n-embd");
     refused([](mkmmproj_params & q) { q.n_embd = 16; }, "n-embd");
     refused([](mkmmproj_params & q) { q.n_layer = 1; }, "n-layer");

@@ -62,14 +62,16 @@ std::string test_model_path(const std::string & arch, unsigned seed, int n_embd,
     return path;
 }
 
-std::string test_mmproj_path(int text_n_embd, unsigned seed) {
+std::string test_mmproj_path(int text_n_embd, unsigned seed, const std::string & projector) {
     const std::string dir = BATON_TEST_MODELS;
     ::mkdir(dir.c_str(), 0755);
     const std::string path =
-        dir + "/mmproj-mlp-s" + std::to_string(seed) + "-e" + std::to_string(text_n_embd) + ".gguf";
+        dir + "/mmproj-" + projector + "-s" + std::to_string(seed) + "-e" + std::to_string(text_n_embd) + ".gguf";
     mkmmproj_params p;
+    p.projector = projector;
     p.seed = seed;
     p.text_n_embd = text_n_embd;
+    if (projector == "gemma3") p.patch_size = 4;  // 32x32 images: 16 embeddings, as the mlp's
     Status s = mkmmproj_ensure(p, path);
     if (!s.ok()) throw std::runtime_error("mkmmproj failed: " + s.to_string());
     return path;

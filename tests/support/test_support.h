@@ -44,9 +44,10 @@ std::string test_model_path(const std::string & arch, unsigned seed = 1, int n_e
 // <s> query </s></s> document </s>.
 std::string test_reranker_path(bool with_template, unsigned seed = 1);
 
-// test_mmproj_path returns a LLaVA-style image projector (mkmmproj's mlp: 32x32 images of 16 embeddings) for a
-// text model of width text_n_embd, cached like test_model_path's.
-std::string test_mmproj_path(int text_n_embd = 64, unsigned seed = 1);
+// test_mmproj_path returns an image projector for a text model of width text_n_embd, cached like
+// test_model_path's: LLaVA-style by default (mkmmproj's mlp: 32x32 images of 16 embeddings), or mkmmproj's gemma3
+// (32x32 images of 16 embeddings decoded with non-causal attention among them; for the gemma3 test model).
+std::string test_mmproj_path(int text_n_embd = 64, unsigned seed = 1, const std::string & projector = "mlp");
 
 struct proc_result {
     int exit_code = -1;   // -1 when killed by a signal or the timeout
