@@ -16,8 +16,9 @@
 //
 // What is served: projectors whose images take one sequence position per embedding, decoded with causal attention
 // (LLaVA-style: mkmodel's `mlp`, ...) or with non-causal attention among the image's own embeddings (Gemma 3:
-// mkmodel's `gemma3`; such an image is decoded whole, in one micro-batch, and never partly reused). Projectors
-// that need M-RoPE positions (Qwen2-VL) are refused by create() with the reason; audio-only projectors too.
+// mkmodel's `gemma3`; such an image is decoded whole, in one micro-batch, and never partly reused), and audio
+// projectors whose clips take one position per embedding (Qwen2-Audio: mkmodel's `qwen2a`). Projectors that need
+// M-RoPE positions (Qwen2-VL, Qwen2.5-Omni) are refused by create() with the reason.
 // Thread-safety: encode() may be called from any thread; calls are serialized (one libmtmd context).
 #pragma once
 
@@ -44,7 +45,8 @@ token_id media_token_make(uint64_t content, uint32_t index);
 // media_tokens_count: how many tokens of toks are media tokens.
 size_t media_tokens_count(const std::vector<token_id> & toks);
 
-// media_span: one image of a prompt: its embeddings stand at prompt positions [begin, begin + n).
+// media_span: one image (or 30-s chunk of an audio clip) of a prompt: its embeddings stand at prompt positions
+// [begin, begin + n).
 struct media_span {
     uint32_t begin = 0;
     uint32_t n = 0;
@@ -64,6 +66,10 @@ struct media_prompt {
 // a non-causal span fits one micro-batch of n_ubatch tokens (invalid_argument naming --ubatch-size otherwise).
 Status media_spans_check(const std::vector<token_id> & tokens, const std::vector<media_span> & spans, uint32_t n_embd,
                          uint32_t n_ubatch);
+
+// media_looks_like_audio: the file's first bytes are those of an audio file libmtmd reads (RIFF/WAVE, FLAC, MP3
+// with an ID3 tag or a frame header). A sniff for routing and for naming a refusal; libmtmd decides.
+bool media_looks_like_audio(std::string_view file);
 
 // media_keep_limit: how many leading tokens of a prompt with these spans a slot may keep from what it already holds,
 // at most limit: a non-causal image's cells are computed together, so a kept prefix never ends inside one (it ends
@@ -97,13 +103,17 @@ class media_encoder {
 
     const std::string & marker() const { return marker_; }  // stands for one image in a rendered prompt
     const media_config & config() const { return cfg_; }
-    bool vision() const { return vision_; }
+    bool vision() const { return vision_; }  // it reads images
+    bool audio() const { return audio_; }    // it reads audio (Qwen2-Audio, Ultravox, Voxtral, ...: libmtmd's)
     const std::string & fingerprint() const { return fingerprint_; }  // hex of the projector file's hash
 
-    // encode tokenizes text (add_special/parse_special as text_tokenize) and encodes images, one per marker in
-    // order (the files' bytes: PNG, JPEG, BMP, GIF, ... as libmtmd's image loader reads them). invalid_argument:
-    // the counts differ, too many or too large images, an image that does not decode; context_exceeded when
-    // the prompt takes n_ctx or more positions (n_ctx 0: no check); engine_error when the projector fails.
+    // encode tokenizes text (add_special/parse_special as text_tokenize) and encodes images and audio clips, one
+    // per marker in order (the files' bytes: PNG, JPEG, BMP, GIF, ... as libmtmd's image loader reads them; WAV,
+    // MP3, FLAC as its audio loader does). invalid_argument: the counts differ, too many or too large files, a file
+    // that does not decode, an image for a projector that reads only audio or audio for one that reads only
+    // images; context_exceeded when the prompt takes n_ctx or more positions (n_ctx 0: no check); engine_error
+    // when the projector fails. An audio clip becomes a span like an image's (libmtmd cuts it in 30-s chunks:
+    // one span each).
     Result<media_prompt> encode(std::string_view text, const std::vector<std::string> & images, bool add_special,
                                 bool parse_special, uint32_t n_ctx = 0) const;
 
@@ -112,7 +122,7 @@ class media_encoder {
     media_config cfg_;
     std::string marker_, fingerprint_;
     uint64_t fingerprint_hash_ = 0;
-    bool vision_ = false;
+    bool vision_ = false, audio_ = false;
     uint32_t n_embd_ = 0;
     mutable mutex mu_;
     mtmd_context * ctx_ BATON_PT_GUARDED_BY(mu_) = nullptr;

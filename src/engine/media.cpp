@@ -6,7 +6,9 @@
 #include <mtmd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 #include "baton/base/log.h"
 #include "baton/model.h"
@@ -53,6 +55,14 @@ Status media_spans_check(const std::vector<token_id> & tokens, const std::vector
                 return bad(which + ": token at index " + std::to_string(at) + " is not an image's");
     }
     return text_until(tokens.size());
+}
+
+bool media_looks_like_audio(std::string_view f) {
+    if (f.size() >= 12 && f.substr(0, 4) == "RIFF" && f.substr(8, 4) == "WAVE") return true;
+    if (f.size() >= 4 && (f.substr(0, 4) == "fLaC" || f.substr(0, 3) == "ID3")) return true;
+    // An MPEG audio frame header: 11 sync bits, a version other than reserved (01), layer III (01 in bits 2..1).
+    return f.size() >= 4 && uint8_t(f[0]) == 0xff && (uint8_t(f[1]) & 0xe0) == 0xe0 && (uint8_t(f[1]) & 0x18) != 0x08 &&
+           (uint8_t(f[1]) & 0x06) == 0x02;
 }
 
 size_t media_keep_limit(const std::vector<media_span> & spans, size_t limit) {
@@ -126,9 +136,11 @@ Result<std::unique_ptr<media_encoder>> media_encoder::create(const loaded_model 
     lock_guard lk(e->mu_);
     e->ctx_ = ctx;
     e->vision_ = mtmd_support_vision(ctx);
-    const std::string why = !e->vision_                  ? "it reads no images (audio is not served)"
-                            : mtmd_decode_use_mrope(ctx) ? "its images take M-RoPE positions (Qwen2-VL and kin)"
-                                                         : "";
+    e->audio_ = mtmd_support_audio(ctx);
+    const std::string why = !e->vision_ && !e->audio_ ? "it reads neither images nor audio"
+                            : mtmd_decode_use_mrope(ctx)
+                                ? "its media take M-RoPE positions (Qwen2-VL, Qwen2.5-Omni and kin)"
+                                : "";
     if (!why.empty())
         return Status(status_code::invalid_argument,
                       "--mmproj '" + cfg.path + "': this server does not serve this projector: " + why);
@@ -160,15 +172,25 @@ Result<media_prompt> media_encoder::encode(std::string_view text, const std::vec
             ctx_, reinterpret_cast<const unsigned char *>(f.data()), f.size(), false, opt);
         if (w.video_ctx) mtmd_helper_video_free(w.video_ctx);
         bitmap_ptr bmp(w.bitmap);
-        if (!bmp || w.video_ctx) return bad(which + ": not an image this server can decode (PNG, JPEG, BMP, GIF)");
-        if (mtmd_bitmap_is_audio(bmp.get())) return bad(which + ": is audio; this server reads only images");
-        const uint32_t dims[2] = {mtmd_bitmap_get_nx(bmp.get()), mtmd_bitmap_get_ny(bmp.get())};
+        if ((!bmp || w.video_ctx) && !audio_ && media_looks_like_audio(f))
+            return bad(which + ": is audio; audio input is not supported by this server (its projector reads images)");
+        if (!bmp || w.video_ctx)
+            return bad(which + ": not an image or audio clip this server can decode (PNG, JPEG, BMP, GIF; WAV, MP3, "
+                               "FLAC)");
+        const bool is_audio = mtmd_bitmap_is_audio(bmp.get());
+        if (is_audio && !audio_)
+            return bad(which + ": is audio; audio input is not supported by this server (its projector reads images)");
+        if (!is_audio && !vision_)
+            return bad(which + ": is an image; image input is not supported by this server (its projector reads "
+                               "audio)");
+        const uint32_t dims[3] = {mtmd_bitmap_get_nx(bmp.get()), mtmd_bitmap_get_ny(bmp.get()), is_audio ? 1u : 0u};
         XXH3_state_t * st = XXH3_createState();
         XXH3_64bits_reset_withSeed(st, fingerprint_hash_);
         XXH3_64bits_update(st, dims, sizeof dims);
         XXH3_64bits_update(st, mtmd_bitmap_get_data(bmp.get()), mtmd_bitmap_get_n_bytes(bmp.get()));
         content.push_back(XXH3_64bits_digest(st));
         XXH3_freeState(st);
+        mtmd_bitmap_set_id(bmp.get(), std::to_string(i).c_str());  // (a long clip's chunks name their file)
         bitmaps.push_back(std::move(bmp));
     }
     std::vector<const mtmd_bitmap *> raw;
@@ -181,7 +203,8 @@ Result<media_prompt> media_encoder::encode(std::string_view text, const std::vec
     if (rc != 0) return bad("images: libmtmd could not prepare them (" + std::to_string(rc) + ")");
 
     media_prompt out;
-    size_t image = 0;
+    size_t image = 0;                                 // media chunks so far
+    std::vector<uint32_t> taken(content.size(), 0);  // per file: embeddings so far (a clip may make several chunks)
     for (size_t i = 0; i < mtmd_input_chunks_size(chunks.get()); ++i) {
         const mtmd_input_chunk * c = mtmd_input_chunks_get(chunks.get(), i);
         const auto type = mtmd_input_chunk_get_type(c);
@@ -189,15 +212,21 @@ Result<media_prompt> media_encoder::encode(std::string_view text, const std::vec
             size_t n = 0;
             const llama_token * t = mtmd_input_chunk_get_tokens_text(c, &n);
             out.tokens.insert(out.tokens.end(), t, t + n);
-        } else if (type == MTMD_INPUT_CHUNK_TYPE_IMAGE && image < content.size()) {
+        } else if (type == MTMD_INPUT_CHUNK_TYPE_IMAGE || type == MTMD_INPUT_CHUNK_TYPE_AUDIO) {
+            const char * id = mtmd_input_chunk_get_id(c);
+            size_t f = content.size();
+            if (id) f = std::strtoul(id, nullptr, 10);
+            if (f >= content.size()) return bad("images: libmtmd returned media that names no file given");
             const size_t n = mtmd_input_chunk_get_n_tokens(c);
             if (n == 0 || mtmd_input_chunk_get_n_pos(c) != llama_pos(n))
-                return Status(status_code::unsupported, "images: this projector's images do not take one position "
+                return Status(status_code::unsupported, "images: this projector's media do not take one position "
                                                         "per embedding, which this server does not serve");
             if (n_ctx > 0 && out.tokens.size() + n >= n_ctx)
                 return context_exceeded_status(out.tokens.size() + n, n_ctx, true);
             if (mtmd_encode_chunk(ctx_, c) != 0)
-                return Status(status_code::engine_error, "image " + std::to_string(image) + ": the projector failed");
+                return Status(status_code::engine_error,
+                              (type == MTMD_INPUT_CHUNK_TYPE_AUDIO ? "audio " : "image ") + std::to_string(f) +
+                                  ": the projector failed");
             const float * e = mtmd_get_output_embd(ctx_);
             media_span s;
             s.begin = uint32_t(out.tokens.size());
@@ -205,14 +234,16 @@ Result<media_prompt> media_encoder::encode(std::string_view text, const std::vec
             s.n_embd = n_embd_;
             s.embd = std::make_shared<const std::vector<float>>(e, e + n * n_embd_);
             s.non_causal = mtmd_decode_use_non_causal(ctx_, c);
-            for (uint32_t k = 0; k < s.n; ++k) out.tokens.push_back(media_token_make(content[image], k));
+            for (uint32_t k = 0; k < s.n; ++k) out.tokens.push_back(media_token_make(content[f], taken[f] + k));
+            taken[f] += s.n;
             out.spans.push_back(std::move(s));
             ++image;
         } else {
-            return bad("images: the prompt holds media this server does not read (audio)");
+            return bad("images: the prompt holds media this server does not read");
         }
     }
-    if (image != content.size()) return bad("images: the prompt's places for images do not match the images given");
+    if (image < content.size() || std::count(taken.begin(), taken.end(), 0u) > 0)
+        return bad("images: the prompt's places for images do not match the images given");
     if (n_ctx > 0 && out.tokens.size() >= n_ctx) return context_exceeded_status(out.tokens.size(), n_ctx);
     return out;
 }

@@ -23,12 +23,16 @@ constexpr float k_image_std[3] = {0.26862954f, 0.26130258f, 0.27577711f};
 
 int vision_heads(const mkmmproj_params & p) { return p.n_embd >= 64 ? p.n_embd / 32 : 2; }
 
+// The audio encoder's input: Whisper's mel bins, and its learned positions (30 s of 10 ms frames, halved by the
+// second convolution's stride).
+constexpr int64_t k_mel_bins = 80, k_audio_positions = 1500;
+
 }  // namespace
 
 Status mkmmproj_check_params(const mkmmproj_params & p) {
-    if (p.projector != "mlp" && p.projector != "qwen2vl_merger" && p.projector != "gemma3")
+    if (p.projector != "mlp" && p.projector != "qwen2vl_merger" && p.projector != "gemma3" && p.projector != "qwen2a")
         return {status_code::invalid_argument,
-                "projector: unknown projector '" + p.projector + "' (expected mlp, qwen2vl_merger or gemma3)"};
+                "projector: unknown projector '" + p.projector + "' (expected mlp, qwen2vl_merger, gemma3 or qwen2a)"};
     if (p.text_n_embd < 32 || p.text_n_embd > 8192 || p.text_n_embd % 32 != 0)
         return {status_code::invalid_argument,
                 "text-n-embd: " + std::to_string(p.text_n_embd) + " is not a multiple of 32 in 32..8192"};
@@ -74,6 +78,53 @@ Status mkmmproj_write(const mkmmproj_params & p, const std::string & path) {
     gguf_set_val_str(gc, "general.type", "mmproj");
     gguf_set_val_str(gc, "general.name", ("baton-test-mmproj-" + p.projector).c_str());
     gguf_set_val_u32(gc, "general.file_type", 0);  // all f32
+    testmodel::tensor_maker tm;
+    tm.ctx = ctx.get();
+    tm.gctx = gc;
+    tm.r = testmodel::rng{p.seed};
+    tm.wtype = GGML_TYPE_F32;
+    const float wE = 1.0f / std::sqrt(float(E)), wF = 1.0f / std::sqrt(float(F)), wT = 1.0f / std::sqrt(float(T));
+    if (p.projector == "qwen2a") {
+        // Qwen2-Audio's: a Whisper encoder (two 1-D convolutions over the log-mel frames, the second with stride
+        // 2, learned positions, pre-norm blocks whose K has no bias, a final norm) and one linear layer into the
+        // text width. libmtmd computes the mel spectrogram (16 kHz, 80 bins, 10 ms hop) from the decoded audio.
+        gguf_set_val_bool(gc, "clip.has_vision_encoder", false);
+        gguf_set_val_bool(gc, "clip.has_audio_encoder", true);
+        gguf_set_val_bool(gc, "clip.has_text_encoder", false);
+        gguf_set_val_str(gc, "clip.projector_type", "qwen2a");
+        gguf_set_val_u32(gc, "clip.audio.num_mel_bins", uint32_t(k_mel_bins));
+        gguf_set_val_u32(gc, "clip.audio.embedding_length", uint32_t(E));
+        gguf_set_val_u32(gc, "clip.audio.feed_forward_length", uint32_t(F));
+        gguf_set_val_u32(gc, "clip.audio.block_count", uint32_t(p.n_layer));
+        gguf_set_val_u32(gc, "clip.audio.attention.head_count", uint32_t(vision_heads(p)));
+        gguf_set_val_f32(gc, "clip.audio.attention.layer_norm_epsilon", 1e-5f);
+        gguf_set_val_u32(gc, "clip.audio.projection_dim", uint32_t(T));
+        tm.add("a.conv1d.1.weight", {3, k_mel_bins, E}, 'w', 1.0f / std::sqrt(float(3 * k_mel_bins)));
+        tm.add("a.conv1d.1.bias", {1, E}, 'w', 0.1f);
+        tm.add("a.conv1d.2.weight", {3, E, E}, 'w', 1.0f / std::sqrt(float(3 * E)));
+        tm.add("a.conv1d.2.bias", {1, E}, 'w', 0.1f);
+        tm.add("a.position_embd.weight", {E, k_audio_positions}, 'w', 0.5f);
+        for (int il = 0; il < p.n_layer; ++il) {
+            const std::string b = "a.blk." + std::to_string(il) + ".";
+            tm.add(b + "ln1.weight", {E}, 'o');
+            tm.add(b + "ln1.bias", {E}, 'z');
+            for (const char * w : {"attn_q", "attn_k", "attn_v", "attn_out"}) {
+                tm.add(b + w + ".weight", {E, E}, 'w', wE);
+                if (std::string(w) != "attn_k") tm.add(b + w + ".bias", {E}, 'w', 0.1f);
+            }
+            tm.add(b + "ln2.weight", {E}, 'o');
+            tm.add(b + "ln2.bias", {E}, 'z');
+            tm.add(b + "ffn_up.weight", {E, F}, 'w', wE);
+            tm.add(b + "ffn_up.bias", {F}, 'z');
+            tm.add(b + "ffn_down.weight", {F, E}, 'w', wF);
+            tm.add(b + "ffn_down.bias", {E}, 'z');
+        }
+        tm.add("a.post_ln.weight", {E}, 'o');
+        tm.add("a.post_ln.bias", {E}, 'z');
+        tm.add("mm.a.fc.weight", {E, T}, 'w', wE);
+        tm.add("mm.a.fc.bias", {T}, 'z');
+        return testmodel::gguf_file_finish(gc, tmp, path);
+    }
     const bool mlp = p.projector == "mlp", gemma3 = p.projector == "gemma3";
     gguf_set_val_bool(gc, "clip.has_vision_encoder", true);
     gguf_set_val_bool(gc, "clip.has_text_encoder", false);
@@ -95,12 +146,6 @@ Status mkmmproj_write(const mkmmproj_params & p, const std::string & path) {
     gguf_set_arr_data(gc, "clip.vision.image_mean", GGUF_TYPE_FLOAT32, k_image_mean, 3);
     gguf_set_arr_data(gc, "clip.vision.image_std", GGUF_TYPE_FLOAT32, k_image_std, 3);
 
-    testmodel::tensor_maker tm;
-    tm.ctx = ctx.get();
-    tm.gctx = gc;
-    tm.r = testmodel::rng{p.seed};
-    tm.wtype = GGML_TYPE_F32;
-    const float wE = 1.0f / std::sqrt(float(E)), wF = 1.0f / std::sqrt(float(F)), wT = 1.0f / std::sqrt(float(T));
     tm.add("v.patch_embd.weight", {P, P, 3, E}, 'w', 1.0f / std::sqrt(float(P * P * 3)));
     if (mlp) {
         tm.add("v.class_embd", {E}, 'w', 0.5f);

@@ -13,6 +13,7 @@
 #include "baton/media.h"
 #include "baton/testmodel/mkmmproj.h"
 #include "engine_fixture.h"
+#include "support/test_audio.h"
 #include "support/test_image.h"
 
 namespace baton {
@@ -99,7 +100,7 @@ TEST(MediaEncoder, WhatItCannotTakeIsRefusedWithTheReason) {
     expect_encode_refused(*e, m, {test_bmp(64, 64, 1)}, status_code::invalid_argument,
                           "image 0: 12342 bytes, at most 4096");
     expect_encode_refused(*e, m, {std::string("not an image at all")}, status_code::invalid_argument,
-                          "image 0: not an image this server can decode");
+                          "image 0: not an image or audio clip this server can decode");
     expect_encode_refused(*e, "a " + m + " b", {img}, status_code::context_exceeded, "", 12);
 }
 
@@ -367,6 +368,68 @@ TEST(MediaEngine, NonCausalImageCellsAreReusedAndMovedAsAnyOthers) {
     ASSERT_TRUE(got.done.ok()) << got.done.status().to_string();
     EXPECT_EQ(got.tokens, fresh.tokens);
     EXPECT_TRUE(got.logits == fresh.logits);
+}
+
+// ---- audio (Qwen2-Audio's projector: a Whisper encoder; a clip becomes embeddings like an image's) ----
+
+std::string audio_projector() { return test_mmproj_path(64, 1, "qwen2a"); }
+
+std::unique_ptr<media_encoder> audio_encoder() {
+    media_config c;
+    c.path = audio_projector();
+    c.marker = "<__media_test_4f1c__>";
+    c.offload = false;
+    auto e = media_encoder::create(*text_model(), c);
+    if (!e.ok()) throw std::runtime_error(e.status().to_string());
+    return std::move(e.value());
+}
+
+TEST(MediaEncoder, AudioAndImagesGoOnlyToAProjectorThatReadsThem) {
+    auto a = audio_encoder();
+    EXPECT_TRUE(a->audio());
+    EXPECT_FALSE(a->vision());
+    auto v = encoder();
+    EXPECT_TRUE(v->vision());
+    EXPECT_FALSE(v->audio());
+    auto refused = [](const media_encoder & e, const std::string & file, const std::string & why) {
+        auto p = e.encode(picture_prompt(e), {file}, true, true);
+        ASSERT_FALSE(p.ok());
+        EXPECT_EQ(p.status().code(), status_code::invalid_argument);
+        EXPECT_NE(p.status().message().find(why), std::string::npos) << p.status().to_string();
+    };
+    refused(*a, test_bmp(40, 24, 1), "image input is not supported by this server");
+    refused(*v, test_wav(500, 1), "audio input is not supported by this server");
+    refused(*a, std::string(2000, 'x'), "not an image or audio clip");
+    std::string cut = test_wav(500, 1);
+    cut.resize(30);  // a WAV header cut short
+    refused(*a, cut, "not an image or audio clip");
+}
+
+// An audio clip decodes as libmtmd's own helper decodes it (one position per embedding, causal), another clip
+// answers otherwise, and PD: the blob with the clip's cells decodes in an engine given no audio at all, token for
+// token and logit for logit as the single engine.
+TEST(MediaEngine, AnAudioPromptDecodesAsLibmtmdsOwnHelperAndMovesAsAnyState) {
+    auto e = audio_encoder();
+    const engine_config c = engine_cfg(1, 1024);
+    const std::string clip = test_wav(1000, 3);
+    const media_prompt p = encode_ok(*e, picture_prompt(*e), {clip});
+    ASSERT_EQ(p.spans.size(), 1u);
+    EXPECT_FALSE(p.spans[0].non_causal);
+    run_result got = run_task(*make_engine(text_model(), c), task_generate{greedy_media(p, 10)});
+    ASSERT_TRUE(got.done.ok()) << got.done.status().to_string();
+    EXPECT_EQ(got.tokens, libmtmd_greedy(clip, 10, c, *text_model(), audio_projector()));
+    run_result other = run_task(*make_engine(text_model(), c),
+                                task_generate{greedy_media(encode_ok(*e, picture_prompt(*e), {test_wav(1000, 4)}), 10)});
+    ASSERT_TRUE(other.done.ok()) << other.done.status().to_string();
+    EXPECT_NE(other.logits[0], got.logits[0]);
+
+    engine_result pre = run_task(*make_engine(text_model(), c), task_prefill{greedy_media(p, 10)});
+    ASSERT_TRUE(pre.done.ok()) << pre.done.status().to_string();
+    EXPECT_EQ(media_tokens_count(validated(pre.done->blob)->view().tokens), size_t(p.spans[0].n));
+    run_result dec = run_task(*make_engine(text_model(), c), task_decode{validated(pre.done->blob), greedy(p.tokens, 10)});
+    ASSERT_TRUE(dec.done.ok()) << dec.done.status().to_string();
+    EXPECT_EQ(dec.tokens, got.tokens);
+    EXPECT_TRUE(dec.logits == got.logits);
 }
 
 }  // namespace

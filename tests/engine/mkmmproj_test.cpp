@@ -3,10 +3,12 @@
 // model's width, the same image the same embeddings, another image others; a projector of another width is
 // refused by libmtmd's own check; files are deterministic; bad parameters are errors naming the field.
 #include <gtest/gtest.h>
+#include <mtmd-helper.h>
 #include <mtmd.h>
 
 #include <cmath>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <memory>
 #include <set>
@@ -16,6 +18,7 @@
 #include "baton/model.h"
 #include "baton/testmodel/mkmmproj.h"
 #include "baton/testmodel/mkmodel.h"
+#include "support/test_audio.h"
 #include "support/test_support.h"
 
 namespace baton {
@@ -243,6 +246,65 @@ TEST(MkMmproj, Gemma3ProjectorPoolsPatchesAndAsksForNonCausalImageAttention) {
     expect_varied_and_finite(a.embd);
     EXPECT_EQ(encode_one(ctx.get(), rgb(40, 24, 5), 40, 24, 64).embd, a.embd);
     EXPECT_NE(encode_one(ctx.get(), rgb(40, 24, 6), 40, 24, 64).embd, a.embd);
+}
+
+// Qwen2-Audio's projector (a Whisper encoder and one linear layer) with mkmodel's llama text model: libmtmd loads it
+// as an audio projector, decodes a WAV, makes its mel spectrogram and encodes it into embeddings of the text width,
+// one position each; another sound, other embeddings.
+TEST(MkMmproj, Qwen2aProjectorEncodesAudioIntoEmbeddingsOfTheTextWidth) {
+    mkmodel_params tp;
+    tp.n_embd = 64;
+    tp.n_layer = 2;
+    const std::string text_path = test::scratch_dir() + "/mmproj-text-llama-a.gguf";
+    ASSERT_TRUE(mkmodel_write(tp, text_path).ok());
+    auto text = loaded_model::load(text_path);
+    ASSERT_TRUE(text.ok()) << text.status().to_string();
+    mkmmproj_params pp;
+    pp.projector = "qwen2a";
+    pp.text_n_embd = 64;
+    const std::string proj_path = test::scratch_dir() + "/mmproj-qwen2a.gguf";
+    ASSERT_TRUE(mkmmproj_write(pp, proj_path).ok());
+    mtmd_ptr ctx = open_projector(proj_path, *text.value());
+    ASSERT_TRUE(ctx) << "libmtmd refused the projector";
+    EXPECT_FALSE(mtmd_support_vision(ctx.get()));
+    EXPECT_TRUE(mtmd_support_audio(ctx.get()));
+    EXPECT_EQ(mtmd_get_audio_sample_rate(ctx.get()), 16000);
+
+    auto encode_wav = [&](const std::string & wav, size_t & n_tokens, llama_pos & n_pos) {
+        mtmd_helper_bitmap_wrapper w =
+            mtmd_helper_bitmap_init_from_buf(ctx.get(), reinterpret_cast<const unsigned char *>(wav.data()),
+                                             wav.size(), false, mtmd_helper_init_opt_default());
+        EXPECT_EQ(w.video_ctx, nullptr);
+        std::unique_ptr<mtmd_bitmap, mtmd_free_of> bmp(w.bitmap);
+        EXPECT_TRUE(bmp && mtmd_bitmap_is_audio(bmp.get()));
+        std::unique_ptr<mtmd_input_chunks, mtmd_free_of> chunks(mtmd_input_chunks_init());
+        const std::string prompt = std::string("Listen: ") + mtmd_default_marker() + " What is it?";
+        mtmd_input_text in{prompt.c_str(), prompt.size(), true, true};
+        const mtmd_bitmap * bitmaps[] = {bmp.get()};
+        EXPECT_EQ(mtmd_tokenize(ctx.get(), chunks.get(), &in, bitmaps, 1), 0);
+        std::vector<float> out;
+        for (size_t i = 0; i < mtmd_input_chunks_size(chunks.get()); ++i) {
+            const mtmd_input_chunk * c = mtmd_input_chunks_get(chunks.get(), i);
+            if (mtmd_input_chunk_get_type(c) != MTMD_INPUT_CHUNK_TYPE_AUDIO) continue;
+            n_tokens = mtmd_input_chunk_get_n_tokens(c);
+            n_pos = mtmd_input_chunk_get_n_pos(c);
+            EXPECT_FALSE(mtmd_decode_use_non_causal(ctx.get(), c));
+            EXPECT_EQ(mtmd_encode_chunk(ctx.get(), c), 0);
+            const float * e = mtmd_get_output_embd(ctx.get());
+            out.insert(out.end(), e, e + n_tokens * 64);
+        }
+        return out;
+    };
+    size_t n = 0;
+    llama_pos n_pos = 0;
+    const std::vector<float> a = encode_wav(test::test_wav(1000, 1), n, n_pos);
+    EXPECT_GT(n, 0u);
+    EXPECT_EQ(n_pos, llama_pos(n));
+    ASSERT_EQ(a.size(), n * 64);
+    expect_varied_and_finite(a);
+    std::cerr << "[ info ] 1 s of audio: " << n << " embeddings\n";
+    EXPECT_EQ(encode_wav(test::test_wav(1000, 1), n, n_pos), a);
+    EXPECT_NE(encode_wav(test::test_wav(1000, 2), n, n_pos), a);
 }
 
 TEST(MkMmproj, FilesAreDeterministicAndBadParamsNameTheField) {

@@ -46,7 +46,8 @@ std::string test_reranker_path(bool with_template, unsigned seed = 1);
 
 // test_mmproj_path returns an image projector for a text model of width text_n_embd, cached like
 // test_model_path's: LLaVA-style by default (mkmmproj's mlp: 32x32 images of 16 embeddings), or mkmmproj's gemma3
-// (32x32 images of 16 embeddings decoded with non-causal attention among them; for the gemma3 test model).
+// (32x32 images of 16 embeddings decoded with non-causal attention among them; for the gemma3 test model), or
+// mkmmproj's qwen2a (an audio projector: a clip of up to 30 s becomes 750 embeddings).
 std::string test_mmproj_path(int text_n_embd = 64, unsigned seed = 1, const std::string & projector = "mlp");
 
 struct proc_result {
