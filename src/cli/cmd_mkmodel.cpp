@@ -13,6 +13,7 @@ void cli_add_mkmodel(CLI::App & app, cli_run_fn & run) {
     auto p = std::make_shared<mkmodel_params>();
     auto out = std::make_shared<std::string>();
     auto mmproj = std::make_shared<std::string>();
+    auto mmproj_type = std::make_shared<std::string>();
     CLI::App * sub = app.add_subcommand("mkmodel", "Generate a small deterministic GGUF test model");
     sub->add_option("--arch", p->arch,
                     "Architecture: llama, qwen3, qwen2vl, mamba2, granitehybrid, lfm2, gemma3, qwen3moe, qwen3next")
@@ -38,8 +39,12 @@ void cli_add_mkmodel(CLI::App & app, cli_run_fn & run) {
                     "--mmproj: Qwen2-VL's merger for --arch qwen2vl (M-RoPE; patches of 4 merged 2x2), Gemma 3's "
                     "SigLIP projector for --arch gemma3 (32x32 images, 16 embeddings each, non-causal attention among "
                     "them), else LLaVA-1.5's mlp (32x32 images, 16 embeddings each)");
-    sub->callback([&run, p, out, mmproj] {
-        run = [p, out, mmproj] {
+    sub->add_option("--mmproj-type", *mmproj_type,
+                    "With --mmproj: the projector instead of the arch's: mlp, gemma3 (for --arch gemma3), "
+                    "qwen2vl_merger (for --arch qwen2vl) or qwen2a (Qwen2-Audio's: a Whisper encoder; audio clips "
+                    "of up to 30 s become 750 embeddings)");
+    sub->callback([&run, p, out, mmproj, mmproj_type] {
+        run = [p, out, mmproj, mmproj_type] {
             Status st = mkmodel_check_params(*p);
             if (!st.ok()) return cli_fail(k_exit_usage, st.message());
             mkmmproj_params pp;
@@ -53,6 +58,12 @@ void cli_add_mkmodel(CLI::App & app, cli_run_fn & run) {
                 pp.projector = "gemma3";
                 pp.patch_size = 4;  // 32x32 images: 8x8 patches pooled 2x2, 16 embeddings
             }
+            if (!mmproj_type->empty()) {
+                if (mmproj->empty()) return cli_fail(k_exit_usage, "--mmproj-type: needs --mmproj");
+                pp.projector = *mmproj_type;
+                pp.patch_size = pp.projector == "mlp" ? mkmmproj_params{}.patch_size : 4;
+                pp.n_embd = pp.projector == "qwen2vl_merger" ? 32 : mkmmproj_params{}.n_embd;
+            }
             if (!mmproj->empty()) {
                 st = mkmmproj_check_params(pp);
                 if (!st.ok()) return cli_fail(k_exit_usage, st.message());
@@ -63,7 +74,7 @@ void cli_add_mkmodel(CLI::App & app, cli_run_fn & run) {
             if (!mmproj->empty()) {
                 st = mkmmproj_write(pp, *mmproj);
                 if (!st.ok()) return cli_fail(k_exit_failure, st.message());
-                cli_report("wrote its " + pp.projector + " image projector to " + *mmproj);
+                cli_report("wrote its " + pp.projector + " projector to " + *mmproj);
             }
             return k_exit_ok;
         };

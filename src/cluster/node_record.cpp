@@ -96,6 +96,7 @@ Status parse_fields(const json & j, node_record & r) {
     BATON_RETURN_IF_ERROR(get_u32(*load, "waiting", "load.", r.waiting));
     BATON_RETURN_IF_ERROR(get_bool(j, "draining", "", r.draining));
     if (j.contains("vision")) BATON_RETURN_IF_ERROR(get_bool(j, "vision", "", r.vision));
+    if (j.contains("audio")) BATON_RETURN_IF_ERROR(get_bool(j, "audio", "", r.audio));
     return {};
 }
 
@@ -134,7 +135,8 @@ std::string node_record_json(const node_record & r) {
         {"slots", r.slots},
         {"load", {{"busy", r.busy}, {"waiting", r.waiting}}},
         {"draining", r.draining},
-        {"vision", r.vision}};
+        {"vision", r.vision},
+        {"audio", r.audio}};
     return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 

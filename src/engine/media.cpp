@@ -203,7 +203,7 @@ Result<media_prompt> media_encoder::encode(std::string_view text, const std::vec
     if (rc != 0) return bad("images: libmtmd could not prepare them (" + std::to_string(rc) + ")");
 
     media_prompt out;
-    size_t image = 0;                                 // media chunks so far
+    size_t image = 0;                                // media chunks so far
     std::vector<uint32_t> taken(content.size(), 0);  // per file: embeddings so far (a clip may make several chunks)
     for (size_t i = 0; i < mtmd_input_chunks_size(chunks.get()); ++i) {
         const mtmd_input_chunk * c = mtmd_input_chunks_get(chunks.get(), i);
@@ -224,9 +224,8 @@ Result<media_prompt> media_encoder::encode(std::string_view text, const std::vec
             if (n_ctx > 0 && out.tokens.size() + n >= n_ctx)
                 return context_exceeded_status(out.tokens.size() + n, n_ctx, true);
             if (mtmd_encode_chunk(ctx_, c) != 0)
-                return Status(status_code::engine_error,
-                              (type == MTMD_INPUT_CHUNK_TYPE_AUDIO ? "audio " : "image ") + std::to_string(f) +
-                                  ": the projector failed");
+                return Status(status_code::engine_error, (type == MTMD_INPUT_CHUNK_TYPE_AUDIO ? "audio " : "image ") +
+                                                             std::to_string(f) + ": the projector failed");
             const float * e = mtmd_get_output_embd(ctx_);
             media_span s;
             s.begin = uint32_t(out.tokens.size());

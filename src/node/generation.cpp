@@ -601,9 +601,12 @@ net::awaitable<Result<openai_request>> node_impl::prepare(std::string_view body,
     if (const auto * pm = std::get_if<openai_prompt_media>(&oreq->input)) {
         // llama-server's multimodal prompt: encoded here, so it goes on (and is embedded) as tokens.
         if (!media)
-            co_return Status(status_code::invalid_argument,
-                             "prompt: image input is not supported by this server (start it with --mmproj, the "
-                             "model's multimodal projector)");
+            co_return Status(
+                status_code::invalid_argument,
+                std::string("prompt: ") +
+                    (std::any_of(pm->images.begin(), pm->images.end(), media_looks_like_audio) ? "audio" : "image") +
+                    " input is not supported by this server (start it with --mmproj, the model's "
+                    "multimodal projector)");
         auto mp = co_await http->offload([&] { return media->encode(pm->text, pm->images, true, true, n_ctx); });
         if (!mp.ok()) co_return mp.status();
         oreq->input = openai_prompt_tokens{std::move(mp->tokens), std::move(mp->spans)};

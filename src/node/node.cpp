@@ -88,7 +88,8 @@ node_record node_impl::record() const {
     const uint32_t admitted = n_admitted.load();
     r.waiting = admitted > r.busy ? admitted - r.busy : 0;
     r.draining = stopping.load();
-    r.vision = media != nullptr;
+    r.vision = media != nullptr && media->vision();
+    r.audio = media != nullptr && media->audio();
     return r;
 }
 

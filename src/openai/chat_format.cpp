@@ -1,6 +1,8 @@
 // chat_format.cpp — choosing the chat template, rendering a chat and deciding its reasoning split.
 #include "baton/openai/chat_format.h"
 
+#include <algorithm>
+
 #include <optional>
 #include <string_view>
 
@@ -150,6 +152,10 @@ Result<openai_request> chat_formatter::render_request(openai_request r, const lo
                                                       const media_encoder * media) const {
     const auto * chat = std::get_if<openai_chat>(&r.input);
     if (!chat) return r;
+    const bool audio = std::any_of(chat->images.begin(), chat->images.end(), media_looks_like_audio);
+    if (audio && !(media && media->audio()))
+        return invalid_input("messages: audio input is not supported by this server (start it with --mmproj and a "
+                             "projector that reads audio)");
     if (!chat->images.empty() && !media)
         return invalid_input("messages: image input is not supported by this server (start it with --mmproj, the "
                              "model's multimodal projector)");

@@ -18,10 +18,10 @@ bool starts_with_nocase(std::string_view s, std::string_view p) {
     return true;
 }
 
-Result<std::string> decode(std::string_view data, const std::string & where) {
-    if (data.empty()) return bad(where, "the image is empty");
+Result<std::string> decode(std::string_view data, const std::string & where, const char * what = "image") {
+    if (data.empty()) return bad(where, std::string("the ") + what + " is empty");
     auto bytes = base64_decode(data);
-    if (!bytes) return bad(where, "the image is not valid base64 (standard alphabet, padded)");
+    if (!bytes) return bad(where, std::string("the ") + what + " is not valid base64 (standard alphabet, padded)");
     return std::move(*bytes);
 }
 
@@ -52,6 +52,12 @@ Result<std::string> image_from_base64(std::string_view media_type, std::string_v
     if (!starts_with_nocase(media_type, "image/"))
         return bad(where + ".media_type", quoted_for_message(std::string(media_type)) + " is not an image type");
     return decode(data, where + ".data");
+}
+
+Result<std::string> audio_from_base64(std::string_view format, std::string_view data, const std::string & where) {
+    if (format != "wav" && format != "mp3")
+        return bad(where + ".format", quoted_for_message(std::string(format)) + " is not wav or mp3");
+    return decode(data, where + ".data", "audio");
 }
 
 }  // namespace baton

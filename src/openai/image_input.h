@@ -1,6 +1,6 @@
-// image_input.h — the images of a chat's messages, as OpenAI's and Anthropic's bodies carry them: where each stands
-// in a message's text (openai_media_marker) and its file's bytes, decoded from base64 here. Images are then
-// encoded by the node's projector when it renders the chat (chat_format.h, media.h).
+// image_input.h — the images (and audio clips) of a chat's messages, as OpenAI's and Anthropic's bodies carry them:
+// where each stands in a message's text (openai_media_marker) and its file's bytes, decoded from base64 here. They
+// are then encoded by the node's projector when it renders the chat (chat_format.h, media.h).
 // Inline images (a data: URL, a base64 source) are decoded here. An http(s) URL is only recorded (image_link):
 // the node that prefills fetches it if its operator allowed that (--image-urls, off by default: it makes the
 // server fetch an address a client chose) and refuses it otherwise.
@@ -27,5 +27,9 @@ Result<image_source> image_from_url(std::string_view url, const std::string & wh
 
 // image_from_base64: the file bytes of an Anthropic base64 image source: media_type image/*, data base64.
 Result<std::string> image_from_base64(std::string_view media_type, std::string_view data, const std::string & where);
+
+// audio_from_base64: the file bytes of OpenAI's input_audio part, {"data": base64, "format": "wav" | "mp3"} (the
+// formats OpenAI names, as llama-server takes them; the projector's loader decides what the bytes hold).
+Result<std::string> audio_from_base64(std::string_view format, std::string_view data, const std::string & where);
 
 }  // namespace baton

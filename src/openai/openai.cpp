@@ -378,12 +378,29 @@ Status parse_messages(const json & j, const ordered_json & ordered, const prompt
                     cm.content += openai_media_marker();
                     continue;
                 }
+                if (type == "input_audio") {
+                    auto ia = part.find("input_audio");
+                    if (ia == part.end() || !ia->is_object())
+                        return invalid_input(pw + ".input_audio: must be an object with data and format");
+                    auto data = ia->find("data"), format = ia->find("format");
+                    if (data == ia->end() || !data->is_string())
+                        return invalid_input(pw + ".input_audio.data: must be a string (base64)");
+                    if (format == ia->end() || !format->is_string())
+                        return invalid_input(pw + ".input_audio.format: must be a string (wav or mp3)");
+                    auto clip =
+                        audio_from_base64(format->get<std::string>(), data->get<std::string>(), pw + ".input_audio");
+                    if (!clip.ok()) return clip.status();
+                    chat.images.push_back(std::move(clip.value()));
+                    cm.content += openai_media_marker();
+                    continue;
+                }
                 if (type != "text" || !part.contains("text") || !part["text"].is_string())
-                    return invalid_input(pw + ": only text and image_url parts are supported");
+                    return invalid_input(pw + ": only text, image_url and input_audio parts are supported");
                 cm.content += part["text"].get<std::string>();
             }
         } else {
-            return invalid_input(where + ".content: must be a string or an array of text and image_url parts");
+            return invalid_input(where + ".content: must be a string or an array of text, image_url and input_audio "
+                                         "parts");
         }
         chat.messages.push_back(std::move(cm));
     }

@@ -29,7 +29,7 @@ void router_impl::on_members(const cluster_members & members) {
         if (!url.ok()) continue;   // (node_record_parse does not check the URL's form)
         if (r.draining) continue;  // a draining node takes no new work: it leaves the pools
         const uint32_t cap = r.slots + (cfg.node_queue < 0 ? r.slots : uint32_t(cfg.node_queue));
-        const node_meta meta{node_record_group(r), r.model_id, r.model_alias, cap, r.vision};
+        const node_meta meta{node_record_group(r), r.model_id, r.model_alias, cap, r.vision, r.audio};
         if (r.role != node_role::decode) {
             pre_urls.insert(url->text);
             if (prefill.upsert(url.value(), meta).second) ++joined;

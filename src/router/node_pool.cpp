@@ -19,6 +19,7 @@ bool node_pool::matches(const entry & e, const node_filter & f) {
     if (!e.registered) return true;  // a static node says nothing about itself: it takes anything
     if (!f.group.empty() && e.meta.group != f.group) return false;
     if (f.vision && !e.meta.vision) return false;
+    if (f.audio && !e.meta.audio) return false;
     if (!f.model.empty() && f.model != e.meta.model_id && (e.meta.alias.empty() || f.model != e.meta.alias))
         return false;
     return true;

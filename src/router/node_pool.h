@@ -38,6 +38,7 @@ struct node_meta {
     std::string alias;
     uint32_t capacity = 0;  // requests the router lets it hold (slots + --node-queue); 0: unknown yet
     bool vision = false;    // it takes images (--mmproj)
+    bool audio = false;     // it takes audio clips (--mmproj with a projector that reads audio)
 };
 
 // node_status: one entry as the live view shows it.
@@ -54,6 +55,7 @@ struct node_filter {
     std::string group;  // a blob of this group is on its way: only nodes that can restore it
     std::string model;  // the request names this model (its id or alias)
     bool vision = false;  // the request carries images: only nodes with a projector (static nodes: any)
+    bool audio = false;   // the request carries audio clips: only nodes whose projector reads audio
 };
 
 class node_pool {

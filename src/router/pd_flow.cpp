@@ -47,13 +47,18 @@ net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpo
     // together (no PD: a prefill makes one state). Each is checked here; the first routes the request.
     auto several = openai_prompts_split(body, ep);
     if (!several.ok()) co_return (void) co_await ex.respond_error(several.status());
-    bool several_images = false;
+    // What the request's media need of a node: a projector that reads images, audio, or both (an image named by
+    // an http(s) URL is not fetched yet: its bytes are empty).
+    bool need_vision = false, need_audio = false;
+    auto needs = [&](const std::vector<std::string> & files) {
+        for (const auto & f : files) (media_looks_like_audio(f) ? need_audio : need_vision) = true;
+    };
     for (size_t p = 1; p < several->size(); ++p) {
         auto other = openai_parse((*several)[p], ep, route_defaults);
         if (!other.ok())
             co_return (void) co_await ex.respond_error(
                 Status(other.status().code(), "prompt[" + std::to_string(p) + "]: " + other.status().message()));
-        several_images = several_images || std::holds_alternative<openai_prompt_media>(other->input);
+        if (const auto * pm = std::get_if<openai_prompt_media>(&other->input)) needs(pm->images);
     }
     auto parsed = openai_parse(several->empty() ? body : std::string_view((*several)[0]), ep, route_defaults);
     if (!parsed.ok()) co_return (void) co_await ex.respond_error(parsed.status());
@@ -90,9 +95,9 @@ net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpo
     const uint32_t unseen = held > 0 && held >= tier && cfg.pd_min_tokens > 0 ? pd_kv_block_tokens - 1 : 0;
     // A chat with images goes to a prefill node whenever there is one: the projector is a prefill node's (a
     // decode node needs none to continue an image prompt, docs/router.md "Images").
-    const auto * chat_in = std::get_if<openai_chat>(&ctx.req.input);
-    const bool images = (chat_in && !chat_in->images.empty()) ||
-                        std::holds_alternative<openai_prompt_media>(ctx.req.input) || several_images;
+    if (const auto * chat_in = std::get_if<openai_chat>(&ctx.req.input)) needs(chat_in->images);
+    if (const auto * pm = std::get_if<openai_prompt_media>(&ctx.req.input)) needs(pm->images);
+    const bool images = need_vision || need_audio;
     const bool pd = have_prefill && several->empty() && (images || n_tokens - reusable >= cfg.pd_min_tokens + unseen);
     if (pd) {
         ctx.cached_prefill = kv_cached(prefill, ctx);
@@ -119,12 +124,16 @@ net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpo
         // Only a node with a projector can compute the prompt: a prefill node (PD) or the node answering
         // directly (registered nodes say whether they have one, "vision"; static nodes are taken on trust).
         node_filter with_projector = ctx.filter;
-        with_projector.vision = true;
+        with_projector.vision = need_vision;
+        with_projector.audio = need_audio;
         if (!(pd ? prefill : decode).has_candidates({}, with_projector))
-            co_return (void) co_await ex.respond_error(
-                Status(status_code::unavailable, std::string("images: no available ") + (pd ? "prefill " : "") +
-                                                     "node has a projector (--mmproj)"));
-        ctx.filter.vision = true;  // (through PD, the prefill hop's only: the decode hop needs none)
+            co_return (void) co_await ex.respond_error(Status(
+                status_code::unavailable,
+                std::string(need_audio ? "audio" : "images") + ": no available " + (pd ? "prefill " : "") +
+                    "node has a projector (--mmproj)" +
+                    (need_audio ? " that reads " + std::string(need_vision ? "images and audio" : "audio") : "")));
+        ctx.filter.vision = need_vision;  // (through PD, the prefill hop's only: the decode hop needs none)
+        ctx.filter.audio = need_audio;
     }
     if (pd) {
         ctx.route = "pd";
@@ -133,7 +142,8 @@ net::awaitable<void> router_impl::on_generation(http_exchange & ex, openai_endpo
         auto blob = co_await prefill_hop(ex, ctx);
         // The decode hop takes any decode node (the state carries the images' cells); a local prefill after a
         // failed prefill hop (--fallback) needs a node with a projector again.
-        ctx.filter.vision = images && !blob.ok();
+        ctx.filter.vision = need_vision && !blob.ok();
+        ctx.filter.audio = need_audio && !blob.ok();
         if (blob.ok()) {
             // The decode hop starts while the blob is still arriving: the two transfers overlap. The blob goes
             // only to a node of the prefill node's group (one that can restore it).

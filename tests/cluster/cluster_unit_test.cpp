@@ -58,20 +58,25 @@ TEST(NodeRecord, JsonRoundTrips) {
     node_record v = r;
     v.vision = true;
     EXPECT_EQ(node_record_parse(node_record_json(v)).value(), v);
+    v.audio = true;
+    EXPECT_EQ(node_record_parse(node_record_json(v)).value(), v);
 }
 
-// "vision" is optional: a record without it (a node of an earlier build) parses as a node without a projector;
-// one that is not a boolean is refused by name.
-TEST(NodeRecord, VisionIsOptionalAndChecked) {
-    nlohmann::json j = nlohmann::json::parse(node_record_json(sample_record()));
-    j.erase("vision");
-    auto back = node_record_parse(j.dump());
-    ASSERT_TRUE(back.ok()) << back.status().to_string();
-    EXPECT_FALSE(back->vision);
-    j["vision"] = "yes";
-    auto bad = node_record_parse(j.dump());
-    ASSERT_FALSE(bad.ok());
-    EXPECT_NE(bad.status().message().find("vision"), std::string::npos);
+// "vision" and "audio" are optional: a record without them (a node of an earlier build) parses as a node without
+// a projector; one that is not a boolean is refused by name.
+TEST(NodeRecord, VisionAndAudioAreOptionalAndChecked) {
+    for (const char * field : {"vision", "audio"}) {
+        nlohmann::json j = nlohmann::json::parse(node_record_json(sample_record()));
+        j.erase(field);
+        auto back = node_record_parse(j.dump());
+        ASSERT_TRUE(back.ok()) << back.status().to_string();
+        EXPECT_FALSE(back->vision);
+        EXPECT_FALSE(back->audio);
+        j[field] = "yes";
+        auto bad = node_record_parse(j.dump());
+        ASSERT_FALSE(bad.ok()) << field;
+        EXPECT_NE(bad.status().message().find(field), std::string::npos);
+    }
 }
 
 TEST(NodeRecord, RejectsEachBadFieldByName) {

@@ -1,5 +1,7 @@
 // mkmodel_generate_cli_test.cpp — `baton --version`, `baton mkmodel` and `baton generate` end to end:
 // exit codes, messages, determinism of the written file, no partial file on failure.
+#include <gguf.h>
+
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -73,6 +75,9 @@ TEST(CliMkmodel, BadArgumentsExitTwoWithMessage) {
         {{"--arch", "lfm2", "-o", d + "/x.gguf", "--n-layer", "1"}, "at least 2 layers"},
         {{"--arch", "llama", "-o", d + "/x.gguf", "--n-ctx", "-5"}, "n-ctx"},
         {{"--arch", "llama", "-o", d + "/x.gguf", "--seed", "abc"}, "seed"},
+        {{"--arch", "llama", "-o", d + "/x.gguf", "--mmproj-type", "qwen2a"}, "--mmproj-type: needs --mmproj"},
+        {{"--arch", "llama", "-o", d + "/x.gguf", "--mmproj", d + "/p.gguf", "--mmproj-type", "whisper"},
+         "unknown projector 'whisper'"},
     };
     for (const auto & c : cases) {
         std::vector<std::string> argv = {baton_bin(), "mkmodel"};
@@ -82,6 +87,24 @@ TEST(CliMkmodel, BadArgumentsExitTwoWithMessage) {
         EXPECT_NE(r.err.find(c.needle), std::string::npos) << "want '" << c.needle << "' in: " << r.err;
         EXPECT_FALSE(exists(d + "/x.gguf"));
     }
+}
+
+// --mmproj writes the arch's projector, --mmproj-type another (here Qwen2-Audio's, which `serve --mmproj` then
+// serves as an audio projector: its /props say so).
+TEST(CliMkmodel, MmprojTypeWritesTheNamedProjector) {
+    const std::string d = test::temp_dir();
+    auto r = run_process({baton_bin(), "mkmodel", "--arch", "llama", "-o", d + "/m.gguf", "--mmproj", d + "/a.gguf",
+                          "--mmproj-type", "qwen2a"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("wrote its qwen2a projector"), std::string::npos) << r.err;
+    gguf_init_params gp{true, nullptr};
+    gguf_context * g = gguf_init_from_file((d + "/a.gguf").c_str(), gp);
+    ASSERT_NE(g, nullptr);
+    const int64_t k = gguf_find_key(g, "clip.projector_type");
+    ASSERT_GE(k, 0);
+    EXPECT_STREQ(gguf_get_val_str(g, k), "qwen2a");
+    EXPECT_GE(gguf_find_key(g, "clip.has_audio_encoder"), 0);
+    gguf_free(g);
 }
 
 TEST(CliMkmodel, UnwritablePathExitsOneAndLeavesNoFile) {

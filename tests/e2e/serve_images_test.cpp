@@ -6,6 +6,7 @@
 #include "baton/base/base64.h"
 #include "baton/testmodel/mkmmproj.h"
 #include "serve_test_util.h"
+#include "support/test_audio.h"
 #include "support/test_image.h"
 
 namespace baton::test {
@@ -224,7 +225,8 @@ TEST_F(ServeImages, WhatCannotBeTakenIsRefusedWithTheReason) {
     EXPECT_NE(r.body.find("image input is not supported"), std::string::npos) << r.body;
     expect_400(*with_, image_chat({img, img, img}), "at most 2 (--mmproj-max-images)");
     expect_400(*with_, image_chat({test_bmp(80, 80, 1)}), "(--mmproj-max-image-mb)");
-    expect_400(*with_, image_chat({std::string("BM but not a bitmap")}), "not an image this server can decode");
+    expect_400(*with_, image_chat({std::string("BM but not a bitmap")}),
+               "not an image or audio clip this server can decode");
     json remote = image_chat({img});
     remote["messages"][0]["content"][1]["image_url"]["url"] = "https://example.com/cat.png";
     expect_400(*with_, remote, "messages[0].content[1].image_url: http(s) image URLs are not fetched by this server");
@@ -404,6 +406,93 @@ TEST(ServeImagesGemma3, NonCausalImagesAnswerAsLlamaServerAndThroughPd) {
             }
         }
     }
+}
+
+// Audio (an input_audio part; Qwen2-Audio's projector on mkmodel's llama): a chat with a clip answers as Debian's
+// llama-server on the same pair; through PD on a decode node without the projector, streamed and not, and through a
+// router, as the single node; /props says what the projector reads; a clip sent to an image projector and an image
+// sent to the audio one are 400s naming what the server does not read.
+TEST(ServeAudio, AChatWithAClipAnswersAsLlamaServerAndThroughPd) {
+    auto flags = [](bool projector) {
+        std::vector<std::string> f = {"-m", test_model_path("llama"), "-c", "2048", "-np", "1", "-t", "2", "-fa",
+                                      "off"};
+        if (projector) f.insert(f.end(), {"--mmproj", test_mmproj_path(64, 1, "qwen2a"), "--no-mmproj-offload"});
+        return f;
+    };
+    auto args = [&](bool projector) {
+        std::vector<std::string> a = {"serve"};
+        for (const auto & f : flags(projector)) a.push_back(f);
+        return a;
+    };
+    auto clip_chat = [](const std::string & wav) {
+        json content = json::array(
+            {{{"type", "text"}, {"text", "Listen: "}},
+             {{"type", "input_audio"}, {"input_audio", {{"data", ::baton::base64_encode(wav)}, {"format", "wav"}}}},
+             {{"type", "text"}, {"text", "What is it?"}}});
+        return json{{"messages", {{{"role", "user"}, {"content", content}}}}, {"max_tokens", 12}, {"temperature", 0}};
+    };
+    auto with = node_process::start(args(true));
+    auto without = node_process::start(args(false));
+    EXPECT_EQ(get(*with, "/props").j()["modalities"]["audio"], true);
+    EXPECT_EQ(get(*with, "/props").j()["modalities"]["vision"], false);
+    EXPECT_EQ(get(*without, "/props").j()["modalities"]["audio"], false);
+    const json a = clip_chat(test_wav(1000, 1)), b = clip_chat(test_wav(1000, 2));
+    if (auto llama = node_process::start_llama_server(flags(true))) {
+        for (const json & body : {a, b}) {
+            const http_reply l = post(*llama, "/v1/chat/completions", body.dump());
+            const http_reply r = post(*with, "/v1/chat/completions", body.dump());
+            ASSERT_EQ(l.status, 200) << l.body;
+            ASSERT_EQ(r.status, 200) << r.body;
+            EXPECT_EQ(r.j()["choices"][0]["message"]["content"], l.j()["choices"][0]["message"]["content"]);
+            EXPECT_EQ(r.j()["usage"]["prompt_tokens"], l.j()["usage"]["prompt_tokens"]);
+        }
+    } else {
+        ADD_FAILURE() << "no /usr/bin/llama-server in the build root";
+    }
+    // The clip is heard: two clips answer differently (their first tokens' log-probabilities differ).
+    json la = a, lb = b;
+    la["logprobs"] = lb["logprobs"] = true;
+    const http_reply ra = post(*with, "/v1/chat/completions", la.dump()),
+                     rb = post(*with, "/v1/chat/completions", lb.dump());
+    ASSERT_EQ(ra.status, 200) << ra.body;
+    ASSERT_EQ(rb.status, 200) << rb.body;
+    EXPECT_NE(ra.j()["choices"][0]["logprobs"]["content"][0]["logprob"],
+              rb.j()["choices"][0]["logprobs"]["content"][0]["logprob"]);
+    json seeded = b;
+    seeded["temperature"] = 0.9;
+    seeded["seed"] = 3;
+    for (json body : {a, seeded}) {
+        for (bool stream : {false, true}) {
+            body["stream"] = stream;
+            SCOPED_TRACE(std::string(stream ? "stream, " : "") + (body.contains("seed") ? "seeded" : "greedy"));
+            const http_reply single = post(*with, "/v1/chat/completions", body.dump());
+            const http_reply pd = via_pd(*with, *without, "chat", body.dump());
+            ASSERT_EQ(single.status, 200) << single.body;
+            ASSERT_EQ(pd.status, 200) << pd.body;
+            if (stream) {
+                EXPECT_EQ(normalized_stream(pd.body), normalized_stream(single.body));
+            } else {
+                EXPECT_EQ(normalized(pd.j()), normalized(single.j()));
+            }
+        }
+    }
+    auto router = node_process::start({"route", "--prefill", with->url(), "--decode", without->url(), "--pd-min-tokens",
+                                       "100000", "--timeout", "60", "--health-interval", "0.2"});
+    const http_reply routed = post(*router, "/v1/chat/completions", a.dump());
+    ASSERT_EQ(routed.status, 200) << routed.body;
+    EXPECT_EQ(routed.route, "pd") << "a chat with audio takes PD whatever its length";
+    EXPECT_EQ(normalized(routed.j()), normalized(post(*with, "/v1/chat/completions", a.dump()).j()));
+    // What a server does not read: a clip on a node without a projector, an image on the audio projector.
+    auto expect_refused = [](const node_process & n, const json & body, const std::string & needle) {
+        const http_reply r = post(n, "/v1/chat/completions", body.dump());
+        EXPECT_EQ(r.status, 400) << r.body;
+        EXPECT_NE(r.body.find(needle), std::string::npos) << r.body;
+    };
+    expect_refused(*without, a, "audio input is not supported by this server");
+    expect_refused(*with, image_chat({test_bmp(40, 24, 1)}), "image input is not supported by this server");
+    json flac = a;
+    flac["messages"][0]["content"][1]["input_audio"]["format"] = "flac";
+    expect_refused(*with, flac, "is not wav or mp3");
 }
 
 TEST(ServeImageFlags, FetchFlagsNeedWhatTheyBuildOn) {

@@ -418,15 +418,17 @@ TEST(MediaEngine, AnAudioPromptDecodesAsLibmtmdsOwnHelperAndMovesAsAnyState) {
     run_result got = run_task(*make_engine(text_model(), c), task_generate{greedy_media(p, 10)});
     ASSERT_TRUE(got.done.ok()) << got.done.status().to_string();
     EXPECT_EQ(got.tokens, libmtmd_greedy(clip, 10, c, *text_model(), audio_projector()));
-    run_result other = run_task(*make_engine(text_model(), c),
-                                task_generate{greedy_media(encode_ok(*e, picture_prompt(*e), {test_wav(1000, 4)}), 10)});
+    run_result other =
+        run_task(*make_engine(text_model(), c),
+                 task_generate{greedy_media(encode_ok(*e, picture_prompt(*e), {test_wav(1000, 4)}), 10)});
     ASSERT_TRUE(other.done.ok()) << other.done.status().to_string();
     EXPECT_NE(other.logits[0], got.logits[0]);
 
     engine_result pre = run_task(*make_engine(text_model(), c), task_prefill{greedy_media(p, 10)});
     ASSERT_TRUE(pre.done.ok()) << pre.done.status().to_string();
     EXPECT_EQ(media_tokens_count(validated(pre.done->blob)->view().tokens), size_t(p.spans[0].n));
-    run_result dec = run_task(*make_engine(text_model(), c), task_decode{validated(pre.done->blob), greedy(p.tokens, 10)});
+    run_result dec =
+        run_task(*make_engine(text_model(), c), task_decode{validated(pre.done->blob), greedy(p.tokens, 10)});
     ASSERT_TRUE(dec.done.ok()) << dec.done.status().to_string();
     EXPECT_EQ(dec.tokens, got.tokens);
     EXPECT_TRUE(dec.logits == got.logits);

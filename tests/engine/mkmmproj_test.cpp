@@ -272,8 +272,8 @@ TEST(MkMmproj, Qwen2aProjectorEncodesAudioIntoEmbeddingsOfTheTextWidth) {
 
     auto encode_wav = [&](const std::string & wav, size_t & n_tokens, llama_pos & n_pos) {
         mtmd_helper_bitmap_wrapper w =
-            mtmd_helper_bitmap_init_from_buf(ctx.get(), reinterpret_cast<const unsigned char *>(wav.data()),
-                                             wav.size(), false, mtmd_helper_init_opt_default());
+            mtmd_helper_bitmap_init_from_buf(ctx.get(), reinterpret_cast<const unsigned char *>(wav.data()), wav.size(),
+                                             false, mtmd_helper_init_opt_default());
         EXPECT_EQ(w.video_ctx, nullptr);
         std::unique_ptr<mtmd_bitmap, mtmd_free_of> bmp(w.bitmap);
         EXPECT_TRUE(bmp && mtmd_bitmap_is_audio(bmp.get()));

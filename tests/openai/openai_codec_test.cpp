@@ -177,8 +177,38 @@ TEST(OpenaiParse, ImageUrlPartsThatCannotBeTakenAreRefusedByName) {
     expect_refused(chat_with(R"({"type":"image_url","image_url":{"url":5}})"), "image_url.url: must be a string",
                    openai_endpoint::chat);
     expect_refused(chat_with(R"({"type":"image_url"})"), "image_url: is missing", openai_endpoint::chat);
-    expect_refused(chat_with(R"({"type":"input_audio","input_audio":{}})"), "only text and image_url parts",
+    expect_refused(chat_with(R"({"type":"file","file":{}})"), "only text, image_url and input_audio parts",
                    openai_endpoint::chat);
+}
+
+// OpenAI's input_audio part: {"data": base64, "format": "wav" | "mp3"} becomes the clip's bytes where the marker
+// stands, beside images in order; one refusal per rule.
+TEST(OpenaiParse, InputAudioPartsBecomeMediaFilesInOrder) {
+    auto r = parse(R"({"messages":[{"role":"user","content":[{"type":"text","text":"a "},
+        {"type":"input_audio","input_audio":{"data":"UklGRg==","format":"wav"}},{"type":"text","text":" b "},
+        {"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw=="}}]}]})",
+                   openai_endpoint::chat);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    const auto & chat = std::get<openai_chat>(r->input);
+    ASSERT_EQ(chat.images.size(), 2u);
+    EXPECT_EQ(chat.images[0], "RIFF");
+    EXPECT_EQ(chat.images[1], std::string("\x89PNG", 4));
+    EXPECT_EQ(chat.messages[0].content, "a " + openai_media_marker() + " b " + openai_media_marker());
+    auto chat_with = [](const std::string & part) {
+        return R"({"messages":[{"role":"user","content":[)" + part + "]}]}";
+    };
+    expect_refused(chat_with(R"({"type":"input_audio"})"), "content[0].input_audio: must be an object",
+                   openai_endpoint::chat);
+    expect_refused(chat_with(R"({"type":"input_audio","input_audio":{"format":"wav"}})"),
+                   "input_audio.data: must be a string", openai_endpoint::chat);
+    expect_refused(chat_with(R"({"type":"input_audio","input_audio":{"data":"AA=="}})"),
+                   "input_audio.format: must be a string", openai_endpoint::chat);
+    expect_refused(chat_with(R"({"type":"input_audio","input_audio":{"data":"AA==","format":"flac"}})"),
+                   "input_audio.format: \"flac\" is not wav or mp3", openai_endpoint::chat);
+    expect_refused(chat_with(R"({"type":"input_audio","input_audio":{"data":"@@","format":"mp3"}})"),
+                   "input_audio.data: the audio is not valid base64", openai_endpoint::chat);
+    expect_refused(chat_with(R"({"type":"input_audio","input_audio":{"data":"","format":"mp3"}})"),
+                   "the audio is empty", openai_endpoint::chat);
 }
 
 // llama-server's multimodal prompt: "<__media__>" in prompt_string stands for the next multimodal_data image

@@ -102,7 +102,8 @@ TEST(NodePool, FilterByModelAndGroupStaticNodesMatchAll) {
     EXPECT_TRUE(p.has_candidates({m1, m2}, {"g3", "model-3"})) << "a static node says nothing about itself: it matches";
 }
 
-// Images: only registered nodes that say they have a projector take them; a static node is taken on trust.
+// Images (and audio): only registered nodes that say their projector reads them take them; a static node is taken
+// on trust.
 TEST(NodePool, ImagesGoOnlyToNodesWithAProjector) {
     node_pool p(urls({"static"}));
     node_meta with = registered("g1", "model-1");
@@ -115,6 +116,23 @@ TEST(NodePool, ImagesGoOnlyToNodesWithAProjector) {
     EXPECT_TRUE(p.has_candidates({0, plain}, images));
     EXPECT_TRUE(p.has_candidates({plain, vision}, images)) << "a static node says nothing about itself: it matches";
     EXPECT_TRUE(p.has_candidates({0, vision}, {})) << "text goes anywhere";
+    // Audio: only nodes whose projector reads audio; a node reading both takes a request carrying both.
+    node_meta hears = registered("g1", "model-1");
+    hears.audio = true;
+    const size_t audio = p.upsert(urls({"audio"})[0], hears).first;
+    node_filter clips;
+    clips.audio = true;
+    EXPECT_FALSE(p.has_candidates({0, audio}, clips)) << "only the static node (on trust) and the audio one";
+    EXPECT_TRUE(p.has_candidates({0, plain, vision}, clips));
+    EXPECT_FALSE(p.has_candidates({0, vision}, images)) << "an audio-only projector takes no images";
+    node_filter both = images;
+    both.audio = true;
+    EXPECT_FALSE(p.has_candidates({0, audio, vision}, both)) << "no registered node reads both";
+    node_meta all = with;
+    all.audio = true;
+    const size_t omni = p.upsert(urls({"omni"})[0], all).first;
+    EXPECT_TRUE(p.has_candidates({0, audio, vision}, both));
+    EXPECT_FALSE(p.has_candidates({0, audio, vision, omni}, both));
 }
 
 TEST(NodePool, DrainingNodeIsNeverPickedUntilItRejoins) {

@@ -37,6 +37,8 @@ struct node_record {
     // The node takes images (serve --mmproj). Optional in the JSON ("vision"; absent: false), so version-1
     // readers and writers without it interoperate.
     bool vision = false;
+    // The node takes audio clips (serve --mmproj with a projector that reads audio): "audio", optional likewise.
+    bool audio = false;
 
     bool operator==(const node_record &) const = default;
 };

@@ -61,9 +61,9 @@ struct openai_chat {  // chat: "messages" (non-empty), rendered by the node's ch
         nullptr;  // "tools": null or a checked array (tools_check), in the client's key order
     tool_choice choice = tool_choice_auto{};                   // "tool_choice"
     bool parallel_tool_calls = true;                           // "parallel_tool_calls" (OpenAI's default)
-    // The images of the messages ("image_url" parts, Anthropic's image blocks): each image's file bytes, in the
-    // order their openai_media_marker() stands in the messages' contents. A node encodes them with its projector
-    // when it renders the chat (media.h); without one it refuses them.
+    // The images and audio clips of the messages ("image_url" and "input_audio" parts, Anthropic's image blocks):
+    // each file's bytes, in the order their openai_media_marker() stands in the messages' contents. A node encodes
+    // them with its projector when it renders the chat (media.h); without one it refuses them.
     std::vector<std::string> images = {};
     // The images named by an http(s) URL (image_url parts, Anthropic url sources): images[index] stays empty until
     // the node that prefills fetches url (only with --image-urls; refused otherwise). where names the field.
