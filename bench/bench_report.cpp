@@ -256,7 +256,7 @@ const std::vector<figure_doc> & figures() {
          "--rerank` and `llama-server --rerank -np 32`, /v1/rerank requests of one query and 1 or 32 documents of 12 "
          "words (~90 tokens in the test vocabulary), documents/s, interleaved and paired the same way.",
          "inputs/s", "inputs per request", "inputs/s", false, "", true, false},
-        {21, "Images: time to first token through PD, vs llama-server, and the decode node's memory",
+        {21, "Images and audio: time to first token through PD, vs llama-server, and the decode node's memory",
          "bench/image_bench.cpp. A 512x8 llama and a matching LLaVA-style projector from mkmmproj (a 512-wide, 6-block "
          "vision transformer on 224x224 images in 14-pixel patches: 256 embeddings per image). Three targets, every "
          "server -t 2 -np 1 -c 2048 -fa off, unpinned: one `baton serve --mmproj` node; a router over a prefill node "
@@ -266,7 +266,9 @@ const std::vector<figure_doc> & figures() {
          "TTFT. The three in rotating order per run after a warm-up; medians of 8 runs; ratios per run. Memory: "
          "VmRSS of the decode node and of the single node after serving, the projector file's size beside it. "
          "Targets: PD TTFT <= 1.10x the single node's; Baton's single-node TTFT <= 1.05x llama-server's; the decode "
-         "node's RSS lower than the single node's by >= 0.8x the projector file.",
+         "node's RSS lower than the single node's by >= 0.8x the projector file. Audio (no target, not plotted): the "
+         "same three targets with mkmmproj's qwen2a projector (a 512-wide, 4-block Whisper encoder: a clip becomes 750 "
+         "embeddings) and a chat with one 1-s WAV (input_audio), medians of 4 runs.",
          "ms", "", "TTFT (ms)", true, "(\"baton single\" 0, \"baton PD\" 1, \"llama-server\" 2)", false, false},
         {22, "Packed states: size after packing, and the link rate below which packing pays",
          "bench/state_pack_bench.cpp. Real blobs from the engine's prefill of a 2048-token random prompt: a 512x8 llama "

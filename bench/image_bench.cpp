@@ -12,9 +12,14 @@
 // Memory: VmRSS of the decode node (no projector) and of the single node (with it), both after serving; the
 // projector file's size beside it. Targets: PD TTFT <= 1.10x the single node's; Baton's single-node TTFT <= 1.05x
 // llama-server's; the decode node's RSS below the single node's by >= 0.8x the projector file.
+//
+// Audio, the same way (info, no target): a chat with one clip (input_audio, a 1-s WAV whose samples follow from
+// the run's seed) with mkmmproj's qwen2a projector (a Whisper encoder, 512-wide x 4 blocks; quick: 128 x 2) on the
+// same text model: a clip becomes 750 embeddings. TTFT single / PD / llama-server, medians of 4 runs (quick 2).
 #include <sys/stat.h>
 
 #include <fstream>
+#include <functional>
 
 #include <nlohmann/json.hpp>
 
@@ -22,6 +27,7 @@
 #include "baton/testmodel/mkmmproj.h"
 #include "bench_net.h"
 #include "bench_util.h"
+#include "support/test_audio.h"
 #include "support/test_image.h"
 
 using namespace baton;
@@ -52,11 +58,32 @@ std::string projector(int text_n_embd, int n_embd, int n_layer, int image_size, 
     return path;
 }
 
+std::string audio_projector(int text_n_embd, int n_embd, int n_layer) {
+    const std::string path = bench_models_dir() + "/mmproj-qwen2a-t" + std::to_string(text_n_embd) + "-v" +
+                             std::to_string(n_embd) + "x" + std::to_string(n_layer) + ".gguf";
+    mkmmproj_params p;
+    p.projector = "qwen2a";
+    p.text_n_embd = text_n_embd;
+    p.n_embd = n_embd;
+    p.n_layer = n_layer;
+    Status s = mkmmproj_ensure(p, path);
+    if (!s.ok()) throw std::runtime_error("mkmmproj: " + s.to_string());
+    return path;
+}
+
 std::string chat_body(const std::string & image) {
     const json content =
         json::array({{{"type", "text"}, {"text", "Here is a picture: "}},
                      {{"type", "image_url"}, {"image_url", {{"url", "data:image/bmp;base64," + base64_encode(image)}}}},
                      {{"type", "text"}, {"text", "What is in it?"}}});
+    return json{{"messages", {{{"role", "user"}, {"content", content}}}}, {"max_tokens", 1}, {"temperature", 0}}.dump();
+}
+
+std::string audio_body(const std::string & wav) {
+    const json content =
+        json::array({{{"type", "text"}, {"text", "Listen: "}},
+                     {{"type", "input_audio"}, {"input_audio", {{"data", base64_encode(wav)}, {"format", "wav"}}}},
+                     {{"type", "text"}, {"text", "What is it?"}}});
     return json{{"messages", {{{"role", "user"}, {"content", content}}}}, {"max_tokens", 1}, {"temperature", 0}}.dump();
 }
 
@@ -73,6 +100,73 @@ double ttft_ms(const bench_process & p, const std::string & body, int * prompt_t
     return ms;
 }
 
+// The three targets for one projector: a single node, a router over a prefill node with the projector and a
+// decode node without it, and llama-server.
+struct targets {
+    std::unique_ptr<bench_process> single, pre, dec, router, llama;
+};
+
+targets start_targets(const std::string & model, const std::string & mmproj, int n_ctx) {
+    const std::vector<std::string> common = {"-m",  model, "-t",  "2",  "-c", std::to_string(n_ctx),
+                                             "-np", "1",   "-fa", "off"};
+    auto serve = [&](const std::string & role, bool with_projector, const std::string & name) {
+        std::vector<std::string> a = {baton_exe(), "serve", "--role", role};
+        a.insert(a.end(), common.begin(), common.end());
+        if (with_projector) a.insert(a.end(), {"--mmproj", mmproj});
+        return bench_process::start(a, name);
+    };
+    targets t;
+    t.single = serve("both", true, "baton single");
+    t.pre = serve("prefill", true, "baton prefill");
+    t.dec = serve("decode", false, "baton decode");
+    t.router = bench_process::start(
+        {baton_exe(), "route", "--prefill", t.pre->url(), "--decode", t.dec->url(), "--fallback", "fail"},
+        "baton route");
+    const int lp = free_port();
+    std::vector<std::string> l = {"/usr/bin/llama-server", "--no-webui", "--host", "127.0.0.1", "--port",
+                                  std::to_string(lp),      "--mmproj",   mmproj};
+    l.insert(l.end(), common.begin(), common.end());
+    t.llama = bench_process::start(l, "llama-server", 120, "http://127.0.0.1:" + std::to_string(lp));
+    return t;
+}
+
+struct ttfts {
+    stats single, pd, llama, pd_ratio, llama_ratio;
+    int prompt_tokens = 0;
+};
+
+// measure: `runs` requests (body_of(seed), a new medium each) to the three in rotating order after a warm-up.
+ttfts measure(const targets & t, int runs, const std::function<std::string(uint32_t)> & body_of) {
+    const std::vector<const bench_process *> ts = {t.single.get(), t.router.get(), t.llama.get()};
+    std::vector<std::vector<double>> ms(3);
+    std::vector<double> pd_ratio, llama_ratio;
+    int prompt_tokens[3] = {0, 0, 0};
+    for (int r = -1; r < runs; ++r) {  // r == -1: warm-up
+        const std::string body = body_of(uint32_t(100 + r));
+        double x[3] = {0, 0, 0};
+        for (int k = 0; k < 3; ++k) {
+            const int i = (k + (r + 3)) % 3;  // rotating order
+            x[i] = ttft_ms(*ts[size_t(i)], body, &prompt_tokens[i]);
+        }
+        if (r < 0) continue;
+        for (int i = 0; i < 3; ++i) ms[size_t(i)].push_back(x[i]);
+        pd_ratio.push_back(x[1] / x[0]);
+        llama_ratio.push_back(x[0] / x[2]);
+    }
+    if (prompt_tokens[0] != prompt_tokens[1] || prompt_tokens[0] != prompt_tokens[2])
+        throw std::runtime_error("prompt tokens differ: baton " + std::to_string(prompt_tokens[0]) + ", PD " +
+                                 std::to_string(prompt_tokens[1]) + ", llama-server " +
+                                 std::to_string(prompt_tokens[2]));
+    return {summarize(ms[0]),    summarize(ms[1]),       summarize(ms[2]),
+            summarize(pd_ratio), summarize(llama_ratio), prompt_tokens[0]};
+}
+
+void print_ttfts(const ttfts & m) {
+    std::printf("%-14s %10s\n", "target", "TTFT ms");
+    std::printf("%-14s %10.1f\n%-14s %10.1f\n%-14s %10.1f\n", "baton single", m.single.median, "baton PD", m.pd.median,
+                "llama-server", m.llama.median);
+}
+
 }  // namespace
 
 int main(int argc, char ** argv) try {
@@ -86,60 +180,25 @@ int main(int argc, char ** argv) try {
     ::stat(mmproj.c_str(), &st);
     const double mmproj_mib = double(st.st_size) / (1 << 20);
 
-    const std::vector<std::string> common = {"-m", model, "-t", "2", "-c", "2048", "-np", "1", "-fa", "off"};
-    auto serve = [&](const std::string & role, bool with_projector, const std::string & name) {
-        std::vector<std::string> a = {baton_exe(), "serve", "--role", role};
-        a.insert(a.end(), common.begin(), common.end());
-        if (with_projector) a.insert(a.end(), {"--mmproj", mmproj});
-        return bench_process::start(a, name);
-    };
-    auto single = serve("both", true, "baton single");
-    auto pre = serve("prefill", true, "baton prefill");
-    auto dec = serve("decode", false, "baton decode");
-    auto router = bench_process::start(
-        {baton_exe(), "route", "--prefill", pre->url(), "--decode", dec->url(), "--fallback", "fail"}, "baton route");
-    const int lp = free_port();
-    std::vector<std::string> l = {"/usr/bin/llama-server", "--no-webui", "--host", "127.0.0.1", "--port",
-                                  std::to_string(lp),      "--mmproj",   mmproj};
-    l.insert(l.end(), common.begin(), common.end());
-    auto llama = bench_process::start(l, "llama-server", 120, "http://127.0.0.1:" + std::to_string(lp));
-
-    const std::vector<const bench_process *> targets = {single.get(), router.get(), llama.get()};
-    std::vector<std::vector<double>> ms(3);
-    std::vector<double> pd_ratio, llama_ratio;
-    int prompt_tokens[3] = {0, 0, 0};
-    for (int r = -1; r < runs; ++r) {  // r == -1: warm-up
-        const std::string body =
-            chat_body(test::test_bmp(uint32_t(image_size), uint32_t(image_size), uint32_t(100 + r)));
-        double t[3] = {0, 0, 0};
-        for (int k = 0; k < 3; ++k) {
-            const int i = (k + (r + 3)) % 3;  // rotating order
-            t[i] = ttft_ms(*targets[size_t(i)], body, &prompt_tokens[i]);
-        }
-        if (r < 0) continue;
-        for (int i = 0; i < 3; ++i) ms[size_t(i)].push_back(t[i]);
-        pd_ratio.push_back(t[1] / t[0]);
-        llama_ratio.push_back(t[0] / t[2]);
+    ttfts img;
+    double rss_single = 0, rss_dec = 0, rss_pre = 0, rss_llama = 0;
+    {
+        const targets t = start_targets(model, mmproj, 2048);
+        img = measure(t, runs, [&](uint32_t seed) {
+            return chat_body(test::test_bmp(uint32_t(image_size), uint32_t(image_size), seed));
+        });
+        rss_single = double(rss_kib(t.single->pid())) / 1024, rss_dec = double(rss_kib(t.dec->pid())) / 1024;
+        rss_pre = double(rss_kib(t.pre->pid())) / 1024, rss_llama = double(rss_kib(t.llama->pid())) / 1024;
     }
-    if (prompt_tokens[0] != prompt_tokens[1] || prompt_tokens[0] != prompt_tokens[2])
-        throw std::runtime_error("prompt tokens differ: baton " + std::to_string(prompt_tokens[0]) + ", PD " +
-                                 std::to_string(prompt_tokens[1]) + ", llama-server " +
-                                 std::to_string(prompt_tokens[2]));
-    const stats s_single = summarize(ms[0]), s_pd = summarize(ms[1]), s_llama = summarize(ms[2]);
-    const stats s_pd_ratio = summarize(pd_ratio), s_llama_ratio = summarize(llama_ratio);
-    std::printf("prompt tokens: %d (one image of %dx%d)\n", prompt_tokens[0], image_size, image_size);
-    std::printf("%-14s %10s\n", "target", "TTFT ms");
-    std::printf("%-14s %10.1f\n%-14s %10.1f\n%-14s %10.1f\n", "baton single", s_single.median, "baton PD", s_pd.median,
-                "llama-server", s_llama.median);
-    result_at("images/ttft_ms/single", s_single, "ms", "reported", true, {21, "TTFT ms", 0});
-    result_at("images/ttft_ms/pd", s_pd, "ms", "reported", true, {21, "TTFT ms", 1});
-    result_at("images/ttft_ms/llama_server", s_llama, "ms", "reported", true, {21, "TTFT ms", 2});
-    result("images/pd_over_single", s_pd_ratio, "x", "<= 1.10", s_pd_ratio.median <= 1.10);
-    const bool llama_ok = s_llama_ratio.median <= 1.05;
-    result("images/baton_over_llama_server", s_llama_ratio, "x", "<= 1.05", llama_ok);
+    std::printf("prompt tokens: %d (one image of %dx%d)\n", img.prompt_tokens, image_size, image_size);
+    print_ttfts(img);
+    result_at("images/ttft_ms/single", img.single, "ms", "reported", true, {21, "TTFT ms", 0});
+    result_at("images/ttft_ms/pd", img.pd, "ms", "reported", true, {21, "TTFT ms", 1});
+    result_at("images/ttft_ms/llama_server", img.llama, "ms", "reported", true, {21, "TTFT ms", 2});
+    result("images/pd_over_single", img.pd_ratio, "x", "<= 1.10", img.pd_ratio.median <= 1.10);
+    const bool llama_ok = img.llama_ratio.median <= 1.05;
+    result("images/baton_over_llama_server", img.llama_ratio, "x", "<= 1.05", llama_ok);
 
-    const double rss_single = double(rss_kib(single->pid())) / 1024, rss_dec = double(rss_kib(dec->pid())) / 1024,
-                 rss_pre = double(rss_kib(pre->pid())) / 1024, rss_llama = double(rss_kib(llama->pid())) / 1024;
     const double saved = rss_single - rss_dec;
     std::printf(
         "RSS MiB: single %.1f, prefill %.1f, decode %.1f (saved %.1f; projector file %.1f MiB), llama-server %.1f\n",
@@ -151,7 +210,22 @@ int main(int argc, char ** argv) try {
     result("images/projector_mib", one(mmproj_mib), "MiB", "reported", true);
     const bool mem_ok = saved >= 0.8 * mmproj_mib;
     result("images/decode_rss_saved_mib", one(saved), "MiB", ">= 0.8x the projector file", mem_ok);
-    headline(21, "images/pd_over_single", s_pd_ratio, "x", "<= 1.10", s_pd_ratio.median <= 1.10);
+
+    // Audio: a 1-s clip through the qwen2a projector (750 embeddings), the same three targets.
+    {
+        const std::string aproj = quick ? audio_projector(text_w, 128, 2) : audio_projector(text_w, 512, 4);
+        const targets t = start_targets(model, aproj, 2048);
+        const ttfts aud =
+            measure(t, quick ? 2 : 4, [](uint32_t seed) { return audio_body(test::test_wav(1000, seed)); });
+        std::printf("prompt tokens: %d (one 1-s clip)\n", aud.prompt_tokens);
+        print_ttfts(aud);
+        result("audio/ttft_ms/single", aud.single, "ms", "reported", true);
+        result("audio/ttft_ms/pd", aud.pd, "ms", "reported", true);
+        result("audio/ttft_ms/llama_server", aud.llama, "ms", "reported", true);
+        result("audio/pd_over_single", aud.pd_ratio, "x", "info", true);
+        result("audio/baton_over_llama_server", aud.llama_ratio, "x", "info", true);
+    }
+    headline(21, "images/pd_over_single", img.pd_ratio, "x", "<= 1.10", img.pd_ratio.median <= 1.10);
     return 0;
 } catch (const std::exception & e) {
     std::fprintf(stderr, "image_bench: %s\n", e.what());

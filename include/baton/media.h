@@ -82,6 +82,9 @@ struct media_config {
                           // openai_media_marker(), a random per-process string no client can forge)
     bool offload = true;  // --no-mmproj-offload: false (the projector stays on the CPU)
     int32_t n_threads = 2;
+    // The projector's flash attention (libmtmd's flash_attn_type): the node passes its -fa as llama-server does,
+    // -1 auto (libmtmd decides), 0 off, 1 on.
+    int32_t flash_attn = -1;
     uint32_t max_images = 16;             // per request (--mmproj-max-images)
     uint64_t max_image_bytes = 8u << 20;  // one image's file bytes (--mmproj-max-image-mb)
 };

@@ -125,6 +125,9 @@ Result<std::unique_ptr<media_encoder>> media_encoder::create(const loaded_model 
     mtmd_context_params mp = mtmd_context_params_default();
     mp.use_gpu = cfg.offload;
     mp.n_threads = cfg.n_threads;
+    mp.flash_attn_type = cfg.flash_attn < 0    ? LLAMA_FLASH_ATTN_TYPE_AUTO
+                         : cfg.flash_attn == 0 ? LLAMA_FLASH_ATTN_TYPE_DISABLED
+                                               : LLAMA_FLASH_ATTN_TYPE_ENABLED;
     mp.print_timings = false;
     mp.warmup = false;
     mp.media_marker = e->marker_.c_str();

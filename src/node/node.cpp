@@ -248,10 +248,13 @@ Status node_impl::load() {
     if (cfg.media) {
         cfg.media->marker = openai_media_marker();
         cfg.media->n_threads = int32_t(cfg.engine.ctx.n_threads);
+        cfg.media->flash_attn = cfg.engine.ctx.flash_attn_auto ? -1 : cfg.engine.ctx.flash_attn ? 1 : 0;  // (-fa)
         auto me = media_encoder::create(*model, *cfg.media);
         if (!me.ok()) return me.status();
         media = std::move(me.value());
-        log_info("serve: images on ({}, projector {})", cfg.media->path, media->fingerprint().substr(0, 16));
+        log_info("serve: {}{}{} on ({}, projector {})", media->vision() ? "images" : "",
+                 media->vision() && media->audio() ? " and " : "", media->audio() ? "audio" : "", cfg.media->path,
+                 media->fingerprint().substr(0, 16));
     }
     if (cfg.image_urls) {
         if (!media) return Status(status_code::invalid_argument, "--image-urls: needs --mmproj");

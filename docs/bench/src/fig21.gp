@@ -1,6 +1,6 @@
 set terminal pngcairo size 900,540 font 'DejaVu Sans,11'
 set output 'docs/bench/fig21.png'
-set title "Figure 21: Images: time to first token through PD, vs llama-server, and the decode node's memory"
+set title "Figure 21: Images and audio: time to first token through PD, vs llama-server, and the decode node's memory"
 set xlabel ""
 set ylabel "TTFT (ms)"
 set grid
