@@ -362,8 +362,8 @@ TEST(ServeImagesVulkan, APrefillWithImagesOnTheDeviceDecodesOnTheDeviceAsTheSing
 
 // The fetch flags are checked by the command line (exit 2 naming the flag): each needs what it builds on.
 // Gemma 3's projector (non-causal attention among an image's embeddings) on mkmodel's gemma3: a chat with an image
-// answers as Debian's llama-server on the same pair, and through PD (greedy and seeded, streamed and not) on a
-// decode node without the projector as the single node.
+// answers as Debian's llama-server on the same pair, and through PD (greedy and seeded, streamed and not; the state
+// sent whole and in parts) on a decode node without the projector as the single node.
 TEST(ServeImagesGemma3, NonCausalImagesAnswerAsLlamaServerAndThroughPd) {
     auto flags = [](bool projector) {
         std::vector<std::string> f = {"-m", test_model_path("gemma3"), "-c", "1024", "-np", "1", "-t", "2", "-fa",
@@ -406,6 +406,27 @@ TEST(ServeImagesGemma3, NonCausalImagesAnswerAsLlamaServerAndThroughPd) {
             }
         }
     }
+    // Streamed transfer (--state-stream-tokens 8, -b 32 -ub 16): part stops fall inside the image, which is still
+    // decoded whole; the decode node joins the parts and answers as a single node with the same batch flags.
+    auto batched = [&](std::vector<std::string> a) {
+        a.insert(a.end(), {"-b", "32", "-ub", "16"});
+        return a;
+    };
+    auto single = node_process::start(batched(args(true)));
+    std::vector<std::string> pa = batched(args(true));
+    pa.insert(pa.end(), {"--role", "prefill", "--state-stream-tokens", "8"});
+    auto prefill = node_process::start(pa);
+    auto router = node_process::start({"route", "--prefill", prefill->url(), "--decode", without->url(),
+                                       "--pd-min-tokens", "100000", "--timeout", "60", "--health-interval", "0.2"});
+    for (const json & body : cases) {
+        const http_reply want = post(*single, "/v1/chat/completions", body.dump());
+        const http_reply got = post(*router, "/v1/chat/completions", body.dump());
+        ASSERT_EQ(want.status, 200) << want.body;
+        ASSERT_EQ(got.status, 200) << got.body;
+        EXPECT_EQ(got.route, "pd");
+        EXPECT_EQ(normalized(got.j()), normalized(want.j()));
+    }
+    EXPECT_GE(metric_value(get(*prefill, "/metrics").body, "baton_state_parts_out_total"), 4.0);
 }
 
 // Audio (an input_audio part; Qwen2-Audio's projector on mkmodel's llama): a chat with a clip answers as Debian's
