@@ -43,29 +43,20 @@ long rss_kib(pid_t pid) {
     return 0;
 }
 
-std::string projector(int text_n_embd, int n_embd, int n_layer, int image_size, int patch) {
-    const std::string path = bench_models_dir() + "/mmproj-mlp-t" + std::to_string(text_n_embd) + "-v" +
-                             std::to_string(n_embd) + "x" + std::to_string(n_layer) + "-i" +
-                             std::to_string(image_size) + ".gguf";
+// projector: mkmmproj's `kind` projector for a text model of width text_n_embd, cached in the bench models' dir
+// (image_size and patch apply to image projectors).
+std::string projector(const std::string & kind, int text_n_embd, int n_embd, int n_layer, int image_size = 32,
+                      int patch = 8) {
+    const std::string path = bench_models_dir() + "/mmproj-" + kind + "-t" + std::to_string(text_n_embd) + "-v" +
+                             std::to_string(n_embd) + "x" + std::to_string(n_layer) +
+                             (kind == "qwen2a" ? "" : "-i" + std::to_string(image_size)) + ".gguf";
     mkmmproj_params p;
+    p.projector = kind;
     p.text_n_embd = text_n_embd;
     p.n_embd = n_embd;
     p.n_layer = n_layer;
     p.image_size = image_size;
     p.patch_size = patch;
-    Status s = mkmmproj_ensure(p, path);
-    if (!s.ok()) throw std::runtime_error("mkmmproj: " + s.to_string());
-    return path;
-}
-
-std::string audio_projector(int text_n_embd, int n_embd, int n_layer) {
-    const std::string path = bench_models_dir() + "/mmproj-qwen2a-t" + std::to_string(text_n_embd) + "-v" +
-                             std::to_string(n_embd) + "x" + std::to_string(n_layer) + ".gguf";
-    mkmmproj_params p;
-    p.projector = "qwen2a";
-    p.text_n_embd = text_n_embd;
-    p.n_embd = n_embd;
-    p.n_layer = n_layer;
     Status s = mkmmproj_ensure(p, path);
     if (!s.ok()) throw std::runtime_error("mkmmproj: " + s.to_string());
     return path;
@@ -175,7 +166,7 @@ int main(int argc, char ** argv) try {
     const int text_w = quick ? 128 : 512, image_size = quick ? 112 : 224;
     const std::string model = quick ? bench_model("llama", 128, 2) : bench_model("llama", 512, 8);
     const std::string mmproj =
-        quick ? projector(text_w, 128, 2, image_size, 14) : projector(text_w, 512, 6, image_size, 14);
+        quick ? projector("mlp", text_w, 128, 2, image_size, 14) : projector("mlp", text_w, 512, 6, image_size, 14);
     struct stat st{};
     ::stat(mmproj.c_str(), &st);
     const double mmproj_mib = double(st.st_size) / (1 << 20);
@@ -213,7 +204,7 @@ int main(int argc, char ** argv) try {
 
     // Audio: a 1-s clip through the qwen2a projector (750 embeddings), the same three targets.
     {
-        const std::string aproj = quick ? audio_projector(text_w, 128, 2) : audio_projector(text_w, 512, 4);
+        const std::string aproj = quick ? projector("qwen2a", text_w, 128, 2) : projector("qwen2a", text_w, 512, 4);
         const targets t = start_targets(model, aproj, 2048);
         const ttfts aud =
             measure(t, quick ? 2 : 4, [](uint32_t seed) { return audio_body(test::test_wav(1000, seed)); });

@@ -23,6 +23,29 @@ constexpr float k_image_std[3] = {0.26862954f, 0.26130258f, 0.27577711f};
 
 int vision_heads(const mkmmproj_params & p) { return p.n_embd >= 64 ? p.n_embd / 32 : 2; }
 
+// add_blocks: n_layer pre-norm transformer blocks under prefix ("v": vision, "a": audio): two biased norms,
+// q/k/v/out projections with biases filled by bias_fill ('z' zeros, 'w' random; K's left out without k_bias, as
+// Whisper's) and a biased two-layer FFN of width F.
+void add_blocks(testmodel::tensor_maker & tm, const std::string & prefix, int n_layer, int64_t E, int64_t F,
+                char bias_fill, bool k_bias) {
+    const float wE = 1.0f / std::sqrt(float(E)), wF = 1.0f / std::sqrt(float(F));
+    for (int il = 0; il < n_layer; ++il) {
+        const std::string b = prefix + ".blk." + std::to_string(il) + ".";
+        tm.add(b + "ln1.weight", {E}, 'o');
+        tm.add(b + "ln1.bias", {E}, 'z');
+        for (const char * w : {"attn_q", "attn_k", "attn_v", "attn_out"}) {
+            tm.add(b + w + ".weight", {E, E}, 'w', wE);
+            if (k_bias || std::string(w) != "attn_k") tm.add(b + w + ".bias", {E}, bias_fill, 0.1f);
+        }
+        tm.add(b + "ln2.weight", {E}, 'o');
+        tm.add(b + "ln2.bias", {E}, 'z');
+        tm.add(b + "ffn_up.weight", {E, F}, 'w', wE);
+        tm.add(b + "ffn_up.bias", {F}, 'z');
+        tm.add(b + "ffn_down.weight", {F, E}, 'w', wF);
+        tm.add(b + "ffn_down.bias", {E}, 'z');
+    }
+}
+
 // The audio encoder's input: Whisper's mel bins, and its learned positions (30 s of 10 ms frames, halved by the
 // second convolution's stride).
 constexpr int64_t k_mel_bins = 80, k_audio_positions = 1500;
@@ -83,7 +106,7 @@ Status mkmmproj_write(const mkmmproj_params & p, const std::string & path) {
     tm.gctx = gc;
     tm.r = testmodel::rng{p.seed};
     tm.wtype = GGML_TYPE_F32;
-    const float wE = 1.0f / std::sqrt(float(E)), wF = 1.0f / std::sqrt(float(F)), wT = 1.0f / std::sqrt(float(T));
+    const float wE = 1.0f / std::sqrt(float(E)), wT = 1.0f / std::sqrt(float(T));
     if (p.projector == "qwen2a") {
         // Qwen2-Audio's: a Whisper encoder (two 1-D convolutions over the log-mel frames, the second with stride
         // 2, learned positions, pre-norm blocks whose K has no bias, a final norm) and one linear layer into the
@@ -104,21 +127,7 @@ Status mkmmproj_write(const mkmmproj_params & p, const std::string & path) {
         tm.add("a.conv1d.2.weight", {3, E, E}, 'w', 1.0f / std::sqrt(float(3 * E)));
         tm.add("a.conv1d.2.bias", {1, E}, 'w', 0.1f);
         tm.add("a.position_embd.weight", {E, k_audio_positions}, 'w', 0.5f);
-        for (int il = 0; il < p.n_layer; ++il) {
-            const std::string b = "a.blk." + std::to_string(il) + ".";
-            tm.add(b + "ln1.weight", {E}, 'o');
-            tm.add(b + "ln1.bias", {E}, 'z');
-            for (const char * w : {"attn_q", "attn_k", "attn_v", "attn_out"}) {
-                tm.add(b + w + ".weight", {E, E}, 'w', wE);
-                if (std::string(w) != "attn_k") tm.add(b + w + ".bias", {E}, 'w', 0.1f);
-            }
-            tm.add(b + "ln2.weight", {E}, 'o');
-            tm.add(b + "ln2.bias", {E}, 'z');
-            tm.add(b + "ffn_up.weight", {E, F}, 'w', wE);
-            tm.add(b + "ffn_up.bias", {F}, 'z');
-            tm.add(b + "ffn_down.weight", {F, E}, 'w', wF);
-            tm.add(b + "ffn_down.bias", {E}, 'z');
-        }
+        add_blocks(tm, "a", p.n_layer, E, F, 'w', false);  // (Whisper's K has no bias)
         tm.add("a.post_ln.weight", {E}, 'o');
         tm.add("a.post_ln.bias", {E}, 'z');
         tm.add("mm.a.fc.weight", {E, T}, 'w', wE);
@@ -161,21 +170,7 @@ Status mkmmproj_write(const mkmmproj_params & p, const std::string & path) {
         // come from the vision blocks' 2-D rotary embedding, so there is no class or position embedding.
         tm.add("v.patch_embd.weight.1", {P, P, 3, E}, 'w', 1.0f / std::sqrt(float(P * P * 3)));
     }
-    for (int il = 0; il < p.n_layer; ++il) {
-        const std::string b = "v.blk." + std::to_string(il) + ".";
-        tm.add(b + "ln1.weight", {E}, 'o');
-        tm.add(b + "ln1.bias", {E}, 'z');
-        for (const char * w : {"attn_q", "attn_k", "attn_v", "attn_out"}) {
-            tm.add(b + w + ".weight", {E, E}, 'w', wE);
-            tm.add(b + w + ".bias", {E}, mlp ? 'z' : 'w', 0.1f);  // (gemma3: biased, as SigLIP)
-        }
-        tm.add(b + "ln2.weight", {E}, 'o');
-        tm.add(b + "ln2.bias", {E}, 'z');
-        tm.add(b + "ffn_up.weight", {E, F}, 'w', wE);
-        tm.add(b + "ffn_up.bias", {F}, 'z');
-        tm.add(b + "ffn_down.weight", {F, E}, 'w', wF);
-        tm.add(b + "ffn_down.bias", {E}, 'z');
-    }
+    add_blocks(tm, "v", p.n_layer, E, F, mlp ? 'z' : 'w', true);  // (qwen2vl, gemma3: biased attention)
     if (mlp) {
         // The projector: mm.0 [E -> T], GELU, mm.2 [T -> T] (its output width is the text model's).
         tm.add("mm.0.weight", {E, T}, 'w', wE);

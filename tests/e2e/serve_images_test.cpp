@@ -39,6 +39,70 @@ json image_chat(const std::vector<std::string> & images, const std::string & tex
     return {{"messages", {{{"role", "user"}, {"content", content}}}}, {"max_tokens", 12}, {"temperature", 0}};
 }
 
+// media_flags: serve's (and llama-server's) flags for model on the CPU, one slot of n_ctx, with projector (none:
+// empty); serve_with: the same as `baton serve` arguments.
+std::vector<std::string> media_flags(const std::string & model, int n_ctx, const std::string & projector) {
+    std::vector<std::string> f = {"-m", model, "-c", std::to_string(n_ctx), "-np", "1", "-t", "2", "-fa", "off"};
+    if (!projector.empty()) f.insert(f.end(), {"--mmproj", projector, "--no-mmproj-offload"});
+    return f;
+}
+std::vector<std::string> serve_with(const std::vector<std::string> & flags) {
+    std::vector<std::string> a = {"serve"};
+    a.insert(a.end(), flags.begin(), flags.end());
+    return a;
+}
+
+// expect_media_read: two chats that differ only in their medium answer with different first-token
+// log-probabilities on n (the medium is read, not skipped).
+void expect_media_read(const node_process & n, json a, json b) {
+    a["logprobs"] = b["logprobs"] = true;
+    const http_reply ra = post(n, "/v1/chat/completions", a.dump()), rb = post(n, "/v1/chat/completions", b.dump());
+    ASSERT_EQ(ra.status, 200) << ra.body;
+    ASSERT_EQ(rb.status, 200) << rb.body;
+    EXPECT_NE(ra.j()["choices"][0]["logprobs"]["content"][0]["logprob"],
+              rb.j()["choices"][0]["logprobs"]["content"][0]["logprob"]);
+}
+
+// expect_as_llama_server: each (greedy) chat answers on n as on Debian's llama-server started with flags: the same
+// content and prompt tokens.
+void expect_as_llama_server(const std::vector<std::string> & flags, const node_process & n,
+                            const std::vector<json> & chats) {
+    auto llama = node_process::start_llama_server(flags);
+    if (!llama) {
+        ADD_FAILURE() << "no /usr/bin/llama-server in the build root";
+        return;
+    }
+    for (const json & body : chats) {
+        const http_reply l = post(*llama, "/v1/chat/completions", body.dump());
+        const http_reply r = post(n, "/v1/chat/completions", body.dump());
+        ASSERT_EQ(l.status, 200) << l.body;
+        ASSERT_EQ(r.status, 200) << r.body;
+        EXPECT_EQ(r.j()["choices"][0]["message"]["content"], l.j()["choices"][0]["message"]["content"]);
+        EXPECT_EQ(r.j()["usage"]["prompt_tokens"], l.j()["usage"]["prompt_tokens"]);
+    }
+}
+
+// expect_pd_as_single: each body, sent whole and streamed, prefilled on pre and decoded on dec (a node without the
+// projector) answers as single does.
+void expect_pd_as_single(const node_process & single, const node_process & pre, const node_process & dec,
+                         const std::vector<json> & cases) {
+    for (json body : cases) {
+        for (bool stream : {false, true}) {
+            body["stream"] = stream;
+            SCOPED_TRACE(body.dump().substr(0, 80) + (stream ? " (stream)" : ""));
+            const http_reply want = post(single, "/v1/chat/completions", body.dump());
+            const http_reply pd = via_pd(pre, dec, "chat", body.dump());
+            ASSERT_EQ(want.status, 200) << want.body;
+            ASSERT_EQ(pd.status, 200) << pd.body;
+            if (stream) {
+                EXPECT_EQ(normalized_stream(pd.body), normalized_stream(want.body));
+            } else {
+                EXPECT_EQ(normalized(pd.j()), normalized(want.j()));
+            }
+        }
+    }
+}
+
 class ServeImages : public ::testing::Test {
   protected:
     static void SetUpTestSuite() {
@@ -71,14 +135,7 @@ TEST_F(ServeImages, AChatWithAnImageAnswersAsLlamaServer) {
         EXPECT_EQ(r.j()["usage"]["prompt_tokens"], l.j()["usage"]["prompt_tokens"]) << seed;
     }
     // The image is read: two images answer differently (their first tokens' log-probabilities differ).
-    json a = image_chat({test_bmp(40, 24, 1)}), b = image_chat({test_bmp(40, 24, 2)});
-    a["logprobs"] = b["logprobs"] = true;
-    const http_reply ra = post(*with_, "/v1/chat/completions", a.dump()),
-                     rb = post(*with_, "/v1/chat/completions", b.dump());
-    ASSERT_EQ(ra.status, 200);
-    ASSERT_EQ(rb.status, 200);
-    EXPECT_NE(ra.j()["choices"][0]["logprobs"]["content"][0]["logprob"],
-              rb.j()["choices"][0]["logprobs"]["content"][0]["logprob"]);
+    expect_media_read(*with_, image_chat({test_bmp(40, 24, 1)}), image_chat({test_bmp(40, 24, 2)}));
     // /completion's multimodal prompt ("<__media__>" and base64 multimodal_data): the image is read, and PD answers
     // as the single node. (Not compared with llama-server: Debian's 0.7 build finds no marker in prompt_string.)
     const json completion = {{"prompt",
@@ -141,21 +198,7 @@ TEST_F(ServeImages, APrefillWithImagesDecodesOnANodeWithoutAProjector) {
     tools["max_tokens"] = 40;
     cases.push_back(tools);
     const json router_body = cases[0];
-    for (json body : cases) {
-        for (bool stream : {false, true}) {
-            body["stream"] = stream;
-            SCOPED_TRACE(body.dump().substr(0, 80) + (stream ? " (stream)" : ""));
-            const http_reply single = post(*with_, "/v1/chat/completions", body.dump());
-            const http_reply pd = via_pd(*with_, *without_, "chat", body.dump());
-            ASSERT_EQ(single.status, 200) << single.body;
-            ASSERT_EQ(pd.status, 200) << pd.body;
-            if (stream) {
-                EXPECT_EQ(normalized_stream(pd.body), normalized_stream(single.body));
-            } else {
-                EXPECT_EQ(normalized(pd.j()), normalized(single.j()));
-            }
-        }
-    }
+    expect_pd_as_single(*with_, *with_, *without_, cases);
     auto router = node_process::start({"route", "--prefill", with_->url(), "--decode", without_->url(),
                                        "--pd-min-tokens", "100000", "--timeout", "60", "--health-interval", "0.2"});
     const http_reply single = post(*with_, "/v1/chat/completions", router_body.dump());
@@ -350,62 +393,24 @@ TEST(ServeImagesVulkan, APrefillWithImagesOnTheDeviceDecodesOnTheDeviceAsTheSing
         }
     }
     // The image is read on the device too: two images, two first-token distributions.
-    json a = image_chat({test_bmp(40, 24, 1)}), b = image_chat({test_bmp(40, 24, 2)});
-    a["logprobs"] = b["logprobs"] = true;
-    const http_reply ra = post(*pre, "/v1/chat/completions", a.dump()),
-                     rb = post(*pre, "/v1/chat/completions", b.dump());
-    ASSERT_EQ(ra.status, 200) << ra.body;
-    ASSERT_EQ(rb.status, 200) << rb.body;
-    EXPECT_NE(ra.j()["choices"][0]["logprobs"]["content"][0]["logprob"],
-              rb.j()["choices"][0]["logprobs"]["content"][0]["logprob"]);
+    expect_media_read(*pre, image_chat({test_bmp(40, 24, 1)}), image_chat({test_bmp(40, 24, 2)}));
 }
 
-// The fetch flags are checked by the command line (exit 2 naming the flag): each needs what it builds on.
 // Gemma 3's projector (non-causal attention among an image's embeddings) on mkmodel's gemma3: a chat with an image
 // answers as Debian's llama-server on the same pair, and through PD (greedy and seeded, streamed and not; the state
 // sent whole and in parts) on a decode node without the projector as the single node.
 TEST(ServeImagesGemma3, NonCausalImagesAnswerAsLlamaServerAndThroughPd) {
     auto flags = [](bool projector) {
-        std::vector<std::string> f = {"-m", test_model_path("gemma3"), "-c", "1024", "-np", "1", "-t", "2", "-fa",
-                                      "off"};
-        if (projector) f.insert(f.end(), {"--mmproj", test_mmproj_path(64, 1, "gemma3"), "--no-mmproj-offload"});
-        return f;
+        return media_flags(test_model_path("gemma3"), 1024, projector ? test_mmproj_path(64, 1, "gemma3") : "");
     };
-    auto args = [&](bool projector) {
-        std::vector<std::string> a = {"serve"};
-        for (const auto & f : flags(projector)) a.push_back(f);
-        return a;
-    };
+    auto args = [&](bool projector) { return serve_with(flags(projector)); };
     auto with = node_process::start(args(true));
     auto without = node_process::start(args(false));
     std::vector<json> cases = {image_chat({test_bmp(40, 24, 21)}), image_chat({test_bmp(40, 24, 22)})};
     cases[1]["temperature"] = 0.9;
     cases[1]["seed"] = 5;
-    if (auto llama = node_process::start_llama_server(flags(true))) {
-        const http_reply l = post(*llama, "/v1/chat/completions", cases[0].dump());
-        const http_reply r = post(*with, "/v1/chat/completions", cases[0].dump());
-        ASSERT_EQ(l.status, 200) << l.body;
-        ASSERT_EQ(r.status, 200) << r.body;
-        EXPECT_EQ(r.j()["choices"][0]["message"]["content"], l.j()["choices"][0]["message"]["content"]);
-        EXPECT_EQ(r.j()["usage"]["prompt_tokens"], l.j()["usage"]["prompt_tokens"]);
-    } else {
-        ADD_FAILURE() << "no /usr/bin/llama-server in the build root";
-    }
-    for (json body : cases) {
-        for (bool stream : {false, true}) {
-            body["stream"] = stream;
-            SCOPED_TRACE(body.dump().substr(0, 80) + (stream ? " (stream)" : ""));
-            const http_reply single = post(*with, "/v1/chat/completions", body.dump());
-            const http_reply pd = via_pd(*with, *without, "chat", body.dump());
-            ASSERT_EQ(single.status, 200) << single.body;
-            ASSERT_EQ(pd.status, 200) << pd.body;
-            if (stream) {
-                EXPECT_EQ(normalized_stream(pd.body), normalized_stream(single.body));
-            } else {
-                EXPECT_EQ(normalized(pd.j()), normalized(single.j()));
-            }
-        }
-    }
+    expect_as_llama_server(flags(true), *with, {cases[0]});
+    expect_pd_as_single(*with, *with, *without, cases);
     // Streamed transfer (--state-stream-tokens 8, -b 32 -ub 16): part stops fall inside the image, which is still
     // decoded whole; the decode node joins the parts and answers as a single node with the same batch flags.
     auto batched = [&](std::vector<std::string> a) {
@@ -435,16 +440,9 @@ TEST(ServeImagesGemma3, NonCausalImagesAnswerAsLlamaServerAndThroughPd) {
 // sent to the audio one are 400s naming what the server does not read.
 TEST(ServeAudio, AChatWithAClipAnswersAsLlamaServerAndThroughPd) {
     auto flags = [](bool projector) {
-        std::vector<std::string> f = {"-m", test_model_path("llama"), "-c", "2048", "-np", "1", "-t", "2", "-fa",
-                                      "off"};
-        if (projector) f.insert(f.end(), {"--mmproj", test_mmproj_path(64, 1, "qwen2a"), "--no-mmproj-offload"});
-        return f;
+        return media_flags(test_model_path("llama"), 2048, projector ? test_mmproj_path(64, 1, "qwen2a") : "");
     };
-    auto args = [&](bool projector) {
-        std::vector<std::string> a = {"serve"};
-        for (const auto & f : flags(projector)) a.push_back(f);
-        return a;
-    };
+    auto args = [&](bool projector) { return serve_with(flags(projector)); };
     auto clip_chat = [](const std::string & wav) {
         json content = json::array(
             {{{"type", "text"}, {"text", "Listen: "}},
@@ -458,45 +456,13 @@ TEST(ServeAudio, AChatWithAClipAnswersAsLlamaServerAndThroughPd) {
     EXPECT_EQ(get(*with, "/props").j()["modalities"]["vision"], false);
     EXPECT_EQ(get(*without, "/props").j()["modalities"]["audio"], false);
     const json a = clip_chat(test_wav(1000, 1)), b = clip_chat(test_wav(1000, 2));
-    if (auto llama = node_process::start_llama_server(flags(true))) {
-        for (const json & body : {a, b}) {
-            const http_reply l = post(*llama, "/v1/chat/completions", body.dump());
-            const http_reply r = post(*with, "/v1/chat/completions", body.dump());
-            ASSERT_EQ(l.status, 200) << l.body;
-            ASSERT_EQ(r.status, 200) << r.body;
-            EXPECT_EQ(r.j()["choices"][0]["message"]["content"], l.j()["choices"][0]["message"]["content"]);
-            EXPECT_EQ(r.j()["usage"]["prompt_tokens"], l.j()["usage"]["prompt_tokens"]);
-        }
-    } else {
-        ADD_FAILURE() << "no /usr/bin/llama-server in the build root";
-    }
-    // The clip is heard: two clips answer differently (their first tokens' log-probabilities differ).
-    json la = a, lb = b;
-    la["logprobs"] = lb["logprobs"] = true;
-    const http_reply ra = post(*with, "/v1/chat/completions", la.dump()),
-                     rb = post(*with, "/v1/chat/completions", lb.dump());
-    ASSERT_EQ(ra.status, 200) << ra.body;
-    ASSERT_EQ(rb.status, 200) << rb.body;
-    EXPECT_NE(ra.j()["choices"][0]["logprobs"]["content"][0]["logprob"],
-              rb.j()["choices"][0]["logprobs"]["content"][0]["logprob"]);
+    expect_as_llama_server(flags(true), *with, {a, b});
+    // The clip is heard: two clips answer differently.
+    expect_media_read(*with, a, b);
     json seeded = b;
     seeded["temperature"] = 0.9;
     seeded["seed"] = 3;
-    for (json body : {a, seeded}) {
-        for (bool stream : {false, true}) {
-            body["stream"] = stream;
-            SCOPED_TRACE(std::string(stream ? "stream, " : "") + (body.contains("seed") ? "seeded" : "greedy"));
-            const http_reply single = post(*with, "/v1/chat/completions", body.dump());
-            const http_reply pd = via_pd(*with, *without, "chat", body.dump());
-            ASSERT_EQ(single.status, 200) << single.body;
-            ASSERT_EQ(pd.status, 200) << pd.body;
-            if (stream) {
-                EXPECT_EQ(normalized_stream(pd.body), normalized_stream(single.body));
-            } else {
-                EXPECT_EQ(normalized(pd.j()), normalized(single.j()));
-            }
-        }
-    }
+    expect_pd_as_single(*with, *with, *without, {a, seeded});
     auto router = node_process::start({"route", "--prefill", with->url(), "--decode", without->url(), "--pd-min-tokens",
                                        "100000", "--timeout", "60", "--health-interval", "0.2"});
     const http_reply routed = post(*router, "/v1/chat/completions", a.dump());
@@ -516,6 +482,7 @@ TEST(ServeAudio, AChatWithAClipAnswersAsLlamaServerAndThroughPd) {
     expect_refused(*with, flac, "is not wav or mp3");
 }
 
+// The fetch flags are checked by the command line (exit 2 naming the flag): each needs what it builds on.
 TEST(ServeImageFlags, FetchFlagsNeedWhatTheyBuildOn) {
     const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
         {{"--image-urls"}, "--image-urls: needs --mmproj"},
