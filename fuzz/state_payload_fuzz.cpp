@@ -1,8 +1,8 @@
 // state_payload_fuzz.cpp — libFuzzer target for libllama's sequence-state bytes as Baton validates them
 // (src/blob/state_payload.cpp) before libllama ever parses them.
 //
-// Input: byte 0 picks one of five node layouts (attention; attention with transposed V; sliding window;
-// hybrid; recurrent) and whether the state is a checkpoint, bytes 1-2 the token count (1..1024), the rest is
+// Input: byte 0 picks one of six node layouts (attention; attention with transposed V; sliding window;
+// hybrid; recurrent; an M-RoPE model's attention, whose cells carry x, y and the token) and whether the state is a checkpoint, bytes 1-2 the token count (1..1024), the rest is
 // the state. Properties: state_payload_check and state_shape_learn return (ASan/UBSan watch the bytes) with a
 // message on failure; a state the check accepts follows the node's layout exactly — learning from it yields
 // the node's own structure for every part that holds cells — and has exactly one cell per position where
@@ -62,10 +62,17 @@ std::vector<uint8_t> full_state(int which, uint32_t n) {
             attention(w, a);
             recurrent(w, r);
             break;
+        case 5:
+            a.positions_2d = true;
+            attention(w, a);
+            break;
         default: recurrent(w, r); break;
     }
     return w.b;
 }
+
+constexpr int k_layouts = 6;
+constexpr int k_mrope = 5;
 
 std::vector<uint8_t> partial_state(int which, uint32_t n) {
     builder w;
@@ -75,7 +82,8 @@ std::vector<uint8_t> partial_state(int which, uint32_t n) {
     r.positions = {int32_t(n) - 1};
     switch (which) {
         case 0:
-        case 1: break;  // a plain attention cache: the header alone
+        case 1:
+        case k_mrope: break;  // a plain attention cache: the header alone
         case 2: attention(w, win); break;
         default: recurrent(w, r); break;
     }
@@ -86,12 +94,13 @@ const std::vector<layout> & layouts() {
     static const std::vector<layout> all = [] {
         std::vector<layout> out;
         const std::vector<std::vector<k>> full = {
-            {k::attention}, {k::attention}, {k::attention, k::attention}, {k::attention, k::recurrent}, {k::recurrent}};
-        const std::vector<std::vector<k>> partial = {{}, {}, {k::attention}, {k::recurrent}, {k::recurrent}};
-        for (int i = 0; i < 5; ++i) {
+            {k::attention}, {k::attention}, {k::attention, k::attention}, {k::attention, k::recurrent},
+            {k::recurrent}, {k::attention}};
+        const std::vector<std::vector<k>> partial = {{}, {}, {k::attention}, {k::recurrent}, {k::recurrent}, {}};
+        for (int i = 0; i < k_layouts; ++i) {
             layout l{full[size_t(i)], partial[size_t(i)], {}};
-            auto f = state_shape_learn(full_state(i, 2), l.full_kinds);
-            auto p = state_shape_learn(partial_state(i, 2), l.partial_kinds);
+            auto f = state_shape_learn(full_state(i, 2), l.full_kinds, i == k_mrope);
+            auto p = state_shape_learn(partial_state(i, 2), l.partial_kinds, i == k_mrope);
             if (!f.ok() || !p.ok()) fail("the built-in probe does not learn", f.ok() ? p.status() : f.status());
             l.shape = {f.value(), p.value()};
             out.push_back(std::move(l));
@@ -103,7 +112,7 @@ const std::vector<layout> & layouts() {
 
 void write_seeds(const std::string & dir) {
     int n_written = 0;
-    for (int i = 0; i < 5; ++i)
+    for (int i = 0; i < k_layouts; ++i)
         for (bool partial : {false, true})
             for (uint32_t n : {1u, 2u, 12u, 40u}) {
                 std::vector<uint8_t> in = {uint8_t(i | (partial ? 8 : 0)), uint8_t((n - 1) & 0xFF),
@@ -114,7 +123,7 @@ void write_seeds(const std::string & dir) {
                     .write(reinterpret_cast<const char *>(in.data()), std::streamsize(in.size()));
             }
     // Deltas: a full state of n tokens cut at n/2, read in delta mode.
-    for (int i = 0; i < 5; ++i)
+    for (int i = 0; i < k_layouts; ++i)
         for (uint32_t n : {2u, 12u, 40u}) {
             auto cut = state_cut(full_state(i, n), layouts()[size_t(i)].shape, n, n / 2, 1024);
             if (!cut.ok()) fail("a seed does not cut", cut.status());
@@ -151,13 +160,15 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***) { return baton::fuzz_seed_w
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     if (size < 3) return 0;
-    const int which = int(data[0] & 7) % 5;
+    const int which = int(data[0] & 7) % k_layouts;
     const layout & l = layouts()[size_t(which)];
     const bool partial = (data[0] & 8) != 0;
     state_expect e;
     e.n_tokens = 1 + ((uint32_t(data[1]) | uint32_t(data[2]) << 8) & 1023);
     e.n_cells_max = 1024;
     e.partial = partial;
+    const std::vector<int32_t> tokens = tokens_of(e.n_tokens);  // what the builder's M-RoPE cells record
+    if (which == k_mrope) e.tokens = tokens;
     const std::span<const uint8_t> bytes(data + 3, size - 3);
     if (data[0] & 16) {
         fuzz_delta(bytes, l, which, e.n_tokens);
@@ -172,7 +183,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     const auto & kinds = partial ? l.partial_kinds : l.full_kinds;
     const state_format & want_format = partial ? l.shape.partial : l.shape.full;
     const auto & want = want_format.parts;
-    auto learned = state_shape_learn(bytes, kinds);
+    auto learned = state_shape_learn(bytes, kinds, which == k_mrope);
     if (!learned.ok()) fail("an accepted state does not parse as a probe", learned.status());
     if (learned.value().magic != want_format.magic) fail("an accepted state has another magic");
     for (size_t i = 0; i < want.size(); ++i) {

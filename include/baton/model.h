@@ -68,6 +68,9 @@ class loaded_model {
     bool is_hybrid() const;
     // n_swa: the sliding window of the model's SWA layers (0: no sliding-window attention).
     int32_t n_swa() const;
+    // positions_2d: M-RoPE models (Qwen2-VL, Qwen3-VL and kin) give each token four position components;
+    // libllama keeps two of them (x, y) in every attention cell beside its position and writes them in states.
+    bool positions_2d() const;
     // has_partial_state: memory that cannot be truncated and needs checkpoints to roll back: recurrent and
     // hybrid models, and sliding-window ones (their SWA cache keeps only the last n_swa positions, so
     // removing the tail cannot bring back the cells the window already dropped).

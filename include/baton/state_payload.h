@@ -16,7 +16,7 @@
 // then the sliding one; a hybrid: attention then recurrent; a partial (checkpoint) state: only the partial
 // parts.
 //   attention part:  u32 n_stream; per stream: u32 cell_count; if cell_count > 0:
-//                      cell_count x { i32 pos; u32 n_seq_id (1); i32 seq_id }
+//                      cell_count x { i32 pos; u32 n_seq_id (1); [M-RoPE: i32 x; i32 y; i32 tok;] i32 seq_id }
 //                      u32 v_trans; u32 n_layer; u64 reserved (0 on 0.7.0: required equal to this node's);
 //                      n_layer x { i32 k_type; u64 k_row_bytes; cell_count * k_row_bytes bytes }
 //                      v_trans 0: n_layer x { i32 v_type; u64 v_row_bytes; cell_count * v_row_bytes bytes }
@@ -32,7 +32,11 @@
 //   - any other attention part (sliding window, or a checkpoint's): distinct positions forming one run that
 //     ends at n_tokens-1 (or no cells);
 //   - a recurrent part: exactly one cell, at position n_tokens-1;
-//   - cells only in one stream, at most n_cells_max of them; every header field equal to this node's.
+//   - cells only in one stream, at most n_cells_max of them; every header field equal to this node's;
+//   - on an M-RoPE model (its cells carry x, y and the token, state_part_shape::positions_2d): x == y == pos
+//     in every cell, a text token's 2-D position (Baton's M-RoPE sequences hold text only; an image's cells
+//     would carry its grid coordinates, and such prompts are refused at the engine), and tok == the token at
+//     pos when the check is given the tokens (state_expect::tokens: the restore routine always gives them).
 // Thread-safety: plain functions over borrowed bytes.
 #pragma once
 
@@ -64,6 +68,7 @@ struct state_part_shape {
     uint32_t trans = 0;             // v_trans (attention) / s_trans (recurrent)
     uint32_t n_layer_field = 0;     // the n_layer value written
     uint64_t reserved = 0;          // attention: the u64 after n_layer
+    bool positions_2d = false;      // attention: each cell carries i32 x, y, tok after n_seq_id (M-RoPE)
     std::vector<state_row> first;   // K rows (attention) / conv rows (recurrent)
     std::vector<state_row> second;  // V rows (attention) / SSM rows (recurrent)
     bool operator==(const state_part_shape &) const = default;
@@ -85,9 +90,11 @@ struct state_shape {
 };
 
 // state_shape_learn parses a state this node exported itself (the probe), whose parts are of the given
-// kinds, and returns its structure. unsupported when the bytes do not follow the layout above (a libllama
-// whose state layout Baton does not know).
-Result<state_format> state_shape_learn(std::span<const uint8_t> bytes, const std::vector<state_part_kind> & kinds);
+// kinds, and returns its structure; positions_2d: the model is an M-RoPE one (loaded_model::positions_2d), so
+// its attention cells carry x and y (the bytes cannot say). unsupported when the bytes do not follow the
+// layout above (a libllama whose state layout Baton does not know).
+Result<state_format> state_shape_learn(std::span<const uint8_t> bytes, const std::vector<state_part_kind> & kinds,
+                                       bool positions_2d = false);
 
 // What a state to check must cover.
 struct state_expect {
@@ -97,6 +104,10 @@ struct state_expect {
     // A delta's state (blob format 1.2): the first attention part of a full state holds exactly one cell per
     // position n_base..n_tokens-1 (the receiver holds the rest); every other part is whole. 0: a whole state.
     uint32_t n_base = 0;
+    // The tokens the state covers (tokens[pos] for a cell at pos), when the caller has them: an M-RoPE cell's
+    // recorded token must equal its position's. Empty: not checked (state_splice's structural checks; the
+    // restore routine checks the joined state again with its tokens).
+    std::span<const int32_t> tokens;
 };
 
 // state_payload_check validates untrusted state bytes against this node's shape and the expected token

@@ -20,6 +20,7 @@ constexpr uint32_t k_streams_max = 4096;       // libllama: one stream per seque
 constexpr uint32_t k_layers_max = 65536;       // far above any model's layer count
 constexpr int32_t k_seq_id_max = 65536;        // the sender's sequence id: libllama discards it, we bound it
 constexpr size_t k_attention_cell_bytes = 12;  // i32 pos, u32 n_seq_id, i32 seq_id
+constexpr size_t k_cell_2d_bytes = 12;         // M-RoPE: i32 x, i32 y, i32 tok between n_seq_id and seq_id
 constexpr size_t k_recurrent_cell_bytes = 8;   // i32 pos, u32 n_seq_id (0)
 
 std::string hex(uint32_t v) {
@@ -67,7 +68,8 @@ class part_parser {
                                     (expect_->partial ? "partial" : "full") + " state)",
                                 last_);
             }
-            BATON_RETURN_IF_ERROR(cells(cell_count, k_attention_cell_bytes, true));
+            const bool two_d = learn_ ? learn_->positions_2d : want_->positions_2d;
+            BATON_RETURN_IF_ERROR(cells(cell_count, k_attention_cell_bytes + (two_d ? k_cell_2d_bytes : 0), true));
             BATON_RETURN_IF_ERROR(u32_field("v_trans", want_ ? want_->trans : 0, learn_ ? &learn_->trans : nullptr));
             const uint32_t n_layer = learn_ ? 0 : want_->n_layer_field;
             uint32_t n = 0;
@@ -165,13 +167,32 @@ class part_parser {
                               : fail("cell " + num(i) + ": n_seq_id " + num(n_seq_id) + " (a one-sequence state has " +
                                          num(want_seq) + ")",
                                      cell_off + 4);
+            if (attention && cell_bytes > k_attention_cell_bytes) {
+                int32_t x = 0, y = 0, tok = 0;
+                c_.read_i32(x);
+                c_.read_i32(y);
+                c_.read_i32(tok);
+                if (!learn_ && (x != pos || y != pos))
+                    return fail("cell " + num(i) + ": 2-D position (" + std::to_string(x) + ", " + std::to_string(y) +
+                                    ") at position " + std::to_string(pos) +
+                                    " (a text token's is its position; Baton's M-RoPE sequences hold text only)",
+                                cell_off + 8);
+                // pos is bounded below (the position rule), so tokens[pos] is in range when pos < its size.
+                if (!learn_ && !expect_->tokens.empty() && pos >= 0 && size_t(pos) < expect_->tokens.size() &&
+                    tok != expect_->tokens[size_t(pos)])
+                    return fail("cell " + num(i) + ": token " + std::to_string(tok) + " at position " +
+                                    std::to_string(pos) + ", the blob has " +
+                                    std::to_string(expect_->tokens[size_t(pos)]) + " there",
+                                cell_off + 16);
+            }
             if (attention) {
                 int32_t seq = 0;
+                const uint64_t seq_off = c_.offset();
                 c_.read_i32(seq);
                 if (!learn_ && (seq < 0 || seq >= k_seq_id_max))
                     return fail("cell " + num(i) + ": seq_id " + std::to_string(seq) + " is not in 0.." +
                                     num(k_seq_id_max - 1),
-                                cell_off + 8);
+                                seq_off);
             }
             if (learn_) continue;
             const uint32_t first = rule_ == cells_rule::every_position ? expect_->n_base : 0;
@@ -313,7 +334,8 @@ std::string part_label(size_t i, state_part_kind k) {
 
 }  // namespace
 
-Result<state_format> state_shape_learn(std::span<const uint8_t> bytes, const std::vector<state_part_kind> & kinds) {
+Result<state_format> state_shape_learn(std::span<const uint8_t> bytes, const std::vector<state_part_kind> & kinds,
+                                       bool positions_2d) {
     for (size_t i = 0; i + 1 < kinds.size(); ++i)
         if (kinds[i] == state_part_kind::recurrent)
             return Status(status_code::invalid_argument, "state_shape_learn: a recurrent part must come last");
@@ -326,6 +348,7 @@ Result<state_format> state_shape_learn(std::span<const uint8_t> bytes, const std
     out.parts.resize(kinds.size());
     for (size_t i = 0; i < kinds.size(); ++i) {
         out.parts[i].kind = kinds[i];
+        out.parts[i].positions_2d = positions_2d && kinds[i] == state_part_kind::attention;
         part_parser p(c, part_label(i, kinds[i]), &out.parts[i], nullptr, nullptr, cells_rule::every_position);
         BATON_RETURN_IF_ERROR(kinds[i] == state_part_kind::attention ? p.attention() : p.recurrent());
     }

@@ -14,6 +14,7 @@ namespace {
 
 constexpr size_t k_header_bytes = 8;     // u32 magic, u32 seq_id
 constexpr size_t k_cell_bytes = 12;      // i32 pos, u32 n_seq_id, i32 seq_id
+constexpr size_t k_cell_2d_bytes = 12;   // M-RoPE models: i32 x, y, tok before seq_id (state_payload.h)
 constexpr size_t k_mid_bytes = 16;       // u32 v_trans, u32 n_layer, u64 reserved
 constexpr size_t k_row_head_bytes = 12;  // i32 type, u64 row_bytes | i32 type, u32 elem_bytes, u32 n_embd
 
@@ -30,7 +31,8 @@ struct row_ref {
 struct attention_layout {
     size_t begin = 0, end = 0;  // byte range of the part
     uint32_t n_stream = 0, stream = 0, cells = 0;
-    const uint8_t * meta = nullptr;  // cells x 12 bytes
+    size_t cell_bytes = k_cell_bytes;  // one cell's metadata (12, or 24 with M-RoPE's x, y, tok)
+    const uint8_t * meta = nullptr;    // cells x cell_bytes bytes
     const uint8_t * mid = nullptr;   // 16 bytes
     std::vector<row_ref> k, v;
 };
@@ -38,6 +40,7 @@ struct attention_layout {
 attention_layout walk_attention(std::span<const uint8_t> st, const state_part_shape & w) {
     attention_layout a;
     a.begin = k_header_bytes;
+    if (w.positions_2d) a.cell_bytes = k_cell_bytes + k_cell_2d_bytes;
     const uint8_t * p = st.data() + k_header_bytes;
     a.n_stream = byte_cursor::load_u32(p);
     p += 4;
@@ -48,7 +51,7 @@ attention_layout walk_attention(std::span<const uint8_t> st, const state_part_sh
         a.stream = s;
         a.cells = cc;
         a.meta = p;
-        p += size_t(cc) * k_cell_bytes;
+        p += size_t(cc) * a.cell_bytes;
         a.mid = p;
         p += k_mid_bytes;
         for (size_t l = 0; l < w.first.size(); ++l) {
@@ -74,7 +77,7 @@ attention_layout walk_attention(std::span<const uint8_t> st, const state_part_sh
 }
 
 int32_t cell_pos(const attention_layout & a, uint32_t i) {
-    return int32_t(byte_cursor::load_u32(a.meta + size_t(i) * k_cell_bytes));
+    return int32_t(byte_cursor::load_u32(a.meta + size_t(i) * a.cell_bytes));
 }
 
 // A run of consecutive cells of one source, in the order they go out.
@@ -127,7 +130,8 @@ void write_attention(byte_out & o, const attention_layout & like, uint32_t strea
             continue;
         }
         o.u32(total);
-        for (const auto & r : runs) o.put(r.src->meta + size_t(r.first) * k_cell_bytes, size_t(r.count) * k_cell_bytes);
+        for (const auto & r : runs)
+            o.put(r.src->meta + size_t(r.first) * r.src->cell_bytes, size_t(r.count) * r.src->cell_bytes);
         o.put(like.mid, k_mid_bytes);
         for (size_t l = 0; l < like.k.size(); ++l) {
             o.put(like.k[l].head, k_row_head_bytes);

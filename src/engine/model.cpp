@@ -136,5 +136,9 @@ const llama_vocab * loaded_model::vocab() const { return llama_model_get_vocab(m
 bool loaded_model::is_recurrent() const { return llama_model_is_recurrent(model_); }
 bool loaded_model::is_hybrid() const { return llama_model_is_hybrid(model_); }
 int32_t loaded_model::n_swa() const { return llama_model_n_swa(model_); }
+bool loaded_model::positions_2d() const {
+    const llama_rope_type t = llama_model_rope_type(model_);
+    return t == LLAMA_ROPE_TYPE_MROPE || t == LLAMA_ROPE_TYPE_IMROPE;
+}
 
 }  // namespace baton

@@ -54,6 +54,7 @@ Status check_state_bytes(const restore_env & env, const validated_blob & blob) {
     state_expect e;
     e.n_tokens = uint32_t(b.tokens.size());
     e.n_cells_max = env.n_ctx_slot;
+    e.tokens = b.tokens;
     if (Status st = state_payload_check(b.state, env.shape, e, uint64_t(b.state.data() - base)); !st.ok())
         return {st.code(), "state: " + st.message()};
     e.partial = true;

@@ -67,8 +67,8 @@ Result<state_shape> state_probe(llama_context * ctx, const loaded_model & model,
         if (!full.ok()) out = full.status();
         else if (!partial.ok()) out = partial.status();
         else {
-            auto f = state_shape_learn(full.value(), full_kinds);
-            auto p = state_shape_learn(partial.value(), partial_kinds);
+            auto f = state_shape_learn(full.value(), full_kinds, model.positions_2d());
+            auto p = state_shape_learn(partial.value(), partial_kinds, model.positions_2d());
             if (!f.ok()) out = Status(f.status().code(), "state probe (full state): " + f.status().message());
             else if (!p.ok()) out = Status(p.status().code(), "state probe (partial state): " + p.status().message());
             else out = state_shape{std::move(f.value()), std::move(p.value())};

@@ -32,6 +32,28 @@ struct builder {
 };
 inline constexpr size_t k_header_bytes = 8;
 
+// The token an M-RoPE cell at pos records in the builder's states (the tokens a check is given: tokens_of).
+inline int32_t token_at(int32_t pos) { return 100 + pos; }
+inline std::vector<int32_t> tokens_of(uint32_t n) {
+    std::vector<int32_t> t;
+    for (uint32_t i = 0; i < n; ++i) t.push_back(token_at(int32_t(i)));
+    return t;
+}
+
+// cell_meta writes one attention cell's metadata: pos, n_seq_id, on an M-RoPE layout x, y and the token
+// (ext: {x, y, tok}; empty: a text token's, {pos, pos, token_at(pos)}), then its sequence ids.
+inline void cell_meta(builder & w, int32_t pos, uint32_t n_seq_id, int32_t seq_id, bool positions_2d,
+                      const std::vector<int32_t> & ext = {}) {
+    w.i32(pos);
+    w.u32(n_seq_id);
+    if (positions_2d) {
+        w.i32(ext.empty() ? pos : ext[0]);
+        w.i32(ext.empty() ? pos : ext[1]);
+        w.i32(ext.empty() ? token_at(pos) : ext[2]);
+    }
+    for (uint32_t j = 0; j < n_seq_id; ++j) w.i32(seq_id);
+}
+
 struct attention_spec {
     uint32_t n_stream = 1;
     uint32_t stream = 0;             // the stream holding the cells
@@ -44,6 +66,8 @@ struct attention_spec {
     uint32_t n_seq_id = 1;
     int32_t seq_id = 3;
     uint64_t reserved = 0;
+    bool positions_2d = false;              // M-RoPE cells: x, y, tok after n_seq_id
+    std::vector<std::vector<int32_t>> ext;  // per cell {x, y, tok} (empty: a text token's)
 };
 
 inline void attention(builder & w, const attention_spec & a) {
@@ -52,11 +76,9 @@ inline void attention(builder & w, const attention_spec & a) {
         const uint32_t n = s == a.stream ? uint32_t(a.positions.size()) : 0;
         w.u32(n);
         if (n == 0) continue;
-        for (int32_t p : a.positions) {
-            w.i32(p);
-            w.u32(a.n_seq_id);
-            for (uint32_t j = 0; j < a.n_seq_id; ++j) w.i32(a.seq_id);
-        }
+        for (size_t i = 0; i < a.positions.size(); ++i)
+            cell_meta(w, a.positions[i], a.n_seq_id, a.seq_id, a.positions_2d,
+                      i < a.ext.size() ? a.ext[i] : std::vector<int32_t>{});
         w.u32(a.v_trans);
         w.u32(a.n_layer);
         w.u64(a.reserved);
@@ -124,8 +146,9 @@ inline std::vector<uint8_t> attention_bytes(const attention_spec & a) {
 
 // shape_learned: the node shape the builder's states follow, learned from probe (a state whose parts are of the given
 // kinds), with partial states of k_magic. Throws when probe does not parse: a broken fixture.
-inline state_shape shape_learned(const std::vector<uint8_t> & probe, const std::vector<state_part_kind> & kinds) {
-    auto full = state_shape_learn(probe, kinds);
+inline state_shape shape_learned(const std::vector<uint8_t> & probe, const std::vector<state_part_kind> & kinds,
+                                 bool positions_2d = false) {
+    auto full = state_shape_learn(probe, kinds, positions_2d);
     if (!full.ok()) throw std::runtime_error(full.status().to_string());
     state_shape s;
     s.full = full.value();

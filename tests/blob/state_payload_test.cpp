@@ -29,7 +29,7 @@ state_shape attention_node(uint32_t n_stream = 1, uint32_t v_trans = 0) {
     return {full.value(), partial.value()};
 }
 
-state_expect expect(uint32_t n_tokens, bool partial = false) { return {n_tokens, 64, partial}; }
+state_expect expect(uint32_t n_tokens, bool partial = false) { return {n_tokens, 64, partial, 0, {}}; }
 
 Status check(const attention_spec & a, const state_shape & shape, const state_expect & e) {
     return state_payload_check(attention_bytes(a), shape, e, 1000);
@@ -101,7 +101,7 @@ TEST(StatePayloadRegression, AttentionPartWithoutCellsIsRefused) {
 }
 
 TEST(StatePayload, MoreCellsThanASequenceMayHoldIsRefused) {
-    EXPECT_CONTAINS(check(valid(70), attention_node(), {70, 64, false}).message(),
+    EXPECT_CONTAINS(check(valid(70), attention_node(), {70, 64, false, 0, {}}).message(),
                     "cell_count 70 > the 64 cells a sequence may hold");
 }
 
@@ -110,7 +110,7 @@ TEST(StatePayload, CellCountBeyondTheBytesIsRefusedWithoutOverflow) {
     w.u32(1);
     w.u32(0xFFFFFFFFu);
     w.fill(24);
-    const Status st = state_payload_check(w.b, attention_node(), {1, 0xFFFFFFFFu, false});
+    const Status st = state_payload_check(w.b, attention_node(), {1, 0xFFFFFFFFu, false, 0, {}});
     EXPECT_CONTAINS(st.message(), "cell_count 4294967295 needs");
 }
 
@@ -217,6 +217,57 @@ TEST(StatePayload, TheReservedFieldMustBeThisNodes) {
     attention_spec a = valid(4);
     a.reserved = 5;
     EXPECT_CONTAINS(check(a, attention_node(), expect(4)).message(), "reserved 5, this node's memory has 0");
+}
+
+// An M-RoPE model's node (Qwen2-VL and kin): its cells carry x, y and the token beside the position.
+state_shape mrope_node() {
+    attention_spec probe = valid(2);
+    probe.positions_2d = true;
+    return shape_learned(attention_bytes(probe), {k::attention}, true);
+}
+
+attention_spec mrope_state(uint32_t n) {
+    attention_spec a = valid(n);
+    a.positions_2d = true;
+    return a;
+}
+
+// The bug: Debian's libllama writes 12 more bytes per cell on M-RoPE models, so the probe read them as rows and
+// the node restored no state at all (Qwen2-VL text through PD, host cache and tiers: off).
+TEST(StatePayloadRegression, MRopeCellsAreLearnedWhenTheModelSaysSo) {
+    attention_spec probe = valid(2);
+    probe.positions_2d = true;
+    EXPECT_EQ(state_shape_learn(attention_bytes(probe), {k::attention}).status().code(), status_code::unsupported);
+    auto learned = state_shape_learn(attention_bytes(probe), {k::attention}, true);
+    ASSERT_TRUE(learned.ok()) << learned.status().to_string();
+    EXPECT_TRUE(learned->parts[0].positions_2d);
+    EXPECT_EQ(learned->parts[0].first.size(), 2u);
+}
+
+TEST(StatePayload, MRopeCellsCarryATextTokensTwoDPositionAndItsToken) {
+    const state_shape s = mrope_node();
+    const std::vector<int32_t> toks = tokens_of(12);
+    state_expect e = expect(12);
+    e.tokens = toks;
+    EXPECT_TRUE(check(mrope_state(12), s, e).ok());
+    EXPECT_TRUE(check(mrope_state(12), s, expect(12)).ok()) << "without tokens the token is not compared";
+    const struct {
+        std::vector<int32_t> ext;
+        const char * says;
+    } bad[] = {{{3, 5, token_at(5)}, "2-D position (3, 5) at position 5"},
+               {{5, 9, token_at(5)}, "2-D position (5, 9) at position 5"},
+               {{5, 5, 7}, "token 7 at position 5, the blob has 105 there"}};
+    for (const auto & b : bad) {
+        attention_spec a = mrope_state(12);
+        a.ext.assign(12, {});
+        a.ext[5] = b.ext;
+        const Status st = check(a, s, e);
+        EXPECT_EQ(st.code(), status_code::corrupt);
+        EXPECT_CONTAINS(st.message(), b.says);
+    }
+    // A layout of the other kind: 12-byte cells to an M-RoPE node, 24-byte cells to a plain one.
+    EXPECT_EQ(check(valid(12), s, e).code(), status_code::corrupt);
+    EXPECT_EQ(check(mrope_state(12), attention_node(), expect(12)).code(), status_code::corrupt);
 }
 
 TEST(StatePayload, ZeroTokensAreRefused) {

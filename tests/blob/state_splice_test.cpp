@@ -26,7 +26,7 @@ uint8_t tag(int32_t pos, uint32_t layer, uint32_t which, uint64_t i) {
 
 // A first attention part whose bytes name their positions (cells in the order given, in stream `stream`).
 void tagged_attention(builder & w, const std::vector<int32_t> & cells, bool v_trans, uint32_t n_stream = 1,
-                      uint32_t stream = 0) {
+                      uint32_t stream = 0, bool positions_2d = false) {
     w.u32(n_stream);
     for (uint32_t s = 0; s < n_stream; ++s) {
         if (s != stream || cells.empty()) {
@@ -34,11 +34,7 @@ void tagged_attention(builder & w, const std::vector<int32_t> & cells, bool v_tr
             continue;
         }
         w.u32(uint32_t(cells.size()));
-        for (int32_t p : cells) {
-            w.i32(p);
-            w.u32(1);
-            w.i32(int32_t(s));
-        }
+        for (int32_t p : cells) cell_meta(w, p, 1, int32_t(s), positions_2d);
         w.u32(v_trans ? 1 : 0);
         w.u32(k_layers);
         w.u64(0);
@@ -65,7 +61,8 @@ void tagged_attention(builder & w, const std::vector<int32_t> & cells, bool v_tr
     }
 }
 
-enum class family { attention, attention_vtrans, streams, sliding, hybrid, recurrent };
+// mrope: an M-RoPE model's cache, whose cells carry x, y and the token beside the position.
+enum class family { attention, attention_vtrans, streams, sliding, hybrid, recurrent, mrope };
 
 // A full state of n tokens with the first attention part's cells in `order` (a permutation of 0..n-1).
 std::vector<uint8_t> state_of(family f, uint32_t n, std::vector<int32_t> order = {}) {
@@ -75,6 +72,7 @@ std::vector<uint8_t> state_of(family f, uint32_t n, std::vector<int32_t> order =
         case family::attention: tagged_attention(w, order, false); break;
         case family::attention_vtrans: tagged_attention(w, order, true); break;
         case family::streams: tagged_attention(w, order, false, 3, 1); break;
+        case family::mrope: tagged_attention(w, order, false, 1, 0, true); break;
         case family::sliding: {
             tagged_attention(w, order, false);
             attention_spec win;
@@ -106,7 +104,7 @@ state_shape shape_of(family f) {
     if (f == family::sliding) kinds = {k::attention, k::attention};
     if (f == family::hybrid) kinds = {k::attention, k::recurrent};
     if (f == family::recurrent) kinds = {k::recurrent};
-    return shape_learned(state_of(f, 2), kinds);
+    return shape_learned(state_of(f, 2), kinds, f == family::mrope);
 }
 
 class Splice : public ::testing::TestWithParam<family> {};
@@ -176,9 +174,9 @@ TEST_P(Splice, ADeltaThatDoesNotCheckIsRefused) {
         EXPECT_EQ(r.status().code(), status_code::corrupt);
     }
     // No cell at all (the fuzzer's find: the join read the missing cells' layout).
-    if (f == family::attention || f == family::attention_vtrans || f == family::streams) {
+    if (f == family::attention || f == family::attention_vtrans || f == family::streams || f == family::mrope) {
         builder w;
-        tagged_attention(w, {}, f == family::attention_vtrans, f == family::streams ? 3 : 1);
+        tagged_attention(w, {}, f == family::attention_vtrans, f == family::streams ? 3 : 1, 0, f == family::mrope);
         EXPECT_EQ(state_join(state_of(f, n), n, w.b, sh, n, 6, 64).status().code(), status_code::corrupt);
     }
     // Truncated bytes.
@@ -205,7 +203,7 @@ TEST_P(Splice, ABaseShorterThanTheDeltaNeedsIsRefused) {
 
 INSTANTIATE_TEST_SUITE_P(Layouts, Splice,
                          ::testing::Values(family::attention, family::attention_vtrans, family::streams,
-                                           family::sliding, family::hybrid, family::recurrent),
+                                           family::sliding, family::hybrid, family::recurrent, family::mrope),
                          [](const auto & info) {
                              switch (info.param) {
                                  case family::attention: return std::string("attention");
@@ -214,6 +212,7 @@ INSTANTIATE_TEST_SUITE_P(Layouts, Splice,
                                  case family::sliding: return std::string("sliding");
                                  case family::hybrid: return std::string("hybrid");
                                  case family::recurrent: return std::string("recurrent");
+                                 case family::mrope: return std::string("mrope");
                              }
                              return std::string();
                          });

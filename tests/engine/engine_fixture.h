@@ -21,8 +21,9 @@
 namespace baton::test {
 
 // family_case: a model family and whether its KV cache is unified. family_cases: every family mkmodel makes with
-// a unified cache, and non-unified too for llama, or for every family (non_unified_all); a sanitized build keeps
-// llama and granitehybrid (one attention-only, one hybrid). family_case_name names a parameterized test's case.
+// a unified cache, and non-unified too for llama, or for every family (non_unified_all), and qwen2vl (M-RoPE: its
+// cells carry x, y and the token, so its states, deltas and tiers take another cell layout); a sanitized build
+// keeps llama and granitehybrid (one attention-only, one hybrid). family_case_name names a parameterized test's case.
 struct family_case {
     std::string arch;
     bool unified = true;
@@ -34,6 +35,7 @@ inline std::vector<family_case> family_cases(bool non_unified_all = false) {
         out.push_back({a, true});
         if (non_unified_all || a == "llama") out.push_back({a, false});
     }
+    if (!k_sanitized_build) out.push_back({"qwen2vl", true});
     return out;
 }
 inline std::string family_case_name(const ::testing::TestParamInfo<family_case> & info) {

@@ -12,7 +12,8 @@
 namespace baton::test {
 namespace {
 
-const char * const k_families[] = {"llama", "mamba2", "granitehybrid", "lfm2", "gemma3", "qwen3moe", "qwen3next"};
+const char * const k_families[] = {"llama",    "mamba2",    "granitehybrid", "lfm2", "gemma3",
+                                   "qwen3moe", "qwen3next", "qwen2vl"};  // M-RoPE: 24-byte cells (x, y, token)
 
 engine_config chunked_cfg(uint32_t slots = 1) {
     engine_config c = engine_cfg(slots, 1024);
@@ -30,6 +31,7 @@ struct prefilled {
 prefilled prefill(engine & e, const loaded_model & m, unsigned seed = 3) {
     prefilled p;
     p.req = greedy(make_prompt(110, seed, int32_t(m.identity().n_vocab)), 8);
+    p.req.ignore_eos = true;  // 8 tokens on every family (a random model may pick its end token first)
     auto r = run_task(e, task_prefill{p.req});
     if (!r.done.ok()) throw std::runtime_error(r.done.status().to_string());
     p.blob = std::move(r.done.value().blob);
@@ -166,6 +168,37 @@ TEST(StateValidationRegression, CraftedStateSearchNeverPoisonsTheSlot) {
     }
     EXPECT_GT(refused, 100u);
     EXPECT_GT(accepted, 0u);  // data flips: the bytes' meaning is the model's, only a MAC can refuse them
+}
+
+// An M-RoPE model's cells (libllama's export: pos, n_seq_id, x, y, token, seq_id) carry a second copy of the
+// position and the token: a state whose copy disagrees with the cell's position or the blob's token is
+// refused before libllama sees it, and the slot still serves the genuine blob.
+TEST(StateValidationRegression, MRopeCellsWithAnotherTwoDPositionOrTokenAreRefused) {
+    auto m = model_for("qwen2vl");
+    auto e = make_engine(m, chunked_cfg(1));
+    ASSERT_TRUE(e->state_validation().ok()) << e->state_validation().to_string();
+    const prefilled p = prefill(*e, *m);
+    const std::vector<token_id> want = decode(*e, p.blob, p.req);
+    ASSERT_EQ(want.size(), 8u);
+    constexpr size_t k_mrope_cell = 24;  // pos, n_seq_id, x, y, tok, seq_id
+    for (size_t cell : {size_t(0), size_t(57)}) {
+        for (size_t field : {size_t(8), size_t(12), size_t(16)}) {  // x, y, tok
+            const std::string name = "cell " + std::to_string(cell) + " field +" + std::to_string(field);
+            SCOPED_TRACE(name);
+            const auto crafted = blob_rewrite(
+                p.blob, [&](blob_parts &, std::vector<uint8_t> & state, std::vector<int32_t> &, std::vector<float> &) {
+                    state[k_cells + k_mrope_cell * cell + field] ^= 0x02;
+                });
+            auto r = run_task(*e, task_slot_restore{0, validated(crafted)});
+            ASSERT_FALSE(r.done.ok());
+            EXPECT_EQ(r.done.status().code(), status_code::corrupt) << r.done.status().to_string();
+            EXPECT_NE(r.done.status().message().find(field == 16 ? "the blob has" : "2-D position"), std::string::npos)
+                << r.done.status().message();
+            expect_slot_consistent(*e, name);
+            Status st;
+            EXPECT_EQ(decode(*e, p.blob, p.req, &st), want) << st.to_string();
+        }
+    }
 }
 
 // A hybrid's recurrent part and its checkpoints come from the blob too.

@@ -31,8 +31,9 @@
 // round-trip those bytes (the SentencePiece one is lossy on them too).
 //
 // qwen2vl: llama's layout with Qwen2's query/key/value biases and M-RoPE (rope.dimension_sections: a head's rotary
-// pairs split into time, height and width sections), the text model of mkmmproj.h's qwen2vl_merger projector;
-// not in mkmodel_archs (the generation suites run text only, where its positions are llama's).
+// pairs split into time, height and width sections), the text model of mkmmproj.h's qwen2vl_merger projector.
+// Not in mkmodel_archs: on text its arithmetic is llama's, but its state is not (every attention cell carries
+// x, y and the token, state_payload.h), so the engine's state suites (family_cases, StateValidation) run it.
 //
 // Rerankers (`rerank`, qwen3 only): a ranking head cls.output [E,2] with classifier labels "yes", "no",
 // qwen3.pooling_type 4 (rank), so libllama's rank pooling (the last token's state through the head, then a
