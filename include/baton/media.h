@@ -16,9 +16,10 @@
 //
 // What is served: projectors whose images take one sequence position per embedding, decoded with causal attention
 // (LLaVA-style: mkmodel's `mlp`, ...) or with non-causal attention among the image's own embeddings (Gemma 3:
-// mkmodel's `gemma3`; such an image is decoded whole, in one micro-batch, and never partly reused), and audio
-// projectors whose clips take one position per embedding (Qwen2-Audio: mkmodel's `qwen2a`). Projectors that need
-// M-RoPE positions (Qwen2-VL, Qwen2.5-Omni) are refused by create() with the reason.
+// mkmodel's `gemma3`; such an image is decoded whole, in one micro-batch, and never partly reused); images with
+// M-RoPE grid positions (Qwen2-VL and kin, on an M-RoPE text model without partial state: mkmodel's
+// `qwen2vl_merger`; never partly reused); and audio projectors whose clips take one position per embedding
+// (Qwen2-Audio: mkmodel's `qwen2a`). Audio with M-RoPE positions (Qwen2.5-Omni) is refused with the reason.
 // Thread-safety: encode() may be called from any thread; calls are serialized (one libmtmd context).
 #pragma once
 
@@ -53,7 +54,13 @@ struct media_span {
     uint32_t n_embd = 0;                                  // floats per embedding (the text model's input width)
     std::shared_ptr<const std::vector<float>> embd;       // n * n_embd floats
     bool non_causal = false;  // its embeddings attend to each other (Gemma 3): decoded whole, in one micro-batch
-    bool operator==(const media_span &) const = default;  // (the same embeddings object)
+    // M-RoPE (Qwen2-VL and kin): the embeddings lie on a grid_w x grid_h grid (embedding i at column i % grid_w,
+    // row i / grid_w) and take grid positions (position_map.h): every cell at the image's position p with the 2-D
+    // position (p + column, p + row); the image advances the sequence by max(grid_w, grid_h). 0: one position
+    // per embedding.
+    uint32_t grid_w = 0, grid_h = 0;
+    bool whole() const { return non_causal || grid_w > 0; }  // never partly kept (media_keep_limit)
+    bool operator==(const media_span &) const = default;     // (the same embeddings object)
 };
 
 struct media_prompt {
@@ -63,17 +70,19 @@ struct media_prompt {
 
 // media_spans_check: spans are in order, inside tokens, each n >= 1 with n * n_embd floats, and the tokens they
 // cover are media tokens, as every other token of tokens is not (invalid_argument naming the first that is not);
-// a non-causal span fits one micro-batch of n_ubatch tokens (invalid_argument naming --ubatch-size otherwise).
+// a non-causal span fits one micro-batch of n_ubatch tokens (invalid_argument naming --ubatch-size otherwise); the
+// spans have grids exactly when grid_positions (the model takes M-RoPE positions), each holding its n embeddings.
 Status media_spans_check(const std::vector<token_id> & tokens, const std::vector<media_span> & spans, uint32_t n_embd,
-                         uint32_t n_ubatch);
+                         uint32_t n_ubatch, bool grid_positions = false);
 
 // media_looks_like_audio: the file's first bytes are those of an audio file libmtmd reads (RIFF/WAVE, FLAC, MP3
 // with an ID3 tag or a frame header). A sniff for routing and for naming a refusal; libmtmd decides.
 bool media_looks_like_audio(std::string_view file);
 
 // media_keep_limit: how many leading tokens of a prompt with these spans a slot may keep from what it already holds,
-// at most limit: a non-causal image's cells are computed together, so a kept prefix never ends inside one (it ends
-// at the image's start instead, and the whole image is decoded again).
+// at most limit: a non-causal image's cells are computed together, and an M-RoPE image's cells share one position
+// (removing its tail would remove it all), so a kept prefix never ends inside either (it ends at the image's start
+// instead, and the whole image is decoded again).
 size_t media_keep_limit(const std::vector<media_span> & spans, size_t limit);
 
 struct media_config {
@@ -126,6 +135,7 @@ class media_encoder {
     std::string marker_, fingerprint_;
     uint64_t fingerprint_hash_ = 0;
     bool vision_ = false, audio_ = false;
+    bool grid_ = false;  // its images take M-RoPE grid positions (media_span::grid_w)
     uint32_t n_embd_ = 0;
     mutable mutex mu_;
     mtmd_context * ctx_ BATON_PT_GUARDED_BY(mu_) = nullptr;

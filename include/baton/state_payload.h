@@ -33,23 +33,34 @@
 //     ends at n_tokens-1 (or no cells);
 //   - a recurrent part: exactly one cell, at position n_tokens-1;
 //   - cells only in one stream, at most n_cells_max of them; every header field equal to this node's;
-//   - on an M-RoPE model (its cells carry x, y and the token, state_part_shape::positions_2d): x == y == pos
-//     in every cell, a text token's 2-D position (Baton's M-RoPE sequences hold text only; an image's cells
-//     would carry its grid coordinates, and such prompts are refused at the engine), and tok == the token at
-//     pos when the check is given the tokens (state_expect::tokens: the restore routine always gives them).
+//   - on an M-RoPE model (its cells carry x, y and the token, state_part_shape::positions_2d), the first
+//     attention part of a full state, its cells ordered by (pos, y, x), is the sequence token by token
+//     (position_map.h): a text token one cell at the next position with (x, y) = (pos, pos) and tok its token,
+//     an image a group of cells at one position p forming a w x h grid — its i-th cell at (p + i % w, p + i / w),
+//     tok -1 (no token), its tokens media tokens — that advances the next position by max(w, h); tokens are
+//     compared when the check is given them (state_expect::tokens: the restore routine always gives them); a
+//     delta's cells only for order (no two at one 2-D position: the joined state is checked whole); every other
+//     part holds text cells only, x == y == pos.
 // Thread-safety: plain functions over borrowed bytes.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "baton/base/status.h"
+#include "baton/position_map.h"
 
 namespace baton {
 
 enum class state_part_kind : uint8_t { attention, recurrent };
+
+// An attention cell's metadata in the layout above: i32 pos, u32 n_seq_id, i32 seq_id — and on an M-RoPE model
+// i32 x, y, tok between n_seq_id and seq_id.
+inline constexpr size_t state_attention_cell_bytes = 12;
+inline constexpr size_t state_cell_2d_bytes = 12;
 
 // One tensor's entry header as libllama writes it per layer.
 struct state_row {
@@ -112,8 +123,9 @@ struct state_expect {
 
 // state_payload_check validates untrusted state bytes against this node's shape and the expected token
 // count. corrupt, naming the part, stream, cell or layer and the offset (base + position within bytes), on
-// anything out of range or different from the shape.
+// anything out of range or different from the shape. positions (optional): the images of an M-RoPE model's
+// full state, as its cells place them (empty: every token k at position k).
 Status state_payload_check(std::span<const uint8_t> bytes, const state_shape & shape, const state_expect & expect,
-                           uint64_t base = 0);
+                           uint64_t base = 0, position_map * positions = nullptr);
 
 }  // namespace baton

@@ -8,11 +8,12 @@
 // then goes through the one restore routine like any other state.
 //
 // What is cut: only the FIRST attention part of a full state (the model's full-context KV cache) is split by
-// position. Every other part — a sliding-window cache, a recurrent (conv + SSM) state — describes the end of
+// token: its cells, one per token, in token order (by position; on an M-RoPE model, whose image cells share a
+// position, then by row and column: position_map.h). Every other part — a sliding-window cache, a recurrent (conv + SSM) state — describes the end of
 // the sequence, is small, and travels whole in the delta. A purely recurrent model's delta is its whole state.
 //
 // Both functions check their inputs against the node's shape (state_payload_check) before reading them, so
-// they are total over untrusted bytes; their output is a state in the same layout, cells in position order.
+// they are total over untrusted bytes; their output is a state in the same layout, cells in token order.
 // Thread-safety: plain functions over borrowed bytes.
 #pragma once
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "baton/base/byte_cursor.h"
+#include "baton/blob.h"
 
 namespace baton {
 
@@ -19,9 +20,16 @@ namespace {
 constexpr uint32_t k_streams_max = 4096;       // libllama: one stream per sequence at most
 constexpr uint32_t k_layers_max = 65536;       // far above any model's layer count
 constexpr int32_t k_seq_id_max = 65536;        // the sender's sequence id: libllama discards it, we bound it
-constexpr size_t k_attention_cell_bytes = 12;  // i32 pos, u32 n_seq_id, i32 seq_id
-constexpr size_t k_cell_2d_bytes = 12;         // M-RoPE: i32 x, i32 y, i32 tok between n_seq_id and seq_id
 constexpr size_t k_recurrent_cell_bytes = 8;   // i32 pos, u32 n_seq_id (0)
+
+constexpr int32_t k_no_token = -1;  // the token libllama records for a cell computed from an embedding
+
+// One cell of an M-RoPE model's full cache, ordered as the tokens are: by position, row, column.
+struct grid_cell {
+    int32_t pos = 0, x = 0, y = 0, tok = 0;
+    uint64_t off = 0;  // where its metadata starts
+    bool operator<(const grid_cell & o) const { return pos != o.pos ? pos < o.pos : y != o.y ? y < o.y : x < o.x; }
+};
 
 std::string hex(uint32_t v) {
     static const char * digits = "0123456789abcdef";
@@ -40,8 +48,9 @@ enum class cells_rule : uint8_t {
 class part_parser {
   public:
     part_parser(byte_cursor & c, std::string label, state_part_shape * learn, const state_part_shape * want,
-                const state_expect * expect, cells_rule rule)
-        : c_(c), label_(std::move(label)), learn_(learn), want_(want), expect_(expect), rule_(rule) {}
+                const state_expect * expect, cells_rule rule, position_map * positions = nullptr)
+        : c_(c), label_(std::move(label)), learn_(learn), want_(want), expect_(expect), rule_(rule),
+          positions_(positions) {}
 
     Status attention() {
         uint32_t n_stream = 0;
@@ -69,7 +78,8 @@ class part_parser {
                                 last_);
             }
             const bool two_d = learn_ ? learn_->positions_2d : want_->positions_2d;
-            BATON_RETURN_IF_ERROR(cells(cell_count, k_attention_cell_bytes + (two_d ? k_cell_2d_bytes : 0), true));
+            BATON_RETURN_IF_ERROR(
+                cells(cell_count, state_attention_cell_bytes + (two_d ? state_cell_2d_bytes : 0), true));
             BATON_RETURN_IF_ERROR(u32_field("v_trans", want_ ? want_->trans : 0, learn_ ? &learn_->trans : nullptr));
             const uint32_t n_layer = learn_ ? 0 : want_->n_layer_field;
             uint32_t n = 0;
@@ -152,8 +162,12 @@ class part_parser {
             return fail("cell_count " + num(cell_count) + " needs " + num(uint64_t(cell_count) * cell_bytes) +
                             " bytes of cells, " + num(c_.remaining()) + " remain",
                         last_);
+        const bool two_d = attention && cell_bytes > state_attention_cell_bytes;
+        // An M-RoPE model's full cache: an image's cells share a position, so cells are checked as a whole below.
+        const bool grid = two_d && rule_ == cells_rule::every_position;
         const uint32_t n_tokens = learn_ ? 0 : expect_->n_tokens;
-        std::vector<bool> seen(learn_ ? 0 : n_tokens, false);
+        std::vector<bool> seen(learn_ || grid ? 0 : n_tokens, false);
+        std::vector<grid_cell> grid_cells;
         int64_t lo = INT64_MAX, hi = -1;
         for (uint32_t i = 0; i < cell_count; ++i) {
             const uint64_t cell_off = c_.offset();
@@ -167,20 +181,18 @@ class part_parser {
                               : fail("cell " + num(i) + ": n_seq_id " + num(n_seq_id) + " (a one-sequence state has " +
                                          num(want_seq) + ")",
                                      cell_off + 4);
-            if (attention && cell_bytes > k_attention_cell_bytes) {
-                int32_t x = 0, y = 0, tok = 0;
-                c_.read_i32(x);
-                c_.read_i32(y);
-                c_.read_i32(tok);
-                if (!learn_ && (x != pos || y != pos))
-                    return fail("cell " + num(i) + ": 2-D position (" + std::to_string(x) + ", " + std::to_string(y) +
-                                    ") at position " + std::to_string(pos) +
-                                    " (a text token's is its position; Baton's M-RoPE sequences hold text only)",
+            grid_cell g{pos, 0, 0, 0, cell_off};
+            if (two_d) {
+                c_.read_i32(g.x);
+                c_.read_i32(g.y);
+                c_.read_i32(g.tok);
+                if (!learn_ && !grid && (g.x != pos || g.y != pos))
+                    return fail("cell " + num(i) + ": 2-D position (" + std::to_string(g.x) + ", " +
+                                    std::to_string(g.y) + ") at position " + std::to_string(pos) +
+                                    " (only the full cache holds an image's cells; a text token's is its position)",
                                 cell_off + 8);
-                // pos is bounded below (the position rule), so tokens[pos] is in range when pos < its size.
-                if (!learn_ && !expect_->tokens.empty() && pos >= 0 && size_t(pos) < expect_->tokens.size() &&
-                    tok != expect_->tokens[size_t(pos)])
-                    return fail("cell " + num(i) + ": token " + std::to_string(tok) + " at position " +
+                if (!learn_ && !grid && !token_matches(pos, g.tok))
+                    return fail("cell " + num(i) + ": token " + std::to_string(g.tok) + " at position " +
                                     std::to_string(pos) + ", the blob has " +
                                     std::to_string(expect_->tokens[size_t(pos)]) + " there",
                                 cell_off + 16);
@@ -195,12 +207,18 @@ class part_parser {
                                 seq_off);
             }
             if (learn_) continue;
-            const uint32_t first = rule_ == cells_rule::every_position ? expect_->n_base : 0;
+            // Positions never exceed token indices (an image takes fewer positions than tokens), and a delta's
+            // cells of an M-RoPE model start at its base's position, which only the base knows.
+            const uint32_t first = rule_ == cells_rule::every_position && !grid ? expect_->n_base : 0;
             if (pos < int64_t(first) || uint32_t(pos) >= n_tokens)
                 return fail("cell " + num(i) + ": position " + std::to_string(pos) + " outside " + num(first) + ".." +
                                 num(n_tokens - 1) + " (the blob's " + num(n_tokens) + " tokens" +
                                 (first ? ", past a base of " + num(first) : std::string()) + ")",
                             cell_off);
+            if (grid) {
+                grid_cells.push_back(g);
+                continue;
+            }
             if (seen[size_t(pos)])
                 return fail("cell " + num(i) + ": position " + num(uint32_t(pos)) + " twice", cell_off);
             seen[size_t(pos)] = true;
@@ -215,6 +233,7 @@ class part_parser {
                     return fail(num(cell_count) + " cells for " + num(n_tokens - expect_->n_base) +
                                     " tokens (the attention cache holds one cell per position)",
                                 end);
+                if (grid) return grid_walk(grid_cells);
                 break;
             case cells_rule::run_at_end:
                 if (cell_count > 0 && (hi != int64_t(n_tokens) - 1 || hi - lo + 1 != int64_t(cell_count)))
@@ -228,6 +247,83 @@ class part_parser {
                                     num(n_tokens - 1) + " (the last token)",
                                 end);
                 break;
+        }
+        return {};
+    }
+
+    // token_matches: a cell's recorded token against the blob's token at its position (when the check has them).
+    bool token_matches(int32_t pos, int32_t tok) const {
+        return expect_->tokens.empty() || pos < 0 || size_t(pos) >= expect_->tokens.size() ||
+               tok == expect_->tokens[size_t(pos)];
+    }
+
+    // grid_walk: the cells of an M-RoPE model's full cache, in token order — by position, then row, then column
+    // (an image's embeddings run row by row) — are the sequence's tokens: a text token one cell at the next
+    // position with its own (x, y) = (pos, pos) and its token; an image a group of cells at one position p on a
+    // w x h grid, (p + column, p + row) for its i-th embedding, recorded with no token, advancing the position by
+    // max(w, h). A delta's cells are checked for order only: its first group may be the tail of an image whose
+    // head the base holds (the joined state is checked whole before it is restored).
+    Status grid_walk(std::vector<grid_cell> & cells) const {
+        std::sort(cells.begin(), cells.end());
+        for (size_t i = 1; i < cells.size(); ++i)
+            if (!(cells[i - 1] < cells[i]))
+                return fail("two cells at position " + std::to_string(cells[i].pos) + ", 2-D position (" +
+                                std::to_string(cells[i].x) + ", " + std::to_string(cells[i].y) + ")",
+                            cells[i].off);
+        if (expect_->n_base != 0) return {};
+        const auto & toks = expect_->tokens;
+        int64_t p = 0;   // the position the next token takes
+        uint32_t k = 0;  // its index
+        for (size_t i = 0; i < cells.size();) {
+            const grid_cell & c = cells[i];
+            size_t j = i;
+            while (j < cells.size() && cells[j].pos == c.pos) ++j;
+            const uint32_t m = uint32_t(j - i);
+            if (c.pos != p)
+                return fail("token " + num(k) + " at position " + std::to_string(c.pos) +
+                                ", the tokens before it end at " + std::to_string(p - 1),
+                            c.off);
+            const bool media = !toks.empty() && media_token_is(toks[k]);
+            if (m == 1 && !media) {  // a text token
+                if (c.x != c.pos || c.y != c.pos)
+                    return fail("token " + num(k) + ": 2-D position (" + std::to_string(c.x) + ", " +
+                                    std::to_string(c.y) + ") at position " + std::to_string(c.pos) +
+                                    " (a text token's is its position)",
+                                c.off + 8);
+                if (!toks.empty() && c.tok != toks[k])
+                    return fail("token " + num(k) + ": the cell records token " + std::to_string(c.tok) +
+                                    ", the blob has " + std::to_string(toks[k]),
+                                c.off + 16);
+                ++p, ++k, ++i;
+                continue;
+            }
+            // An image: w from its last column, then every cell where the raster puts it.
+            int32_t w = 0;
+            for (size_t t = i; t < j; ++t) w = std::max(w, cells[t].x - c.pos + 1);
+            const uint32_t uw = uint32_t(w), h = uw > 0 ? m / uw : 0;
+            if (uw == 0 || uw * h != m)
+                return fail("tokens " + num(k) + ".." + num(k + m - 1) + ": " + num(m) + " cells at position " +
+                                std::to_string(c.pos) + " do not fill a grid " + std::to_string(w) + " wide",
+                            c.off);
+            for (uint32_t t = 0; t < m; ++t) {
+                const grid_cell & e = cells[i + t];
+                const bool placed =
+                    e.x == c.pos + int32_t(t % uw) && e.y == c.pos + int32_t(t / uw) && e.tok == k_no_token;
+                if (!placed)
+                    return fail("token " + num(k + t) + ": 2-D position (" + std::to_string(e.x) + ", " +
+                                    std::to_string(e.y) + "), token " + std::to_string(e.tok) + " at position " +
+                                    std::to_string(c.pos) + " is not embedding " + num(t) + " of an image's grid",
+                                e.off + 8);
+                if (!toks.empty() && !media_token_is(toks[k + t]))
+                    return fail("token " + num(k + t) + " (" + std::to_string(toks[k + t]) +
+                                    ") is text but its cell is part of an image's grid at position " +
+                                    std::to_string(c.pos),
+                                e.off);
+            }
+            if (positions_) positions_->add({k, m, uw, h});
+            p += std::max(uw, h);
+            k += m;
+            i = j;
         }
         return {};
     }
@@ -325,7 +421,8 @@ class part_parser {
     const state_part_shape * want_;
     const state_expect * expect_;
     cells_rule rule_;
-    uint64_t last_ = 0;  // offset of the field read last
+    position_map * positions_;  // check mode, an M-RoPE model's full cache: its images go here
+    uint64_t last_ = 0;         // offset of the field read last
 };
 
 std::string part_label(size_t i, state_part_kind k) {
@@ -359,7 +456,8 @@ Result<state_format> state_shape_learn(std::span<const uint8_t> bytes, const std
 }
 
 Status state_payload_check(std::span<const uint8_t> bytes, const state_shape & shape, const state_expect & expect,
-                           uint64_t base) {
+                           uint64_t base, position_map * positions) {
+    if (positions) positions->clear();
     const state_format & f = expect.partial ? shape.partial : shape.full;
     const auto & parts = f.parts;
     if (!f.known)
@@ -389,7 +487,8 @@ Status state_payload_check(std::span<const uint8_t> bytes, const state_shape & s
             rule = !expect.partial && first_attention ? cells_rule::every_position : cells_rule::run_at_end;
             first_attention = false;
         }
-        part_parser p(c, part_label(i, w.kind), nullptr, &w, &expect, rule);
+        part_parser p(c, part_label(i, w.kind), nullptr, &w, &expect, rule,
+                      rule == cells_rule::every_position ? positions : nullptr);
         BATON_RETURN_IF_ERROR(w.kind == state_part_kind::attention ? p.attention() : p.recurrent());
     }
     if (!c.empty())

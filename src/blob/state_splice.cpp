@@ -4,6 +4,7 @@
 #include "baton/state_splice.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "baton/base/byte_cursor.h"
@@ -13,8 +14,6 @@ namespace baton {
 namespace {
 
 constexpr size_t k_header_bytes = 8;     // u32 magic, u32 seq_id
-constexpr size_t k_cell_bytes = 12;      // i32 pos, u32 n_seq_id, i32 seq_id
-constexpr size_t k_cell_2d_bytes = 12;   // M-RoPE models: i32 x, y, tok before seq_id (state_payload.h)
 constexpr size_t k_mid_bytes = 16;       // u32 v_trans, u32 n_layer, u64 reserved
 constexpr size_t k_row_head_bytes = 12;  // i32 type, u64 row_bytes | i32 type, u32 elem_bytes, u32 n_embd
 
@@ -31,8 +30,8 @@ struct row_ref {
 struct attention_layout {
     size_t begin = 0, end = 0;  // byte range of the part
     uint32_t n_stream = 0, stream = 0, cells = 0;
-    size_t cell_bytes = k_cell_bytes;  // one cell's metadata (12, or 24 with M-RoPE's x, y, tok)
-    const uint8_t * meta = nullptr;    // cells x cell_bytes bytes
+    size_t cell_bytes = state_attention_cell_bytes;  // one cell's metadata (12, or 24 with M-RoPE's x, y, tok)
+    const uint8_t * meta = nullptr;                  // cells x cell_bytes bytes
     const uint8_t * mid = nullptr;   // 16 bytes
     std::vector<row_ref> k, v;
 };
@@ -40,7 +39,7 @@ struct attention_layout {
 attention_layout walk_attention(std::span<const uint8_t> st, const state_part_shape & w) {
     attention_layout a;
     a.begin = k_header_bytes;
-    if (w.positions_2d) a.cell_bytes = k_cell_bytes + k_cell_2d_bytes;
+    if (w.positions_2d) a.cell_bytes = state_attention_cell_bytes + state_cell_2d_bytes;
     const uint8_t * p = st.data() + k_header_bytes;
     a.n_stream = byte_cursor::load_u32(p);
     p += 4;
@@ -76,8 +75,13 @@ attention_layout walk_attention(std::span<const uint8_t> st, const state_part_sh
     return a;
 }
 
-int32_t cell_pos(const attention_layout & a, uint32_t i) {
-    return int32_t(byte_cursor::load_u32(a.meta + size_t(i) * a.cell_bytes));
+// cell_key: a cell's place in token order — its position, then (M-RoPE: an image's cells share a position) its
+// row and column.
+std::array<int32_t, 3> cell_key(const attention_layout & a, uint32_t i) {
+    const uint8_t * m = a.meta + size_t(i) * a.cell_bytes;
+    const int32_t pos = int32_t(byte_cursor::load_u32(m));
+    if (a.cell_bytes == state_attention_cell_bytes) return {pos, 0, 0};
+    return {pos, int32_t(byte_cursor::load_u32(m + 12)), int32_t(byte_cursor::load_u32(m + 8))};
 }
 
 // A run of consecutive cells of one source, in the order they go out.
@@ -86,15 +90,18 @@ struct cell_run {
     uint32_t first = 0, count = 0;
 };
 
-// runs_of: the cells of a whose position is in [lo, hi), in position order, as runs of consecutive indices.
-void runs_of(const attention_layout & a, int64_t lo, int64_t hi, std::vector<cell_run> & out) {
-    std::vector<std::pair<int32_t, uint32_t>> cells;
-    for (uint32_t i = 0; i < a.cells; ++i) {
-        const int32_t pos = cell_pos(a, i);
-        if (pos >= lo && pos < hi) cells.emplace_back(pos, i);
-    }
+// runs_of: the cells of a that hold tokens [lo, hi), in token order, as runs of consecutive indices. The part's
+// cells are one per token (checked), its first cell token `first_token` (a delta's: its base); on a model whose
+// tokens take positions 0..n-1 a cell's rank in token order is its position.
+void runs_of(const attention_layout & a, uint32_t first_token, int64_t lo, int64_t hi, std::vector<cell_run> & out) {
+    std::vector<std::pair<std::array<int32_t, 3>, uint32_t>> cells;
+    cells.reserve(a.cells);
+    for (uint32_t i = 0; i < a.cells; ++i) cells.emplace_back(cell_key(a, i), i);
     std::sort(cells.begin(), cells.end());
-    for (const auto & [pos, i] : cells) {
+    for (size_t r = 0; r < cells.size(); ++r) {
+        const int64_t token = int64_t(first_token) + int64_t(r);
+        if (token < lo || token >= hi) continue;
+        const uint32_t i = cells[r].second;
         if (!out.empty() && out.back().src == &a && out.back().first + out.back().count == i) ++out.back().count;
         else out.push_back({&a, i, 1});
     }
@@ -186,7 +193,7 @@ Result<std::vector<uint8_t>> state_cut(std::span<const uint8_t> full, const stat
     if (!has_attention(shape)) return std::vector<uint8_t>(full.begin(), full.end());
     const attention_layout a = walk_attention(full, shape.full.parts.front());
     std::vector<cell_run> runs;
-    runs_of(a, n_base, n_tokens, runs);
+    runs_of(a, 0, n_base, n_tokens, runs);
     byte_out o(full.size());
     o.put(full.data(), k_header_bytes);
     write_attention(o, a, a.stream, runs);
@@ -206,8 +213,8 @@ Result<std::vector<uint8_t>> state_join(std::span<const uint8_t> base, uint32_t 
     const attention_layout b = walk_attention(base, shape.full.parts.front());
     const attention_layout d = walk_attention(delta, shape.full.parts.front());
     std::vector<cell_run> runs;
-    runs_of(b, 0, n_base, runs);
-    runs_of(d, n_base, n_tokens, runs);
+    runs_of(b, 0, 0, n_base, runs);
+    runs_of(d, n_base, n_base, n_tokens, runs);
     byte_out o(base.size() + delta.size());
     o.put(delta.data(), k_header_bytes);
     write_attention(o, d, d.stream, runs);

@@ -448,10 +448,11 @@ void cli_add_serve(CLI::App & app, cli_run_fn & run) {
     sub->add_option("--embd-normalize", o->embd_normalize,
                     "With --embedding: -1 none, 0 max-abs int16, 1 taxicab, 2 euclidean, >2 p-norm")
         ->capture_default_str();
-    sub->add_option("-mm,--mmproj", o->mmproj,
-                    "Multimodal projector (GGUF) of the model: chats take images (image_url parts with data: URLs, "
-                    "http(s) with --image-urls; LLaVA-style and Gemma 3 projectors) or audio (input_audio parts; "
-                    "Whisper-based projectors), as the projector reads; docs/api.md \"Images\"");
+    sub->add_option(
+        "-mm,--mmproj", o->mmproj,
+        "Multimodal projector (GGUF) of the model: chats take images (image_url parts with data: URLs, "
+        "http(s) with --image-urls; LLaVA-style, Gemma 3 and Qwen2-VL-style projectors) or audio (input_audio parts; "
+        "Whisper-based projectors), as the projector reads; docs/api.md \"Images\"");
     sub->add_flag("--mmproj-offload,!--no-mmproj-offload", o->mmproj_offload,
                   "Run the projector on the offload device when there is one (default on)");
     sub->add_option("--mmproj-max-images", o->mmproj_max_images, "Images one request may carry")

@@ -154,14 +154,18 @@ Result<std::unique_ptr<engine_impl>> engine_impl::create(std::shared_ptr<const l
 
 namespace {
 
-Status check_request(const gen_request & r, int32_t n_vocab, uint32_t n_embd, uint32_t n_ubatch, uint32_t n_ctx_slot,
-                     bool needs_prompt) {
+Status check_request(const gen_request & r, const engine_impl & e, bool needs_prompt) {
+    const int32_t n_vocab = e.n_vocab;
+    const uint32_t n_ctx_slot = e.env.n_ctx_slot;
     BATON_RETURN_IF_ERROR(sampling_check(r.sampling));
     if (r.n_predict < 0) return {status_code::invalid_argument, "max_tokens: " + std::to_string(r.n_predict) + " is negative"};
     if (!needs_prompt) return {};
     if (r.prompt.empty()) return {status_code::invalid_argument, "prompt: is empty"};
-    BATON_RETURN_IF_ERROR(
-        media_spans_check(r.prompt, r.media, n_embd, n_ubatch));  // (media tokens only where images are)
+    BATON_RETURN_IF_ERROR(media_spans_check(r.prompt, r.media, e.n_embd_inp, e.cfg.ctx.n_ubatch,
+                                            e.model->positions_2d()));  // (media tokens only where images are)
+    if (e.partial_state && std::any_of(r.media.begin(), r.media.end(), [](const media_span & m) { return m.grid_w; }))
+        return {status_code::invalid_argument, "prompt: images with M-RoPE grid positions on a model with recurrent or "
+                                               "sliding-window memory are not served"};
     for (size_t i = 0; i < r.prompt.size(); ++i)
         if (!media_token_is(r.prompt[i]) && (r.prompt[i] < 0 || r.prompt[i] >= n_vocab))
             return {status_code::invalid_argument, "prompt: token " + std::to_string(r.prompt[i]) + " at index " +
@@ -180,16 +184,10 @@ Result<request_ptr> engine::submit(engine_task task) {
         return {};
     };
     Status st;
-    if (auto * g = std::get_if<task_generate>(&task))
-        st = check_request(g->req, impl_->n_vocab, impl_->n_embd_inp, impl_->cfg.ctx.n_ubatch, impl_->env.n_ctx_slot,
-                           true);
-    else if (auto * p = std::get_if<task_prefill>(&task))
-        st = check_request(p->req, impl_->n_vocab, impl_->n_embd_inp, impl_->cfg.ctx.n_ubatch, impl_->env.n_ctx_slot,
-                           true);
+    if (auto * g = std::get_if<task_generate>(&task)) st = check_request(g->req, *impl_, true);
+    else if (auto * p = std::get_if<task_prefill>(&task)) st = check_request(p->req, *impl_, true);
     else if (auto * d = std::get_if<task_decode>(&task)) {
-        st = d->blob ? check_request(d->req, impl_->n_vocab, impl_->n_embd_inp, impl_->cfg.ctx.n_ubatch,
-                                     impl_->env.n_ctx_slot, false)
-                     : Status(status_code::invalid_argument, "decode: no blob");
+        st = d->blob ? check_request(d->req, *impl_, false) : Status(status_code::invalid_argument, "decode: no blob");
     } else if (auto * s = std::get_if<task_slot_save>(&task)) st = check_slot(s->slot);
     else if (auto * r = std::get_if<task_slot_restore>(&task)) {
         st = check_slot(r->slot);

@@ -71,6 +71,7 @@ class engine_impl {
     std::vector<token_id> eog;  // the vocabulary's end-of-generation tokens, which ignore_eos bans (at create)
     llama_batch batch{};
     llama_batch media_batch{};  // an image's embeddings (n_batch rows of n_embd_inp floats), made at first use
+    std::vector<llama_pos> grid_pos;               // an M-RoPE image's positions for media_batch: 4 per embedding
     std::shared_ptr<const engine_test_seam> seam;  // immutable after create; null in production
 
     // scheduler
@@ -148,7 +149,7 @@ class engine_impl {
     bool share_wait(const std::vector<token_id> & prompt) const;
     // share_prefix: copies into s the longest prefix of prompt another slot holds in memory
     // (llama_memory_seq_cp: the cells become shared) when that is more than s holds itself.
-    void share_prefix(slot & s, const std::vector<token_id> & prompt);
+    void share_prefix(slot & s, const gen_request & req);
     // The host prompt cache (prompt_cache.h). cache_out: before a slot makes way for `next` (a prompt, or the
     // tokens of a state restored into it), keeps a copy of what it holds when at least reuse_min of its tokens
     // would be lost (its parked blob or idle_blob as it is, else a snapshot of its memory); the slot's idle_blob

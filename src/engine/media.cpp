@@ -27,7 +27,7 @@ size_t media_tokens_count(const std::vector<token_id> & toks) {
 }
 
 Status media_spans_check(const std::vector<token_id> & tokens, const std::vector<media_span> & spans, uint32_t n_embd,
-                         uint32_t n_ubatch) {
+                         uint32_t n_ubatch, bool grid_positions) {
     auto bad = [](std::string m) { return Status(status_code::invalid_argument, "prompt: " + std::move(m)); };
     size_t at = 0;  // tokens before it are checked
     auto text_until = [&](size_t end) -> Status {
@@ -49,6 +49,12 @@ Status media_spans_check(const std::vector<token_id> & tokens, const std::vector
                        " embeddings attend to each other and are decoded in one micro-batch, larger than this "
                        "server's --ubatch-size " +
                        std::to_string(n_ubatch));
+        if ((s.grid_w > 0) != grid_positions)
+            return bad(which + (grid_positions ? ": has no grid positions, and the model takes M-RoPE positions"
+                                               : ": has M-RoPE grid positions, and the model takes one per token"));
+        if (s.grid_w > 0 && uint64_t(s.grid_w) * s.grid_h != s.n)
+            return bad(which + ": a grid of " + std::to_string(s.grid_w) + " x " + std::to_string(s.grid_h) +
+                       " is not its " + std::to_string(s.n) + " embeddings");
         BATON_RETURN_IF_ERROR(text_until(s.begin));
         for (; at < s.begin + s.n; ++at)
             if (!media_token_is(tokens[at]))
@@ -67,7 +73,7 @@ bool media_looks_like_audio(std::string_view f) {
 
 size_t media_keep_limit(const std::vector<media_span> & spans, size_t limit) {
     for (const media_span & s : spans)
-        if (s.non_causal && s.begin < limit && limit < size_t(s.begin) + s.n) return s.begin;
+        if (s.whole() && s.begin < limit && limit < size_t(s.begin) + s.n) return s.begin;
     return limit;
 }
 
@@ -140,15 +146,42 @@ Result<std::unique_ptr<media_encoder>> media_encoder::create(const loaded_model 
     e->ctx_ = ctx;
     e->vision_ = mtmd_support_vision(ctx);
     e->audio_ = mtmd_support_audio(ctx);
-    const std::string why = !e->vision_ && !e->audio_ ? "it reads neither images nor audio"
-                            : mtmd_decode_use_mrope(ctx)
-                                ? "its media take M-RoPE positions (Qwen2-VL, Qwen2.5-Omni and kin)"
-                                : "";
+    // (libmtmd gives the images M-RoPE positions when the text model takes them: llama_model_rope_type.)
+    e->grid_ = mtmd_decode_use_mrope(ctx);
+    const std::string why =
+        !e->vision_ && !e->audio_ ? "it reads neither images nor audio"
+        : e->grid_ && text.has_partial_state()
+            ? "its images take M-RoPE positions, not served on a model with recurrent or sliding-window memory"
+            : "";
     if (!why.empty())
         return Status(status_code::invalid_argument,
                       "--mmproj '" + cfg.path + "': this server does not serve this projector: " + why);
     return e;
 }
+
+namespace {
+
+// image_grid: the w x h grid of an M-RoPE image chunk's n embeddings, as libmtmd places them for the decoder:
+// embedding i at column i % w, row i / w, temporal offset 0, advancing the sequence by max(w, h) positions. A
+// chunk placed any other way is refused rather than decoded at positions Baton's state checks would not know.
+Status image_grid(const mtmd_input_chunk * c, size_t n, uint32_t & w, uint32_t & h) {
+    const mtmd_image_tokens * img = mtmd_input_chunk_get_tokens_image(c);
+    const Status odd(status_code::unsupported,
+                     "images: this projector places an image's embeddings other than row by row on a grid, which "
+                     "this server does not serve");
+    if (!img || n == 0) return odd;
+    std::vector<mtmd_decoder_pos> at(n);
+    for (size_t i = 0; i < n; ++i) at[i] = mtmd_image_tokens_get_decoder_pos(img, 0, i);
+    w = 0;
+    for (const auto & d : at) w = std::max(w, d.x + 1);
+    h = w > 0 ? uint32_t(n / w) : 0;
+    if (w == 0 || size_t(w) * h != n || mtmd_input_chunk_get_n_pos(c) != llama_pos(std::max(w, h))) return odd;
+    for (size_t i = 0; i < n; ++i)
+        if (at[i].t != 0 || at[i].z != 0 || at[i].x != i % w || at[i].y != i / w) return odd;
+    return {};
+}
+
+}  // namespace
 
 Result<media_prompt> media_encoder::encode(std::string_view text, const std::vector<std::string> & images,
                                            bool add_special, bool parse_special, uint32_t n_ctx) const {
@@ -221,9 +254,16 @@ Result<media_prompt> media_encoder::encode(std::string_view text, const std::vec
             if (id) f = std::strtoul(id, nullptr, 10);
             if (f >= content.size()) return bad("images: libmtmd returned media that names no file given");
             const size_t n = mtmd_input_chunk_get_n_tokens(c);
-            if (n == 0 || mtmd_input_chunk_get_n_pos(c) != llama_pos(n))
+            uint32_t grid_w = 0, grid_h = 0;
+            if (grid_ && type == MTMD_INPUT_CHUNK_TYPE_AUDIO)
+                return Status(status_code::unsupported,
+                              "audio " + std::to_string(f) + ": audio with M-RoPE positions is not served");
+            if (grid_) {
+                BATON_RETURN_IF_ERROR(image_grid(c, n, grid_w, grid_h));
+            } else if (n == 0 || mtmd_input_chunk_get_n_pos(c) != llama_pos(n)) {
                 return Status(status_code::unsupported, "images: this projector's media do not take one position "
                                                         "per embedding, which this server does not serve");
+            }
             if (n_ctx > 0 && out.tokens.size() + n >= n_ctx)
                 return context_exceeded_status(out.tokens.size() + n, n_ctx, true);
             if (mtmd_encode_chunk(ctx_, c) != 0)
@@ -236,6 +276,8 @@ Result<media_prompt> media_encoder::encode(std::string_view text, const std::vec
             s.n_embd = n_embd_;
             s.embd = std::make_shared<const std::vector<float>>(e, e + n * n_embd_);
             s.non_causal = mtmd_decode_use_non_causal(ctx_, c);
+            s.grid_w = grid_w;
+            s.grid_h = grid_h;
             for (uint32_t k = 0; k < s.n; ++k) out.tokens.push_back(media_token_make(content[f], taken[f] + k));
             taken[f] += s.n;
             out.spans.push_back(std::move(s));

@@ -342,19 +342,23 @@ bool engine_impl::share_wait(const std::vector<token_id> & prompt) const {
     return coming >= reuse_min(prompt) && coming >= now + reuse_min(prompt);
 }
 
-void engine_impl::share_prefix(slot & s, const std::vector<token_id> & prompt) {
+void engine_impl::share_prefix(slot & s, const gen_request & req) {
     if (!prefix_share_on()) return;
+    const std::vector<token_id> & prompt = req.prompt;
     const slot * from = nullptr;
     size_t best = usable_prefix(slot_held_tokens(s), prompt);
     for (const auto & o : slots) {
         if (&o == &s) continue;
-        const size_t n = usable_prefix(o.tokens, prompt);  // in memory (a parked slot's tokens are empty)
+        // In memory (a parked slot's tokens are empty), and never part of an image that is kept whole.
+        const size_t n = media_keep_limit(req.media, usable_prefix(o.tokens, prompt));
         if (n >= reuse_min(prompt) && n > best) from = &o, best = n;
     }
     if (!from) return;
     slot_clear(ctx.get(), s);
-    llama_memory_seq_cp(llama_get_memory(ctx.get()), from->id, s.id, 0, llama_pos(best));
+    llama_memory_seq_cp(llama_get_memory(ctx.get()), from->id, s.id, 0, from->positions.pos_of(best));
     s.tokens.assign(prompt.begin(), prompt.begin() + std::ptrdiff_t(best));
+    s.positions = from->positions;
+    s.positions.keep(best);
     bump([&](engine_metrics & m) {
         ++m.prefix_shares;
         m.prefix_shared_tokens += best;
@@ -418,7 +422,7 @@ void engine_impl::bind_task(slot & s, std::unique_ptr<active_task> t, engine_tas
     }
     s.owner = t->h->id();
     cache_out(s, t->req.prompt);
-    share_prefix(s, t->req.prompt);
+    share_prefix(s, t->req);
     // The slot is about to work, so the park phase would move the idle slots out of the cache in this step
     // anyway: moved now, before a state is restored into s, that state's cells take the low cells they leave
     // (a restore behind resident idle cells widened every decode of the task over both).
@@ -682,6 +686,7 @@ void engine_impl::repair(slot & s, const Status & why) {
     s.idle_blob.reset();
     llama_memory_seq_rm(llama_get_memory(ctx.get()), s.id, -1, -1);
     s.tokens.clear();
+    s.positions.clear();
     s.checkpoints.clear();
     s.logits.clear();
     if (!s.task) return;
@@ -761,7 +766,7 @@ bool engine_impl::phase_decode(const std::vector<batch_part> & in) {
         for (uint32_t k = p.n_begin; k < p.n_end; ++k) {
             const int32_t row = batch.n_tokens++;
             batch.token[row] = t.seq[k];
-            batch.pos[row] = llama_pos(k);
+            batch.pos[row] = s.positions.pos_of(k);
             batch.n_seq_id[row] = 1;
             batch.seq_id[row][0] = s.id;
             batch.logits[row] = (k + 1 == p.n_end && p.n_end == t.seq.size()) ? 1 : 0;
@@ -790,8 +795,23 @@ bool engine_impl::phase_decode(const std::vector<batch_part> & in) {
         std::memcpy(media_batch.embd, sp->embd->data() + size_t(p.n_begin - sp->begin) * n_embd_inp,
                     sizeof(float) * n * n_embd_inp);
         media_batch.n_tokens = int32_t(n);
+        // An M-RoPE image's embeddings take four position components each, section by section (the image's
+        // position, its row and column past it, 0): from a buffer of 4n, put in place of the batch's own for
+        // this decode.
+        llama_pos * const own_pos = media_batch.pos;
+        if (sp->grid_w) {
+            const llama_pos at = s.positions.pos_of(sp->begin);
+            grid_pos.assign(size_t(4) * n, 0);
+            for (uint32_t k = 0; k < n; ++k) {
+                const uint32_t i = p.n_begin - sp->begin + k;
+                grid_pos[k] = at;
+                grid_pos[n + k] = at + llama_pos(i / sp->grid_w);
+                grid_pos[2 * size_t(n) + k] = at + llama_pos(i % sp->grid_w);
+            }
+            media_batch.pos = grid_pos.data();
+        }
         for (uint32_t k = 0; k < n; ++k) {
-            media_batch.pos[k] = llama_pos(p.n_begin + k);
+            if (!sp->grid_w) media_batch.pos[k] = llama_pos(p.n_begin + k);
             media_batch.n_seq_id[k] = 1;
             media_batch.seq_id[k][0] = s.id;
             media_batch.logits[k] = (k + 1 == n && p.n_end == t.seq.size()) ? 1 : 0;
@@ -800,6 +820,7 @@ bool engine_impl::phase_decode(const std::vector<batch_part> & in) {
         if (sp->non_causal) llama_set_causal_attn(ctx.get(), false);
         ok = decode_batch(media_batch, {p}) && ok;
         if (sp->non_causal) llama_set_causal_attn(ctx.get(), true);
+        media_batch.pos = own_pos;
     }
     return ok;
 }
@@ -834,6 +855,9 @@ bool engine_impl::decode_batch(llama_batch & b, const std::vector<batch_part> & 
 
 void engine_impl::after_chunk(slot & s, uint32_t n_end) {
     active_task & t = *s.task;
+    for (const media_span & m : t.req.media)  // an M-RoPE image whose first embeddings just went in
+        if (m.grid_w && m.begin >= s.tokens.size() && m.begin < n_end)
+            s.positions.add({m.begin, m.n, m.grid_w, m.grid_h});
     s.tokens.insert(s.tokens.end(), t.seq.begin() + s.tokens.size(), t.seq.begin() + n_end);
     while (!t.plan.empty() && t.plan.front() <= n_end) t.plan.erase(t.plan.begin());
     if (std::find(t.checkpoint_at.begin(), t.checkpoint_at.end(), n_end) != t.checkpoint_at.end()) {

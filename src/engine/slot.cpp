@@ -25,6 +25,7 @@ const std::vector<token_id> & slot_held_tokens(const slot & s) { return s.parked
 void slot_clear(llama_context * ctx, slot & s) {
     llama_memory_seq_rm(mem_of(ctx), s.id, -1, -1);
     s.tokens.clear();
+    s.positions.clear();
     s.checkpoints.clear();
     s.logits.clear();
     s.parked.reset();
@@ -34,18 +35,20 @@ void slot_clear(llama_context * ctx, slot & s) {
 Status slot_check_memory(llama_context * ctx, const slot & s) {
     const llama_pos pmin = llama_memory_seq_pos_min(mem_of(ctx), s.id);
     const llama_pos pmax = llama_memory_seq_pos_max(mem_of(ctx), s.id);
-    const int64_t want_max = int64_t(s.tokens.size()) - 1;
+    const int64_t want_max = s.tokens.empty() ? -1 : int64_t(s.positions.pos_of(s.tokens.size() - 1));
     if (pmax != want_max || (s.tokens.empty() ? pmin != -1 : pmin < 0))
-        return {status_code::internal, "slot " + std::to_string(s.id) + ": memory holds positions " +
-                                           std::to_string(pmin) + ".." + std::to_string(pmax) + " but the slot has " +
-                                           std::to_string(s.tokens.size()) + " tokens"};
+        return {status_code::internal,
+                "slot " + std::to_string(s.id) + ": memory holds positions " + std::to_string(pmin) + ".." +
+                    std::to_string(pmax) + " but the slot has " + std::to_string(s.tokens.size()) + " tokens" +
+                    (s.positions.empty() ? std::string() : " ending at position " + std::to_string(want_max))};
     return {};
 }
 
 namespace {
 
-// check_state_bytes: the blob's state and every checkpoint against this node's state layout.
-Status check_state_bytes(const restore_env & env, const validated_blob & blob) {
+// check_state_bytes: the blob's state and every checkpoint against this node's state layout; positions: where the
+// state's cells put its tokens (an M-RoPE model's images).
+Status check_state_bytes(const restore_env & env, const validated_blob & blob, position_map & positions) {
     const blob_view & b = blob.view();
     if (!env.shape_error.ok())
         return {status_code::unsupported,
@@ -55,7 +58,7 @@ Status check_state_bytes(const restore_env & env, const validated_blob & blob) {
     e.n_tokens = uint32_t(b.tokens.size());
     e.n_cells_max = env.n_ctx_slot;
     e.tokens = b.tokens;
-    if (Status st = state_payload_check(b.state, env.shape, e, uint64_t(b.state.data() - base)); !st.ok())
+    if (Status st = state_payload_check(b.state, env.shape, e, uint64_t(b.state.data() - base), &positions); !st.ok())
         return {st.code(), "state: " + st.message()};
     e.partial = true;
     for (size_t i = 0; i < b.checkpoints.size(); ++i) {
@@ -84,7 +87,8 @@ Status slot_restore(const restore_env & env, slot & s, const validated_blob & bl
         return {status_code::incompatible, "tokens: " + std::to_string(b.tokens.size()) +
                                                " tokens do not fit a slot of " + std::to_string(env.n_ctx_slot) +
                                                " (start the node with a larger -c)"};
-    BATON_RETURN_IF_ERROR(check_state_bytes(env, blob));
+    position_map positions;
+    BATON_RETURN_IF_ERROR(check_state_bytes(env, blob, positions));
     // 2. Take the slot.
     if (s.owner != 0 && s.owner != owner)
         return {status_code::busy, "slot " + std::to_string(s.id) + " is busy"};
@@ -106,6 +110,7 @@ Status slot_restore(const restore_env & env, slot & s, const validated_blob & bl
     if (st.ok()) st = fault_after(env, restore_step::applied);
     if (st.ok()) {
         s.tokens.assign(b.tokens.begin(), b.tokens.end());
+        s.positions = std::move(positions);
         st = slot_check_memory(env.ctx, s);
         if (!st.ok()) st = Status(status_code::corrupt, "state: " + st.message() + " (the blob's token section)");
     }
@@ -279,8 +284,11 @@ bool rollback_to_checkpoint(llama_context * ctx, slot & s, const slot_checkpoint
     if (s.tokens.size() < c.n_tokens || c.n_tokens == 0) return false;
     if (llama_state_seq_set_data_ext(ctx, c.data.data(), c.data.size(), s.id, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY) == 0)
         return false;
-    if (!llama_memory_seq_rm(mem_of(ctx), s.id, llama_pos(c.n_tokens), -1)) return false;
+    if (s.positions.splits_image(c.n_tokens) ||
+        !llama_memory_seq_rm(mem_of(ctx), s.id, s.positions.pos_of(c.n_tokens), -1))
+        return false;
     s.tokens.resize(c.n_tokens);
+    s.positions.keep(c.n_tokens);
     s.logits.clear();
     while (!s.checkpoints.empty() && s.checkpoints.back().n_tokens > c.n_tokens) s.checkpoints.pop_back();
     return slot_check_memory(ctx, s).ok();
@@ -299,9 +307,10 @@ prepare_outcome slot_prepare_prompt(llama_context * ctx, slot & s, const std::ve
         s.logits.clear();
         return out;
     }
-    if (lcp > 0 && !partial_state) {
-        if (llama_memory_seq_rm(mem_of(ctx), s.id, llama_pos(lcp), -1)) {
+    if (lcp > 0 && !partial_state && !s.positions.splits_image(lcp)) {
+        if (llama_memory_seq_rm(mem_of(ctx), s.id, s.positions.pos_of(lcp), -1)) {
             s.tokens.resize(lcp);
+            s.positions.keep(lcp);
             s.logits.clear();
             out.n_keep = uint32_t(lcp);
             return out;

@@ -1,8 +1,9 @@
 // slot.h — a slot is one llama sequence plus the bookkeeping that must always agree with its memory.
 //
 // Invariant (checked before every decode by slot_check_memory): the memory of sequence `id` holds exactly
-// positions 0..tokens.size()-1, i.e. pos_max == tokens.size() - 1 (and -1 when empty). Checkpoints are
-// partial (recurrent/SWA) snapshots taken at token counts <= tokens.size().
+// the tokens' positions, pos_max == positions.pos_of(tokens.size() - 1) (and -1 when empty) — on most models
+// positions 0..tokens.size()-1; on an M-RoPE model with images fewer (position_map.h), and `positions` names
+// them. Checkpoints are partial (recurrent/SWA) snapshots taken at token counts <= tokens.size().
 //
 // A parked slot (idle, unified KV) holds its state as a validated blob in host memory: its memory is
 // empty and so is `tokens`, so the invariant holds unchanged; the parked tokens exist only inside the
@@ -29,6 +30,7 @@
 #include "baton/blob.h"
 #include "baton/chunk_plan.h"
 #include "baton/engine.h"
+#include "baton/position_map.h"
 #include "baton/state_payload.h"
 #include "baton/text.h"
 
@@ -46,7 +48,8 @@ struct active_task;  // engine.cpp: the request a slot is serving
 
 struct slot {
     int32_t id = 0;
-    std::vector<token_id> tokens;              // exactly what the memory holds, positions 0..n-1
+    std::vector<token_id> tokens;              // exactly what the memory holds
+    position_map positions;                    // where they sit (M-RoPE images); empty: token k at position k
     std::vector<slot_checkpoint> checkpoints;  // ordered by n_tokens
     std::vector<float> logits;                 // [n_vocab] for tokens.back() when known, else empty
     uint64_t owner = 0;                        // request id that reserved the slot, 0 when free

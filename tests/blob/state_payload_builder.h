@@ -132,6 +132,27 @@ inline void recurrent(builder & w, const recurrent_spec & r) {
     }
 }
 
+// kv_tag: the byte i of the K (which 0) or V (1, or 2.. for transposed rows) row of layer `layer` of the cell of
+// `key` (its position, or its token), so that a byte moved to another cell's place shows.
+inline uint8_t kv_tag(int32_t key, uint32_t layer, uint32_t which, uint64_t i) {
+    return uint8_t(key * 7 + layer * 31 + which * 101 + i * 13);
+}
+
+// tagged_rows: what follows an attention part's cells when V is not transposed — v_trans 0, n_layer, reserved 0,
+// then n_layer K rows and n_layer V rows of `row` bytes per cell, tagged by the cells' keys in order.
+inline void tagged_rows(builder & w, const std::vector<int32_t> & keys, uint32_t n_layer, uint64_t row) {
+    w.u32(0);
+    w.u32(n_layer);
+    w.u64(0);
+    for (uint32_t which = 0; which < 2; ++which)
+        for (uint32_t l = 0; l < n_layer; ++l) {
+            w.i32(1);
+            w.u64(row);
+            for (int32_t k : keys)
+                for (uint64_t i = 0; i < row; ++i) w.b.push_back(kv_tag(k, l, which, i));
+        }
+}
+
 inline std::vector<int32_t> iota(int32_t from, int32_t to) {
     std::vector<int32_t> v;
     for (int32_t i = from; i < to; ++i) v.push_back(i);

@@ -1,6 +1,7 @@
 // state_payload_test.cpp — libllama's sequence-state layout as Baton learns and checks it: one test per
 // way a crafted state can be out of range (the real exports of every model family are checked in
 // tests/engine/state_validation_test.cpp).
+#include "baton/blob.h"
 #include "baton/state_payload.h"
 
 #include <gtest/gtest.h>
@@ -254,9 +255,9 @@ TEST(StatePayload, MRopeCellsCarryATextTokensTwoDPositionAndItsToken) {
     const struct {
         std::vector<int32_t> ext;
         const char * says;
-    } bad[] = {{{3, 5, token_at(5)}, "2-D position (3, 5) at position 5"},
-               {{5, 9, token_at(5)}, "2-D position (5, 9) at position 5"},
-               {{5, 5, 7}, "token 7 at position 5, the blob has 105 there"}};
+    } bad[] = {{{3, 5, token_at(5)}, "token 5: 2-D position (3, 5) at position 5 (a text token's is its position)"},
+               {{5, 9, token_at(5)}, "token 5: 2-D position (5, 9) at position 5"},
+               {{5, 5, 7}, "token 5: the cell records token 7, the blob has 105"}};
     for (const auto & b : bad) {
         attention_spec a = mrope_state(12);
         a.ext.assign(12, {});
@@ -268,6 +269,74 @@ TEST(StatePayload, MRopeCellsCarryATextTokensTwoDPositionAndItsToken) {
     // A layout of the other kind: 12-byte cells to an M-RoPE node, 24-byte cells to a plain one.
     EXPECT_EQ(check(valid(12), s, e).code(), status_code::corrupt);
     EXPECT_EQ(check(mrope_state(12), attention_node(), expect(12)).code(), status_code::corrupt);
+}
+
+// An M-RoPE sequence with an image: 3 text tokens, a 3 x 2 image at position 3 (6 cells, 3 positions), 4 text
+// tokens at positions 6..9 — 13 tokens. ext(k) is token k's cell: {pos, x, y, tok}.
+constexpr int32_t k_media = media_token_min + 7;
+std::vector<int32_t> image_tokens() {
+    std::vector<int32_t> t = tokens_of(13);
+    for (int k = 3; k < 9; ++k) t[size_t(k)] = k_media + k;
+    return t;
+}
+std::vector<int32_t> image_cell(int32_t k) {
+    if (k < 3) return {k, k, k, token_at(k)};
+    if (k < 9) return {3, 3 + (k - 3) % 3, 3 + (k - 3) / 3, -1};
+    return {k - 3, k - 3, k - 3, token_at(k)};
+}
+attention_spec image_state(const std::vector<int32_t> & order) {
+    attention_spec a;
+    a.positions_2d = true;
+    for (int32_t k : order) {
+        const auto c = image_cell(k);
+        a.positions.push_back(c[0]);
+        a.ext.push_back({c[1], c[2], c[3]});
+    }
+    return a;
+}
+
+TEST(StatePayload, AnMRopeImageIsAGridOfCellsAtOnePositionAndReportedAsSuch) {
+    const state_shape s = mrope_node();
+    const std::vector<int32_t> toks = image_tokens();
+    state_expect e = expect(13);
+    e.tokens = toks;
+    position_map pm;
+    ASSERT_TRUE(state_payload_check(attention_bytes(image_state(iota(0, 13))), s, e, 0, &pm).ok());
+    ASSERT_EQ(pm.images().size(), 1u);
+    EXPECT_EQ(pm.images()[0], (grid_image{3, 6, 3, 2}));
+    EXPECT_EQ(pm.pos_of(9), 6);
+    EXPECT_EQ(pm.pos_of(13), 10);
+    // Cells in any order (the cache's): the same.
+    ASSERT_TRUE(
+        state_payload_check(attention_bytes(image_state({7, 12, 0, 4, 3, 11, 1, 8, 2, 5, 10, 6, 9})), s, e, 0, &pm)
+            .ok());
+    EXPECT_EQ(pm.images().size(), 1u);
+
+    const struct {
+        int32_t k;
+        std::vector<int32_t> cell;  // {pos, x, y, tok}
+        const char * says;
+    } bad[] = {
+        {5, {3, 5, 3, 7}, "token 5: 2-D position (5, 3), token 7 at position 3 is not embedding 2"},
+        {5, {3, 3, 4, -1}, "two cells at position 3, 2-D position (3, 4)"},
+        {8, {3, 6, 4, -1}, "tokens 3..8: 6 cells at position 3 do not fill a grid 4 wide"},
+        {12, {11, 11, 11, token_at(12)}, "token 12 at position 11, the tokens before it end at 8"},
+        {9, {6, 6, 6, 5}, "token 9: the cell records token 5"},
+    };
+    for (const auto & b : bad) {
+        attention_spec a = image_state(iota(0, 13));
+        a.positions[size_t(b.k)] = b.cell[0];
+        a.ext[size_t(b.k)] = {b.cell[1], b.cell[2], b.cell[3]};
+        const Status st = state_payload_check(attention_bytes(a), s, e);
+        EXPECT_EQ(st.code(), status_code::corrupt) << b.says;
+        EXPECT_CONTAINS(st.message(), b.says);
+    }
+    // Text tokens where the cells make an image, and an image's tokens where the cells are text.
+    std::vector<int32_t> text_toks = tokens_of(13);
+    e.tokens = text_toks;
+    EXPECT_CONTAINS(check(image_state(iota(0, 13)), s, e).message(), "is text but its cell is part of an image");
+    // Without tokens the structure alone is checked (the splice's checks): the image passes.
+    EXPECT_TRUE(check(image_state(iota(0, 13)), s, expect(13)).ok());
 }
 
 TEST(StatePayload, ZeroTokensAreRefused) {

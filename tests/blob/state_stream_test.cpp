@@ -442,21 +442,8 @@ void tagged_attention(builder & w, const std::vector<int32_t> & cells) {
     w.u32(1);
     w.u32(uint32_t(cells.size()));
     if (cells.empty()) return;
-    for (int32_t p : cells) {
-        w.i32(p);
-        w.u32(1);
-        w.i32(0);
-    }
-    w.u32(0);
-    w.u32(k_layers);
-    w.u64(0);
-    for (uint32_t which = 0; which < 2; ++which)
-        for (uint32_t l = 0; l < k_layers; ++l) {
-            w.i32(1);
-            w.u64(k_row);
-            for (int32_t p : cells)
-                for (uint64_t i = 0; i < k_row; ++i) w.b.push_back(uint8_t(p * 7 + l * 31 + which * 101 + i * 13));
-        }
+    for (int32_t p : cells) cell_meta(w, p, 1, 0, false);
+    tagged_rows(w, cells, k_layers, k_row);
 }
 
 enum class family { attention, sliding, hybrid, recurrent };

@@ -434,6 +434,26 @@ TEST(ServeImagesGemma3, NonCausalImagesAnswerAsLlamaServerAndThroughPd) {
     EXPECT_GE(metric_value(get(*prefill, "/metrics").body, "baton_state_parts_out_total"), 4.0);
 }
 
+// Qwen2-VL's merger on mkmodel's qwen2vl (M-RoPE: an image is a grid of embeddings at one position, the text after
+// it max(w, h) positions on): a chat with an image answers as Debian's llama-server on the same pair, and through
+// PD (greedy and seeded, streamed and not) on a decode node without the projector — which learns where the image's
+// cells sit from the state alone — as the single node.
+TEST(ServeImagesQwen2vl, MRopeImagesAnswerAsLlamaServerAndThroughPd) {
+    auto flags = [](bool projector) {
+        return media_flags(test_model_path("qwen2vl"), 1024,
+                           projector ? test_mmproj_path(64, 1, "qwen2vl_merger") : "");
+    };
+    auto with = node_process::start(serve_with(flags(true)));
+    auto without = node_process::start(serve_with(flags(false)));
+    std::vector<json> cases = {image_chat({test_bmp(64, 32, 31)}),
+                               image_chat({test_bmp(64, 32, 32), test_bmp(32, 64, 33)}, "Which differs?")};
+    cases[1]["temperature"] = 0.9;
+    cases[1]["seed"] = 7;
+    expect_as_llama_server(flags(true), *with, {cases[0]});
+    expect_pd_as_single(*with, *with, *without, cases);
+    expect_media_read(*with, image_chat({test_bmp(64, 32, 1)}), image_chat({test_bmp(64, 32, 2)}));
+}
+
 // Audio (an input_audio part; Qwen2-Audio's projector on mkmodel's llama): a chat with a clip answers as Debian's
 // llama-server on the same pair; through PD on a decode node without the projector, streamed and not, and through a
 // router, as the single node; /props says what the projector reads; a clip sent to an image projector and an image

@@ -3,7 +3,8 @@
 // own helper does; a prompt's image cells are reused as a prefix, shipped in a blob (format 1.3) and decoded by an
 // engine that has no projector exactly as a single engine answers; and a decode whose image cells were lost fails
 // with the reason instead of computing garbage. Gemma 3's images (non-causal attention among an image's
-// embeddings) decode as libmtmd's helper decodes them, whole, and move and are reused as any others.
+// embeddings) decode as libmtmd's helper decodes them, whole, and move and are reused as any others; so do
+// Qwen2-VL's (M-RoPE: a grid of embeddings at one position), also cut by the batch and as a delta inside the image.
 #include <llama.h>
 #include <mtmd-helper.h>
 #include <mtmd.h>
@@ -23,13 +24,19 @@ using namespace baton::test;
 
 std::shared_ptr<const loaded_model> text_model() { return model_for("llama"); }
 
-std::unique_ptr<media_encoder> encoder(media_config c = {}) {
-    c.path = test_mmproj_path(64);
+// encoder: the projector c.path (default: the LLaVA-style test projector) opened for text model m, on the CPU.
+std::unique_ptr<media_encoder> encoder(media_config c = {}, const loaded_model & m = *text_model()) {
+    if (c.path.empty()) c.path = test_mmproj_path(64);
     if (c.marker.empty()) c.marker = "<__media_test_4f1c__>";
     c.offload = false;
-    auto e = media_encoder::create(*text_model(), c);
+    auto e = media_encoder::create(m, c);
     if (!e.ok()) throw std::runtime_error(e.status().to_string());
     return std::move(e.value());
+}
+std::unique_ptr<media_encoder> encoder_of(const std::string & projector, const loaded_model & m) {
+    media_config c;
+    c.path = projector;
+    return encoder(c, m);
 }
 
 media_prompt encode_ok(const media_encoder & e, const std::string & text, const std::vector<std::string> & images) {
@@ -175,6 +182,42 @@ std::vector<token_id> libmtmd_greedy(const std::string & image, int n, const eng
     return out;
 }
 
+// expect_reused_and_moved: p2 continues p1 with the same image. A follow-up on an engine that answered p1 reuses
+// the image's cells, and p2's blob from a prefill engine decodes in an engine given no image; both answer as a
+// fresh single engine, tokens and logits. Returns the fresh engine's run.
+run_result expect_reused_and_moved(const std::shared_ptr<const loaded_model> & m, const engine_config & c,
+                                   const media_prompt & p1, const media_prompt & p2) {
+    run_result fresh = run_task(*make_engine(m, c), task_generate{greedy_media(p2, 10)});
+    EXPECT_TRUE(fresh.done.ok()) << fresh.done.status().to_string();
+    auto eng = make_engine(m, c);
+    EXPECT_TRUE(run_task(*eng, task_generate{greedy_media(p1, 4)}).done.ok());
+    run_result follow = run_task(*eng, task_generate{greedy_media(p2, 10)});
+    EXPECT_TRUE(follow.done.ok()) << follow.done.status().to_string();
+    if (follow.done.ok())
+        EXPECT_GE(follow.done->usage.cached_tokens, p1.spans[0].begin + p1.spans[0].n) << "the image's cells reused";
+    EXPECT_EQ(follow.tokens, fresh.tokens);
+    EXPECT_TRUE(follow.logits == fresh.logits);
+    engine_result pre = run_task(*make_engine(m, c), task_prefill{greedy_media(p2, 10)});
+    EXPECT_TRUE(pre.done.ok()) << pre.done.status().to_string();
+    if (!pre.done.ok()) return fresh;
+    run_result got = run_task(*make_engine(m, c), task_decode{validated(pre.done->blob), greedy(p2.tokens, 10)});
+    EXPECT_TRUE(got.done.ok()) << got.done.status().to_string();
+    EXPECT_EQ(got.tokens, fresh.tokens);
+    EXPECT_TRUE(got.logits == fresh.logits);
+    return fresh;
+}
+
+// expect_answers_otherwise: the request, changed in how its image is decoded, gives another first distribution
+// than got (the property the change removes matters).
+void expect_answers_otherwise(const std::shared_ptr<const loaded_model> & m, const engine_config & c,
+                              const gen_request & changed, const run_result & got) {
+    run_result other = run_task(*make_engine(m, c), task_generate{changed});
+    ASSERT_TRUE(other.done.ok()) << other.done.status().to_string();
+    ASSERT_FALSE(other.logits.empty());
+    ASSERT_FALSE(got.logits.empty());
+    EXPECT_NE(other.logits[0], got.logits[0]);
+}
+
 TEST(MediaEngine, AnImagePromptDecodesAsLibmtmdsOwnHelperDecodesIt) {
     auto e = encoder();
     const engine_config c = engine_cfg(1, 1024);
@@ -206,18 +249,9 @@ TEST(MediaEngine, ImagesCutByTheBatchDecodeAsWhole) {
 
 TEST(MediaEngine, AFollowUpReusesTheImageCellsAndAnswersAsAFreshEngine) {
     auto e = encoder();
-    const engine_config c = engine_cfg(1, 1024);
     const std::string img = test_bmp(40, 24, 5);
-    const media_prompt p1 = encode_ok(*e, picture_prompt(*e), {img});
-    const media_prompt p2 = encode_ok(*e, picture_prompt(*e) + " Tell me more about it, please.", {img});
-    auto eng = make_engine(text_model(), c);
-    ASSERT_TRUE(run_task(*eng, task_generate{greedy_media(p1, 4)}).done.ok());
-    run_result follow = run_task(*eng, task_generate{greedy_media(p2, 10)});
-    ASSERT_TRUE(follow.done.ok()) << follow.done.status().to_string();
-    EXPECT_GE(follow.done->usage.cached_tokens, p1.spans[0].begin + p1.spans[0].n);
-    run_result fresh = run_task(*make_engine(text_model(), c), task_generate{greedy_media(p2, 10)});
-    ASSERT_TRUE(fresh.done.ok());
-    EXPECT_EQ(follow.tokens, fresh.tokens);
+    expect_reused_and_moved(text_model(), engine_cfg(1, 1024), encode_ok(*e, picture_prompt(*e), {img}),
+                            encode_ok(*e, picture_prompt(*e) + " Tell me more about it, please.", {img}));
 }
 
 // PD: the prefill engine encodes and computes the image; its blob (format 1.3: media tokens) decodes in an engine
@@ -278,15 +312,7 @@ TEST(MediaEngine, MediaTokensWithoutTheirImageAreRefusedAtSubmit) {
 std::shared_ptr<const loaded_model> gemma_model() { return model_for("gemma3"); }
 std::string gemma_projector() { return test_mmproj_path(64, 1, "gemma3"); }
 
-std::unique_ptr<media_encoder> gemma_encoder() {
-    media_config c;
-    c.path = gemma_projector();
-    c.marker = "<__media_test_4f1c__>";
-    c.offload = false;
-    auto e = media_encoder::create(*gemma_model(), c);
-    if (!e.ok()) throw std::runtime_error(e.status().to_string());
-    return std::move(e.value());
-}
+std::unique_ptr<media_encoder> gemma_encoder() { return encoder_of(gemma_projector(), *gemma_model()); }
 
 TEST(MediaEncoder, KeptPrefixesNeverEndInsideANonCausalImage) {
     media_span causal{10, 16, 64, nullptr, false}, whole{40, 16, 64, nullptr, true};
@@ -315,10 +341,7 @@ TEST(MediaEngine, NonCausalImagesDecodeAsLibmtmdsOwnHelperDecodesThem) {
     EXPECT_EQ(got.tokens, libmtmd_greedy(img, 12, c, *gemma_model(), gemma_projector()));
     gen_request causal = greedy_media(p, 12);
     causal.media[0].non_causal = false;
-    run_result as_causal = run_task(*make_engine(gemma_model(), c), task_generate{causal});
-    ASSERT_TRUE(as_causal.done.ok()) << as_causal.done.status().to_string();
-    ASSERT_FALSE(as_causal.logits.empty());
-    EXPECT_NE(as_causal.logits[0], got.logits[0]);
+    expect_answers_otherwise(gemma_model(), c, causal, got);
 }
 
 // A batch budget that ends inside a non-causal image does not cut it: the image goes whole in the next step and
@@ -348,41 +371,76 @@ TEST(MediaEngine, NonCausalImagesAreNeverCutAndMustFitAMicroBatch) {
 // prefill engine's blob decodes in an engine given no image, token for token and logit for logit as one engine.
 TEST(MediaEngine, NonCausalImageCellsAreReusedAndMovedAsAnyOthers) {
     auto e = gemma_encoder();
-    const engine_config c = engine_cfg(1, 1024);
     const std::string img = test_bmp(40, 24, 13);
+    expect_reused_and_moved(gemma_model(), engine_cfg(1, 1024), encode_ok(*e, picture_prompt(*e), {img}),
+                            encode_ok(*e, picture_prompt(*e) + " Tell me more about it, please.", {img}));
+}
+
+// ---- M-RoPE images (Qwen2-VL's merger on mkmodel's qwen2vl: an image is a grid of embeddings at one position) ----
+
+std::shared_ptr<const loaded_model> qwen2vl_model() { return model_for("qwen2vl"); }
+std::string qwen2vl_projector() { return test_mmproj_path(64, 1, "qwen2vl_merger"); }
+
+std::unique_ptr<media_encoder> qwen2vl_encoder() { return encoder_of(qwen2vl_projector(), *qwen2vl_model()); }
+
+// The engine decodes an M-RoPE image as libmtmd's own helper does: 32 embeddings on an 8 x 4 grid at one position,
+// the text after it 8 positions on; the grid matters (the same embeddings on a 4 x 8 grid answer otherwise), and
+// the slot's memory ends at the position the map says, 24 below its token count.
+TEST(MediaEngine, MRopeImagesDecodeAsLibmtmdsOwnHelperDecodesThem) {
+    const std::string img = test_bmp(64, 32, 21);
+    auto e = qwen2vl_encoder();
+    const media_prompt p = encode_ok(*e, picture_prompt(*e), {img});
+    ASSERT_EQ(p.spans.size(), 1u);
+    EXPECT_EQ(p.spans[0].n, 32u);
+    EXPECT_EQ(p.spans[0].grid_w, 8u);
+    EXPECT_EQ(p.spans[0].grid_h, 4u);
+    const engine_config c = engine_cfg(1, 1024);
+    auto eng = make_engine(qwen2vl_model(), c);
+    run_result got = run_task(*eng, task_generate{greedy_media(p, 12)});
+    ASSERT_TRUE(got.done.ok()) << got.done.status().to_string();
+    EXPECT_EQ(got.tokens, libmtmd_greedy(img, 12, c, *qwen2vl_model(), qwen2vl_projector()));
+    const slot_info si = eng->slots()[0];
+    EXPECT_EQ(int64_t(si.pos_max) + 1, int64_t(si.n_tokens) - 24) << "an 8 x 4 image takes 8 positions for 32 cells";
+    gen_request transposed = greedy_media(p, 12);
+    std::swap(transposed.media[0].grid_w, transposed.media[0].grid_h);
+    expect_answers_otherwise(qwen2vl_model(), c, transposed, got);
+}
+
+// Cut by the batch (4 pieces), reused by a follow-up, shipped to an engine without the image whole and as a delta
+// over a base that ends inside the image: every path answers as a fresh single engine, tokens and logits.
+TEST(MediaEngine, MRopeImageCellsAreCutReusedAndMovedAsAnyOthers) {
+    auto e = qwen2vl_encoder();
+    const engine_config c = engine_cfg(1, 1024);
+    const std::string img = test_bmp(64, 32, 22);
     const media_prompt p1 = encode_ok(*e, picture_prompt(*e), {img});
     const media_prompt p2 = encode_ok(*e, picture_prompt(*e) + " Tell me more about it, please.", {img});
-    auto eng = make_engine(gemma_model(), c);
-    ASSERT_TRUE(run_task(*eng, task_generate{greedy_media(p1, 4)}).done.ok());
-    run_result follow = run_task(*eng, task_generate{greedy_media(p2, 10)});
-    ASSERT_TRUE(follow.done.ok()) << follow.done.status().to_string();
-    EXPECT_GE(follow.done->usage.cached_tokens, p1.spans[0].begin + p1.spans[0].n);
-    run_result fresh = run_task(*make_engine(gemma_model(), c), task_generate{greedy_media(p2, 10)});
-    ASSERT_TRUE(fresh.done.ok());
-    EXPECT_EQ(follow.tokens, fresh.tokens);
+    const run_result fresh = expect_reused_and_moved(qwen2vl_model(), c, p1, p2);
 
-    engine_result pre = run_task(*make_engine(gemma_model(), c), task_prefill{greedy_media(p2, 10)});
-    ASSERT_TRUE(pre.done.ok()) << pre.done.status().to_string();
-    run_result got =
-        run_task(*make_engine(gemma_model(), c), task_decode{validated(pre.done->blob), greedy(p2.tokens, 10)});
-    ASSERT_TRUE(got.done.ok()) << got.done.status().to_string();
-    EXPECT_EQ(got.tokens, fresh.tokens);
-    EXPECT_TRUE(got.logits == fresh.logits);
+    engine_config cut = c;
+    cut.ctx.n_batch = cut.ctx.n_ubatch = 8;
+    run_result pieces = run_task(*make_engine(qwen2vl_model(), cut), task_generate{greedy_media(p2, 10)});
+    ASSERT_TRUE(pieces.done.ok()) << pieces.done.status().to_string();
+    EXPECT_EQ(pieces.tokens, fresh.tokens);
+
+    // A delta over a base that ends inside the image: the receiver holds the whole first turn.
+    gen_request dreq = greedy_media(p2, 10);
+    dreq.delta_base = p1.spans[0].begin + 5;
+    engine_result delta = run_task(*make_engine(qwen2vl_model(), c), task_prefill{dreq});
+    ASSERT_TRUE(delta.done.ok()) << delta.done.status().to_string();
+    auto dec = make_engine(qwen2vl_model(), c);
+    ASSERT_TRUE(run_task(*dec, task_generate{greedy_media(p1, 4)}).done.ok());
+    run_result joined = run_task(*dec, task_decode{validated(delta.done->blob), greedy(p2.tokens, 10)});
+    ASSERT_TRUE(joined.done.ok()) << joined.done.status().to_string();
+    EXPECT_EQ(dec->metrics().deltas_in, 1u);
+    EXPECT_EQ(joined.tokens, fresh.tokens);
+    EXPECT_TRUE(joined.logits == fresh.logits);
 }
 
 // ---- audio (Qwen2-Audio's projector: a Whisper encoder; a clip becomes embeddings like an image's) ----
 
 std::string audio_projector() { return test_mmproj_path(64, 1, "qwen2a"); }
 
-std::unique_ptr<media_encoder> audio_encoder() {
-    media_config c;
-    c.path = audio_projector();
-    c.marker = "<__media_test_4f1c__>";
-    c.offload = false;
-    auto e = media_encoder::create(*text_model(), c);
-    if (!e.ok()) throw std::runtime_error(e.status().to_string());
-    return std::move(e.value());
-}
+std::unique_ptr<media_encoder> audio_encoder() { return encoder_of(audio_projector(), *text_model()); }
 
 TEST(MediaEncoder, AudioAndImagesGoOnlyToAProjectorThatReadsThem) {
     auto a = audio_encoder();

@@ -72,6 +72,8 @@ std::string test_mmproj_path(int text_n_embd, unsigned seed, const std::string &
     p.seed = seed;
     p.text_n_embd = text_n_embd;
     if (projector == "gemma3") p.patch_size = 4;  // 32x32 images: 16 embeddings, as the mlp's
+    // (qwen2vl_merger: patches of 4 merged 2x2, so a 64x32 image is an 8 x 4 grid of 32 embeddings)
+    if (projector == "qwen2vl_merger") p.patch_size = 4;
     // (qwen2a: an audio projector; a clip of up to 30 s becomes 750 embeddings)
     Status s = mkmmproj_ensure(p, path);
     if (!s.ok()) throw std::runtime_error("mkmmproj failed: " + s.to_string());
