@@ -99,7 +99,6 @@ TEST_P(Migration, AGenerationMovedToAnotherEngineContinuesAsIfItHadNotMoved) {
         for (int at : {0, 1, 9, n_predict - 2}) {
             const std::string where = what() + ", " + mode.name + ", moved after " + std::to_string(at) + " tokens";
             auto single = make_engine(m(), c);
-            auto a = make_engine(m(), c);
             auto b = make_engine(m(), c);
             gen_request req;
             req.prompt = make_prompt(40 + at, ++prompt_seed, n_vocab());
@@ -111,7 +110,16 @@ TEST_P(Migration, AGenerationMovedToAnotherEngineContinuesAsIfItHadNotMoved) {
             ASSERT_TRUE(want.done.ok()) << where << ": " << want.done.status().to_string();
             ASSERT_EQ(want.tokens.size(), size_t(n_predict)) << where;
 
-            const side from = run_side(*a, task_generate{req}, at);
+            // Regression (flaky at 22 of 24 on a tiny mamba2 under a loaded ctest): the engine may generate the last
+            // tokens before the request to move reaches it; such a run finished, it did not move, and is tried again
+            // on a new engine (at most 5 times).
+            decltype(make_engine(m(), c)) a;
+            side from;
+            for (int attempt = 0; attempt < 5; ++attempt) {
+                a = make_engine(m(), c);
+                from = run_side(*a, task_generate{req}, at);
+                if (!from.done.ok() || from.done->finish != finish_reason::length) break;
+            }
             ASSERT_TRUE(from.done.ok()) << where << ": " << from.done.status().to_string();
             ASSERT_EQ(from.done->finish, finish_reason::migrated) << where;
             EXPECT_EQ(from.done->tail, "") << where << ": the held-back text stays with the generation";
