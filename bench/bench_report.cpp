@@ -268,7 +268,10 @@ const std::vector<figure_doc> & figures() {
          "Targets: PD TTFT <= 1.10x the single node's; Baton's single-node TTFT <= 1.05x llama-server's; the decode "
          "node's RSS lower than the single node's by >= 0.8x the projector file. Audio (no target, not plotted): the "
          "same three targets with mkmmproj's qwen2a projector (a 512-wide, 4-block Whisper encoder: a clip becomes 750 "
-         "embeddings) and a chat with one 1-s WAV (input_audio), medians of 4 runs.",
+         "embeddings) and a chat with one 1-s WAV (input_audio), medians of 4 runs. M-RoPE images (no target, not "
+         "plotted): the same three targets with Qwen2-VL's merger from mkmmproj (512-wide, 6 blocks, 14-pixel patches "
+         "merged 2x2) on a 512x8 qwen2vl text model, a 448x448 image (a 16 x 16 grid of 256 embeddings taking 16 "
+         "positions), medians of 4 runs.",
          "ms", "", "TTFT (ms)", true, "(\"baton single\" 0, \"baton PD\" 1, \"llama-server\" 2)", false, false},
         {22, "Packed states: size after packing, and the link rate below which packing pays",
          "bench/state_pack_bench.cpp. Real blobs from the engine's prefill of a 2048-token random prompt: a 512x8 llama "

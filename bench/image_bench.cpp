@@ -16,6 +16,9 @@
 // Audio, the same way (info, no target): a chat with one clip (input_audio, a 1-s WAV whose samples follow from
 // the run's seed) with mkmmproj's qwen2a projector (a Whisper encoder, 512-wide x 4 blocks; quick: 128 x 2) on the
 // same text model: a clip becomes 750 embeddings. TTFT single / PD / llama-server, medians of 4 runs (quick 2).
+// M-RoPE images, the same way (info, full mode only): Qwen2-VL's merger (512-wide x 6 blocks, 14-pixel patches
+// merged 2x2) on a 512x8 qwen2vl text model; a 448x448 image is a 16 x 16 grid of 256 embeddings that takes 16
+// positions. Medians of 4 runs.
 #include <sys/stat.h>
 
 #include <fstream>
@@ -215,6 +218,20 @@ int main(int argc, char ** argv) try {
         result("audio/ttft_ms/llama_server", aud.llama, "ms", "reported", true);
         result("audio/pd_over_single", aud.pd_ratio, "x", "info", true);
         result("audio/baton_over_llama_server", aud.llama_ratio, "x", "info", true);
+    }
+    // M-RoPE images (info): Qwen2-VL's merger on a qwen2vl text model of the same size. Full mode only (quick runs
+    // the same code path above).
+    if (!quick) {
+        const std::string qproj = projector("qwen2vl_merger", text_w, 512, 6, 448, 14);
+        const targets t = start_targets(bench_model("qwen2vl", 512, 8), qproj, 2048);
+        const ttfts q = measure(t, 4, [](uint32_t seed) { return chat_body(test::test_bmp(448, 448, seed)); });
+        std::printf("prompt tokens: %d (one 448x448 image on a 16 x 16 grid, M-RoPE)\n", q.prompt_tokens);
+        print_ttfts(q);
+        result("images_mrope/ttft_ms/single", q.single, "ms", "reported", true);
+        result("images_mrope/ttft_ms/pd", q.pd, "ms", "reported", true);
+        result("images_mrope/ttft_ms/llama_server", q.llama, "ms", "reported", true);
+        result("images_mrope/pd_over_single", q.pd_ratio, "x", "info", true);
+        result("images_mrope/baton_over_llama_server", q.llama_ratio, "x", "info", true);
     }
     headline(21, "images/pd_over_single", img.pd_ratio, "x", "<= 1.10", img.pd_ratio.median <= 1.10);
     return 0;
