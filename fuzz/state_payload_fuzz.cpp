@@ -2,7 +2,8 @@
 // (src/blob/state_payload.cpp) before libllama ever parses them.
 //
 // Input: byte 0 picks one of six node layouts (attention; attention with transposed V; sliding window;
-// hybrid; recurrent; an M-RoPE model's attention, whose cells carry x, y and the token) and whether the state is a checkpoint, bytes 1-2 the token count (1..1024), the rest is
+// hybrid; recurrent; an M-RoPE model's attention, whose cells carry x, y and the token; bit 5: its tokens are
+// media tokens, so its states may hold images) and whether the state is a checkpoint, bytes 1-2 the token count (1..1024), the rest is
 // the state. Properties: state_payload_check and state_shape_learn return (ASan/UBSan watch the bytes) with a
 // message on failure; a state the check accepts follows the node's layout exactly — learning from it yields
 // the node's own structure for every part that holds cells — and has exactly one cell per position where
@@ -18,6 +19,7 @@
 #include <fstream>
 #include <string>
 
+#include "baton/blob.h"
 #include "baton/state_payload.h"
 #include "baton/state_splice.h"
 #include "blob/state_payload_builder.h"
@@ -122,6 +124,24 @@ void write_seeds(const std::string & dir) {
                 std::ofstream(dir + "/seed-" + std::to_string(n_written++), std::ios::binary)
                     .write(reinterpret_cast<const char *>(in.data()), std::streamsize(in.size()));
             }
+    // An M-RoPE state of media tokens (bit 5): a 3 x 2 image at position 0, then six one-embedding media at 3..8.
+    {
+        attention_spec a;
+        a.positions_2d = true;
+        for (int32_t i = 0; i < 6; ++i) {
+            a.positions.push_back(0);
+            a.ext.push_back({i % 3, i / 3, -1});
+        }
+        for (int32_t p = 3; p < 9; ++p) {
+            a.positions.push_back(p);
+            a.ext.push_back({p, p, -1});
+        }
+        std::vector<uint8_t> in = {uint8_t(k_mrope | 32), 11, 0};
+        const auto st = attention_bytes(a);
+        in.insert(in.end(), st.begin(), st.end());
+        std::ofstream(dir + "/seed-" + std::to_string(n_written++), std::ios::binary)
+            .write(reinterpret_cast<const char *>(in.data()), std::streamsize(in.size()));
+    }
     // Deltas: a full state of n tokens cut at n/2, read in delta mode.
     for (int i = 0; i < k_layouts; ++i)
         for (uint32_t n : {2u, 12u, 40u}) {
@@ -167,7 +187,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     e.n_tokens = 1 + ((uint32_t(data[1]) | uint32_t(data[2]) << 8) & 1023);
     e.n_cells_max = 1024;
     e.partial = partial;
-    const std::vector<int32_t> tokens = tokens_of(e.n_tokens);  // what the builder's M-RoPE cells record
+    // The M-RoPE layout's tokens: what the builder's cells record, or (bit 5) media tokens, so that accepted states
+    // may hold images (grids of cells at one position) for the cut and join below.
+    std::vector<int32_t> tokens = tokens_of(e.n_tokens);
+    if (data[0] & 32)
+        for (size_t k = 0; k < tokens.size(); ++k) tokens[k] = media_token_min + int32_t(k);
     if (which == k_mrope) e.tokens = tokens;
     const std::span<const uint8_t> bytes(data + 3, size - 3);
     if (data[0] & 16) {

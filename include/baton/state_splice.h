@@ -35,7 +35,8 @@ Result<std::vector<uint8_t>> state_cut(std::span<const uint8_t> full, const stat
 // state_join returns the full state of n_tokens tokens made of the base's cells at positions 0..n_base-1
 // (base: a full state of base_tokens >= n_base tokens, e.g. the receiver's slot, which may hold more) and
 // the delta's (a state_cut of n_tokens over n_base): the delta's header and every other part, the first
-// attention part merged. corrupt when either input does not check.
+// attention part merged. corrupt when either input does not check (on an M-RoPE model, whose delta's positions
+// continue its base's, when the joined state does not).
 Result<std::vector<uint8_t>> state_join(std::span<const uint8_t> base, uint32_t base_tokens,
                                         std::span<const uint8_t> delta, const state_shape & shape, uint32_t n_tokens,
                                         uint32_t n_base, uint32_t n_cells_max);

@@ -219,7 +219,12 @@ Result<std::vector<uint8_t>> state_join(std::span<const uint8_t> base, uint32_t 
     o.put(delta.data(), k_header_bytes);
     write_attention(o, d, d.stream, runs);
     o.put(delta.data() + d.end, delta.size() - d.end);
-    return o.take();
+    std::vector<uint8_t> out = o.take();
+    // On an M-RoPE model a delta alone says only its cells' order (its positions continue its base's, which it
+    // does not hold), so the whole is checked here: a join that succeeds is always a full state.
+    if (shape.full.parts.front().positions_2d)
+        BATON_RETURN_IF_ERROR(check(out, shape, n_tokens, 0, n_cells_max, "the joined state"));
+    return out;
 }
 
 }  // namespace baton

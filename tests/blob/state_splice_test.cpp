@@ -247,6 +247,17 @@ TEST(Splice, AnMRopeImageIsCutAndJoinedByTokenNotByPosition) {
             EXPECT_EQ(joined.value(), full) << "base " << base;
         }
     }
+    // A delta whose cells, in order on their own, do not continue the base (text at positions 0..3 for tokens
+    // 9..12): only the joined whole can tell, and the join refuses it.
+    builder w;
+    w.u32(1);
+    w.u32(4);
+    for (int32_t k = 0; k < 4; ++k) cell_meta(w, k, 1, 0, true);
+    tagged_rows(w, iota(9, 13), k_layers, k_row);
+    auto bad = state_join(full, 13, w.b, sh, 13, 9, 64);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(bad.status().code(), status_code::corrupt);
+    EXPECT_NE(bad.status().message().find("the joined state"), std::string::npos) << bad.status().message();
 }
 
 TEST(Splice, ArgumentsOutOfRangeAreRefused) {
