@@ -19,7 +19,8 @@
 // mkmodel's `gemma3`; such an image is decoded whole, in one micro-batch, and never partly reused); images with
 // M-RoPE grid positions (Qwen2-VL and kin, on an M-RoPE text model without partial state: mkmodel's
 // `qwen2vl_merger`; never partly reused); and audio projectors whose clips take one position per embedding
-// (Qwen2-Audio: mkmodel's `qwen2a`). Audio with M-RoPE positions (Qwen2.5-Omni) is refused with the reason.
+// (Qwen2-Audio: mkmodel's `qwen2a`; on an M-RoPE text model, as Qwen2.5-Omni's, each embedding's four position
+// components are its position).
 // Thread-safety: encode() may be called from any thread; calls are serialized (one libmtmd context).
 #pragma once
 
@@ -70,8 +71,8 @@ struct media_prompt {
 
 // media_spans_check: spans are in order, inside tokens, each n >= 1 with n * n_embd floats, and the tokens they
 // cover are media tokens, as every other token of tokens is not (invalid_argument naming the first that is not);
-// a non-causal span fits one micro-batch of n_ubatch tokens (invalid_argument naming --ubatch-size otherwise); the
-// spans have grids exactly when grid_positions (the model takes M-RoPE positions), each holding its n embeddings.
+// a non-causal span fits one micro-batch of n_ubatch tokens (invalid_argument naming --ubatch-size otherwise); a
+// span has a grid only when grid_positions (the model takes M-RoPE positions), holding its n embeddings.
 Status media_spans_check(const std::vector<token_id> & tokens, const std::vector<media_span> & spans, uint32_t n_embd,
                          uint32_t n_ubatch, bool grid_positions = false);
 

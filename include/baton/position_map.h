@@ -24,8 +24,11 @@ struct grid_image {
 
 class position_map {
   public:
-    // add appends an image. REQUIRES: it begins at or after the end of the last one, n == w * h >= 1.
-    void add(const grid_image & g) { images_.push_back(g); }
+    // add appends an image (one of a single embedding sits where a token would, and is not kept). REQUIRES: it
+    // begins at or after the end of the last one, n == w * h >= 1.
+    void add(const grid_image & g) {
+        if (g.n > 1) images_.push_back(g);
+    }
     // pos_of: the position of token k's cell (inside an image: the image's position); k == the sequence's
     // length: the position the next token takes.
     int32_t pos_of(uint64_t k) const;

@@ -111,6 +111,7 @@ Result<std::unique_ptr<engine_impl>> engine_impl::create(std::shared_ptr<const l
     if (!ctx.ok()) return ctx.status();
     impl->ctx = std::move(ctx.value());
     impl->partial_state = model->has_partial_state();
+    impl->positions_2d = model->positions_2d();
     impl->n_vocab = int32_t(model->identity().n_vocab);
     impl->n_embd_inp = uint32_t(llama_model_n_embd_inp(model->get()));
     impl->pieces = sampling_token_pieces(model->vocab());
@@ -162,7 +163,7 @@ Status check_request(const gen_request & r, const engine_impl & e, bool needs_pr
     if (!needs_prompt) return {};
     if (r.prompt.empty()) return {status_code::invalid_argument, "prompt: is empty"};
     BATON_RETURN_IF_ERROR(media_spans_check(r.prompt, r.media, e.n_embd_inp, e.cfg.ctx.n_ubatch,
-                                            e.model->positions_2d()));  // (media tokens only where images are)
+                                            e.positions_2d));  // (media tokens only where images are)
     if (e.partial_state && std::any_of(r.media.begin(), r.media.end(), [](const media_span & m) { return m.grid_w; }))
         return {status_code::invalid_argument, "prompt: images with M-RoPE grid positions on a model with recurrent or "
                                                "sliding-window memory are not served"};

@@ -65,6 +65,7 @@ class engine_impl {
     restore_env env;
     restore_faults faults;  // tests only: what env.faults points to when the seam asks for faults
     bool partial_state = false;
+    bool positions_2d = false;  // an M-RoPE model: its embeddings take four position components (position_map.h)
     int32_t n_vocab = 0;
     uint32_t n_embd_inp = 0;  // floats per input embedding (an image's, media.h)
     token_pieces pieces;  // every token's text, for grammar chains' UTF-8 guard (built at create)

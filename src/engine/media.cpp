@@ -49,9 +49,8 @@ Status media_spans_check(const std::vector<token_id> & tokens, const std::vector
                        " embeddings attend to each other and are decoded in one micro-batch, larger than this "
                        "server's --ubatch-size " +
                        std::to_string(n_ubatch));
-        if ((s.grid_w > 0) != grid_positions)
-            return bad(which + (grid_positions ? ": has no grid positions, and the model takes M-RoPE positions"
-                                               : ": has M-RoPE grid positions, and the model takes one per token"));
+        if (s.grid_w > 0 && !grid_positions)
+            return bad(which + ": has M-RoPE grid positions, and the model takes one per token");
         if (s.grid_w > 0 && uint64_t(s.grid_w) * s.grid_h != s.n)
             return bad(which + ": a grid of " + std::to_string(s.grid_w) + " x " + std::to_string(s.grid_h) +
                        " is not its " + std::to_string(s.n) + " embeddings");
@@ -255,10 +254,8 @@ Result<media_prompt> media_encoder::encode(std::string_view text, const std::vec
             if (f >= content.size()) return bad("images: libmtmd returned media that names no file given");
             const size_t n = mtmd_input_chunk_get_n_tokens(c);
             uint32_t grid_w = 0, grid_h = 0;
-            if (grid_ && type == MTMD_INPUT_CHUNK_TYPE_AUDIO)
-                return Status(status_code::unsupported,
-                              "audio " + std::to_string(f) + ": audio with M-RoPE positions is not served");
-            if (grid_) {
+            // (On an M-RoPE model an image takes a grid; audio one position per embedding, as text.)
+            if (grid_ && type == MTMD_INPUT_CHUNK_TYPE_IMAGE) {
                 BATON_RETURN_IF_ERROR(image_grid(c, n, grid_w, grid_h));
             } else if (n == 0 || mtmd_input_chunk_get_n_pos(c) != llama_pos(n)) {
                 return Status(status_code::unsupported, "images: this projector's media do not take one position "

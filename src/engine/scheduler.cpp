@@ -795,23 +795,24 @@ bool engine_impl::phase_decode(const std::vector<batch_part> & in) {
         std::memcpy(media_batch.embd, sp->embd->data() + size_t(p.n_begin - sp->begin) * n_embd_inp,
                     sizeof(float) * n * n_embd_inp);
         media_batch.n_tokens = int32_t(n);
-        // An M-RoPE image's embeddings take four position components each, section by section (the image's
-        // position, its row and column past it, 0): from a buffer of 4n, put in place of the batch's own for
-        // this decode.
+        // On an M-RoPE model embeddings take four position components each, section by section: an image's its
+        // position, its row and column past it, and 0; any other medium's (audio) its position thrice, and 0. From a
+        // buffer of 4n, put in place of the batch's own for this decode.
         llama_pos * const own_pos = media_batch.pos;
-        if (sp->grid_w) {
+        if (positions_2d) {
             const llama_pos at = s.positions.pos_of(sp->begin);
             grid_pos.assign(size_t(4) * n, 0);
             for (uint32_t k = 0; k < n; ++k) {
                 const uint32_t i = p.n_begin - sp->begin + k;
-                grid_pos[k] = at;
-                grid_pos[n + k] = at + llama_pos(i / sp->grid_w);
-                grid_pos[2 * size_t(n) + k] = at + llama_pos(i % sp->grid_w);
+                const llama_pos q = s.positions.pos_of(p.n_begin + k);
+                grid_pos[k] = sp->grid_w ? at : q;
+                grid_pos[n + k] = sp->grid_w ? at + llama_pos(i / sp->grid_w) : q;
+                grid_pos[2 * size_t(n) + k] = sp->grid_w ? at + llama_pos(i % sp->grid_w) : q;
             }
             media_batch.pos = grid_pos.data();
         }
         for (uint32_t k = 0; k < n; ++k) {
-            if (!sp->grid_w) media_batch.pos[k] = llama_pos(p.n_begin + k);
+            if (!positions_2d) media_batch.pos[k] = llama_pos(p.n_begin + k);
             media_batch.n_seq_id[k] = 1;
             media_batch.seq_id[k][0] = s.id;
             media_batch.logits[k] = (k + 1 == n && p.n_end == t.seq.size()) ? 1 : 0;

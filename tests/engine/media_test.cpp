@@ -440,7 +440,9 @@ TEST(MediaEngine, MRopeImageCellsAreCutReusedAndMovedAsAnyOthers) {
 
 std::string audio_projector() { return test_mmproj_path(64, 1, "qwen2a"); }
 
-std::unique_ptr<media_encoder> audio_encoder() { return encoder_of(audio_projector(), *text_model()); }
+std::unique_ptr<media_encoder> audio_encoder(const loaded_model & m = *text_model()) {
+    return encoder_of(audio_projector(), m);
+}
 
 TEST(MediaEncoder, AudioAndImagesGoOnlyToAProjectorThatReadsThem) {
     auto a = audio_encoder();
@@ -463,33 +465,33 @@ TEST(MediaEncoder, AudioAndImagesGoOnlyToAProjectorThatReadsThem) {
     refused(*a, cut, "not an image or audio clip");
 }
 
-// An audio clip decodes as libmtmd's own helper decodes it (one position per embedding, causal), another clip
+// An audio clip decodes as libmtmd's own helper decodes it (one position per embedding, causal; on mkmodel's
+// qwen2vl, an M-RoPE model as Qwen2.5-Omni's, each embedding's four position components its position), another clip
 // answers otherwise, and PD: the blob with the clip's cells decodes in an engine given no audio at all, token for
 // token and logit for logit as the single engine.
 TEST(MediaEngine, AnAudioPromptDecodesAsLibmtmdsOwnHelperAndMovesAsAnyState) {
-    auto e = audio_encoder();
-    const engine_config c = engine_cfg(1, 1024);
-    const std::string clip = test_wav(1000, 3);
-    const media_prompt p = encode_ok(*e, picture_prompt(*e), {clip});
-    ASSERT_EQ(p.spans.size(), 1u);
-    EXPECT_FALSE(p.spans[0].non_causal);
-    run_result got = run_task(*make_engine(text_model(), c), task_generate{greedy_media(p, 10)});
-    ASSERT_TRUE(got.done.ok()) << got.done.status().to_string();
-    EXPECT_EQ(got.tokens, libmtmd_greedy(clip, 10, c, *text_model(), audio_projector()));
-    run_result other =
-        run_task(*make_engine(text_model(), c),
-                 task_generate{greedy_media(encode_ok(*e, picture_prompt(*e), {test_wav(1000, 4)}), 10)});
-    ASSERT_TRUE(other.done.ok()) << other.done.status().to_string();
-    EXPECT_NE(other.logits[0], got.logits[0]);
+    for (const auto & m : {text_model(), qwen2vl_model()}) {
+        SCOPED_TRACE(m->identity().arch);
+        auto e = audio_encoder(*m);
+        const engine_config c = engine_cfg(1, 1024);
+        const std::string clip = test_wav(1000, 3);
+        const media_prompt p = encode_ok(*e, picture_prompt(*e), {clip});
+        ASSERT_EQ(p.spans.size(), 1u);
+        EXPECT_FALSE(p.spans[0].non_causal);
+        EXPECT_EQ(p.spans[0].grid_w, 0u);
+        run_result got = run_task(*make_engine(m, c), task_generate{greedy_media(p, 10)});
+        ASSERT_TRUE(got.done.ok()) << got.done.status().to_string();
+        EXPECT_EQ(got.tokens, libmtmd_greedy(clip, 10, c, *m, audio_projector()));
+        expect_answers_otherwise(m, c, greedy_media(encode_ok(*e, picture_prompt(*e), {test_wav(1000, 4)}), 10), got);
 
-    engine_result pre = run_task(*make_engine(text_model(), c), task_prefill{greedy_media(p, 10)});
-    ASSERT_TRUE(pre.done.ok()) << pre.done.status().to_string();
-    EXPECT_EQ(media_tokens_count(validated(pre.done->blob)->view().tokens), size_t(p.spans[0].n));
-    run_result dec =
-        run_task(*make_engine(text_model(), c), task_decode{validated(pre.done->blob), greedy(p.tokens, 10)});
-    ASSERT_TRUE(dec.done.ok()) << dec.done.status().to_string();
-    EXPECT_EQ(dec.tokens, got.tokens);
-    EXPECT_TRUE(dec.logits == got.logits);
+        engine_result pre = run_task(*make_engine(m, c), task_prefill{greedy_media(p, 10)});
+        ASSERT_TRUE(pre.done.ok()) << pre.done.status().to_string();
+        EXPECT_EQ(media_tokens_count(validated(pre.done->blob)->view().tokens), size_t(p.spans[0].n));
+        run_result dec = run_task(*make_engine(m, c), task_decode{validated(pre.done->blob), greedy(p.tokens, 10)});
+        ASSERT_TRUE(dec.done.ok()) << dec.done.status().to_string();
+        EXPECT_EQ(dec.tokens, got.tokens);
+        EXPECT_TRUE(dec.logits == got.logits);
+    }
 }
 
 }  // namespace
