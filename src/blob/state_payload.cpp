@@ -298,9 +298,10 @@ class part_parser {
                 continue;
             }
             // An image: w from its last column, then every cell where the raster puts it.
-            int32_t w = 0;
-            for (size_t t = i; t < j; ++t) w = std::max(w, cells[t].x - c.pos + 1);
-            const uint32_t uw = uint32_t(w), h = uw > 0 ? m / uw : 0;
+            // (x is untrusted: 64-bit arithmetic, and a width beyond the group's cells fails before any use.)
+            int64_t w = 0;
+            for (size_t t = i; t < j; ++t) w = std::max<int64_t>(w, int64_t(cells[t].x) - c.pos + 1);
+            const uint32_t uw = w > 0 && w <= int64_t(m) ? uint32_t(w) : 0, h = uw > 0 ? m / uw : 0;
             if (uw == 0 || uw * h != m)
                 return fail("tokens " + num(k) + ".." + num(k + m - 1) + ": " + num(m) + " cells at position " +
                                 std::to_string(c.pos) + " do not fill a grid " + std::to_string(w) + " wide",
