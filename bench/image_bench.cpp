@@ -161,6 +161,15 @@ void print_ttfts(const ttfts & m) {
                 "llama-server", m.llama.median);
 }
 
+// report_info: a medium's TTFTs and ratios with no target, as RESULT lines named prefix/....
+void report_info(const std::string & prefix, const ttfts & m) {
+    result(prefix + "/ttft_ms/single", m.single, "ms", "reported", true);
+    result(prefix + "/ttft_ms/pd", m.pd, "ms", "reported", true);
+    result(prefix + "/ttft_ms/llama_server", m.llama, "ms", "reported", true);
+    result(prefix + "/pd_over_single", m.pd_ratio, "x", "info", true);
+    result(prefix + "/baton_over_llama_server", m.llama_ratio, "x", "info", true);
+}
+
 }  // namespace
 
 int main(int argc, char ** argv) try {
@@ -213,11 +222,7 @@ int main(int argc, char ** argv) try {
             measure(t, quick ? 2 : 4, [](uint32_t seed) { return audio_body(test::test_wav(1000, seed)); });
         std::printf("prompt tokens: %d (one 1-s clip)\n", aud.prompt_tokens);
         print_ttfts(aud);
-        result("audio/ttft_ms/single", aud.single, "ms", "reported", true);
-        result("audio/ttft_ms/pd", aud.pd, "ms", "reported", true);
-        result("audio/ttft_ms/llama_server", aud.llama, "ms", "reported", true);
-        result("audio/pd_over_single", aud.pd_ratio, "x", "info", true);
-        result("audio/baton_over_llama_server", aud.llama_ratio, "x", "info", true);
+        report_info("audio", aud);
     }
     // M-RoPE images (info): Qwen2-VL's merger on a qwen2vl text model of the same size. Full mode only (quick runs
     // the same code path above).
@@ -227,11 +232,7 @@ int main(int argc, char ** argv) try {
         const ttfts q = measure(t, 4, [](uint32_t seed) { return chat_body(test::test_bmp(448, 448, seed)); });
         std::printf("prompt tokens: %d (one 448x448 image on a 16 x 16 grid, M-RoPE)\n", q.prompt_tokens);
         print_ttfts(q);
-        result("images_mrope/ttft_ms/single", q.single, "ms", "reported", true);
-        result("images_mrope/ttft_ms/pd", q.pd, "ms", "reported", true);
-        result("images_mrope/ttft_ms/llama_server", q.llama, "ms", "reported", true);
-        result("images_mrope/pd_over_single", q.pd_ratio, "x", "info", true);
-        result("images_mrope/baton_over_llama_server", q.llama_ratio, "x", "info", true);
+        report_info("images_mrope", q);
     }
     headline(21, "images/pd_over_single", img.pd_ratio, "x", "<= 1.10", img.pd_ratio.median <= 1.10);
     return 0;

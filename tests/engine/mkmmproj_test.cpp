@@ -57,6 +57,30 @@ std::vector<unsigned char> rgb(uint32_t w, uint32_t h, uint32_t seed) {
     return px;
 }
 
+// A text model of mkmodel's `arch` (64 wide, 2 layers) and projector pp, written to the scratch directory as
+// mmproj-text-<tag>.gguf and mmproj-<tag>.gguf, the text model loaded and the pair opened by libmtmd.
+struct model_pair {
+    std::unique_ptr<loaded_model> text;
+    std::string proj_path;
+    mtmd_ptr ctx;  // null: libmtmd refused the projector
+};
+model_pair open_pair(const std::string & arch, const mkmmproj_params & pp, const std::string & tag) {
+    model_pair out;
+    mkmodel_params tp;
+    tp.arch = arch;
+    tp.n_embd = 64;
+    tp.n_layer = 2;
+    const std::string text_path = test::scratch_dir() + "/mmproj-text-" + tag + ".gguf";
+    if (Status st = mkmodel_write(tp, text_path); !st.ok()) throw std::runtime_error(st.to_string());
+    auto text = loaded_model::load(text_path);
+    if (!text.ok()) throw std::runtime_error(text.status().to_string());
+    out.text = std::move(text.value());
+    out.proj_path = test::scratch_dir() + "/mmproj-" + tag + ".gguf";
+    if (Status st = mkmmproj_write(pp, out.proj_path); !st.ok()) throw std::runtime_error(st.to_string());
+    out.ctx = open_projector(out.proj_path, *out.text);
+    return out;
+}
+
 // What one image became: its embeddings, the chunks of the prompt, the image chunk's tokens and positions, and
 // each embedding's decoder position (M-RoPE) at pos_0 = 0 and 10.
 struct encoded {
@@ -106,19 +130,10 @@ void expect_varied_and_finite(const std::vector<float> & v) {
 }
 
 TEST(MkMmproj, LibmtmdLoadsItAndAnImageBecomesEmbeddingsOfTheTextWidth) {
-    mkmodel_params tp;
-    tp.n_embd = 64;
-    tp.n_layer = 2;
-    const std::string text_path = test::scratch_dir() + "/mmproj-text-llama.gguf";
-    ASSERT_TRUE(mkmodel_write(tp, text_path).ok());
     mkmmproj_params pp;
     pp.text_n_embd = 64;
-    const std::string proj_path = test::scratch_dir() + "/mmproj-mlp.gguf";
-    ASSERT_TRUE(mkmmproj_write(pp, proj_path).ok());
-    auto text = loaded_model::load(text_path);
-    ASSERT_TRUE(text.ok()) << text.status().to_string();
-
-    mtmd_ptr ctx = open_projector(proj_path, *text.value());
+    const model_pair m = open_pair("llama", pp, "mlp");
+    const mtmd_ptr & ctx = m.ctx;
     ASSERT_TRUE(ctx) << "libmtmd refused the projector";
     EXPECT_TRUE(mtmd_support_vision(ctx.get()));
     EXPECT_FALSE(mtmd_support_audio(ctx.get()));
@@ -152,41 +167,32 @@ TEST(MkMmproj, LibmtmdLoadsItAndAnImageBecomesEmbeddingsOfTheTextWidth) {
     wide.text_n_embd = 96;
     const std::string wide_path = test::scratch_dir() + "/mmproj-mlp-96.gguf";
     ASSERT_TRUE(mkmmproj_write(wide, wide_path).ok());
-    EXPECT_FALSE(open_projector(wide_path, *text.value()));
+    EXPECT_FALSE(open_projector(wide_path, *m.text));
 }
 
 // Qwen2-VL's merger with mkmodel's qwen2vl text model: libllama runs the text model, libmtmd loads the pair and
 // decodes with M-RoPE, and a 64 x 32 image (patches of 4, merged 2 x 2) becomes 8 x 4 = 32 embeddings on a
 // grid of 8 x 4 decoder positions that take max(8, 4) = 8 positions of the sequence.
 TEST(MkMmproj, Qwen2vlMergerTakesFewerPositionsThanEmbeddingsWithMrope) {
-    mkmodel_params tp;
-    tp.arch = "qwen2vl";
-    tp.n_embd = 64;
-    tp.n_layer = 2;
-    const std::string text_path = test::scratch_dir() + "/mmproj-text-qwen2vl.gguf";
-    ASSERT_TRUE(mkmodel_write(tp, text_path).ok());
-    auto text = loaded_model::load(text_path);
-    ASSERT_TRUE(text.ok()) << text.status().to_string();
-    generate_params gp;
-    gp.prompt = std::string("The state blob moves from the prefill node to the decode node.");
-    gp.n_predict = 6;
-    gp.sampling.temperature = 0;
-    gp.record_logits = true;
-    gp.ctx.n_ctx = 256;
-    auto g = generate_run(*text.value(), gp);
-    ASSERT_TRUE(g.ok()) << g.status().to_string();
-    ASSERT_GE(g->logits.size(), 2u);
-    expect_varied_and_finite(g->logits[0]);
-
     mkmmproj_params pp;
     pp.projector = "qwen2vl_merger";
     pp.text_n_embd = 64;
     pp.n_embd = 32;
     pp.patch_size = 4;
     pp.image_size = 32;
-    const std::string proj_path = test::scratch_dir() + "/mmproj-qwen2vl.gguf";
-    ASSERT_TRUE(mkmmproj_write(pp, proj_path).ok());
-    mtmd_ptr ctx = open_projector(proj_path, *text.value());
+    const model_pair m = open_pair("qwen2vl", pp, "qwen2vl");
+    generate_params gp;
+    gp.prompt = std::string("The state blob moves from the prefill node to the decode node.");
+    gp.n_predict = 6;
+    gp.sampling.temperature = 0;
+    gp.record_logits = true;
+    gp.ctx.n_ctx = 256;
+    auto g = generate_run(*m.text, gp);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    ASSERT_GE(g->logits.size(), 2u);
+    expect_varied_and_finite(g->logits[0]);
+
+    const mtmd_ptr & ctx = m.ctx;
     ASSERT_TRUE(ctx) << "libmtmd refused the projector";
     EXPECT_TRUE(mtmd_support_vision(ctx.get()));
     EXPECT_TRUE(mtmd_decode_use_mrope(ctx.get()));
@@ -218,21 +224,12 @@ TEST(MkMmproj, Qwen2vlMergerTakesFewerPositionsThanEmbeddingsWithMrope) {
 // 32 x 32, patches of 4, pooled 2 x 2) becomes 16 embeddings of one position each, and libmtmd says they are
 // decoded with non-causal attention among them (the text model's own tokens stay causal).
 TEST(MkMmproj, Gemma3ProjectorPoolsPatchesAndAsksForNonCausalImageAttention) {
-    mkmodel_params tp;
-    tp.arch = "gemma3";
-    tp.n_embd = 64;
-    tp.n_layer = 2;
-    const std::string text_path = test::scratch_dir() + "/mmproj-text-gemma3.gguf";
-    ASSERT_TRUE(mkmodel_write(tp, text_path).ok());
-    auto text = loaded_model::load(text_path);
-    ASSERT_TRUE(text.ok()) << text.status().to_string();
     mkmmproj_params pp;
     pp.projector = "gemma3";
     pp.text_n_embd = 64;
     pp.patch_size = 4;
-    const std::string proj_path = test::scratch_dir() + "/mmproj-gemma3.gguf";
-    ASSERT_TRUE(mkmmproj_write(pp, proj_path).ok());
-    mtmd_ptr ctx = open_projector(proj_path, *text.value());
+    const model_pair m = open_pair("gemma3", pp, "gemma3");
+    const mtmd_ptr & ctx = m.ctx;
     ASSERT_TRUE(ctx) << "libmtmd refused the projector";
     EXPECT_TRUE(mtmd_support_vision(ctx.get()));
     EXPECT_FALSE(mtmd_decode_use_mrope(ctx.get()));
@@ -252,19 +249,11 @@ TEST(MkMmproj, Gemma3ProjectorPoolsPatchesAndAsksForNonCausalImageAttention) {
 // as an audio projector, decodes a WAV, makes its mel spectrogram and encodes it into embeddings of the text width,
 // one position each; another sound, other embeddings.
 TEST(MkMmproj, Qwen2aProjectorEncodesAudioIntoEmbeddingsOfTheTextWidth) {
-    mkmodel_params tp;
-    tp.n_embd = 64;
-    tp.n_layer = 2;
-    const std::string text_path = test::scratch_dir() + "/mmproj-text-llama-a.gguf";
-    ASSERT_TRUE(mkmodel_write(tp, text_path).ok());
-    auto text = loaded_model::load(text_path);
-    ASSERT_TRUE(text.ok()) << text.status().to_string();
     mkmmproj_params pp;
     pp.projector = "qwen2a";
     pp.text_n_embd = 64;
-    const std::string proj_path = test::scratch_dir() + "/mmproj-qwen2a.gguf";
-    ASSERT_TRUE(mkmmproj_write(pp, proj_path).ok());
-    mtmd_ptr ctx = open_projector(proj_path, *text.value());
+    const model_pair m = open_pair("llama", pp, "qwen2a");
+    const mtmd_ptr & ctx = m.ctx;
     ASSERT_TRUE(ctx) << "libmtmd refused the projector";
     EXPECT_FALSE(mtmd_support_vision(ctx.get()));
     EXPECT_TRUE(mtmd_support_audio(ctx.get()));
