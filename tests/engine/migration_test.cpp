@@ -4,6 +4,7 @@
 // seeded and under a grammar, paused before its first token, after the first, mid-way and near the end, and
 // moved twice; a state whose generated tokens the resuming request cannot take is refused with the slot empty.
 #include <cstdio>
+#include <functional>
 
 #include <llama.h>
 
@@ -73,6 +74,18 @@ side run_side(engine & e, engine_task task, int migrate_at) {
     return out;
 }
 
+// run_moved: run_side asking to move once `at` tokens were generated, again while the generation ended before the
+// request reached the engine — the tokens can come faster than a client asks (regression: flaky under a loaded
+// ctest, a tiny model finishing 2 or 6 tokens after the point); such a run did not move. At most 5 runs.
+side run_moved(engine & e, const std::function<engine_task()> & task, int at) {
+    side s;
+    for (int attempt = 0; attempt < 5; ++attempt) {
+        s = run_side(e, task(), at);
+        if (!s.done.ok() || s.done->finish == finish_reason::migrated) break;
+    }
+    return s;
+}
+
 std::vector<token_id> ids(const std::vector<event_token> & evs) {
     std::vector<token_id> out;
     for (const auto & e : evs) out.push_back(e.token);
@@ -110,16 +123,8 @@ TEST_P(Migration, AGenerationMovedToAnotherEngineContinuesAsIfItHadNotMoved) {
             ASSERT_TRUE(want.done.ok()) << where << ": " << want.done.status().to_string();
             ASSERT_EQ(want.tokens.size(), size_t(n_predict)) << where;
 
-            // Regression (flaky at 22 of 24 on a tiny mamba2 under a loaded ctest): the engine may generate the last
-            // tokens before the request to move reaches it; such a run finished, it did not move, and is tried again
-            // on a new engine (at most 5 times).
-            decltype(make_engine(m(), c)) a;
-            side from;
-            for (int attempt = 0; attempt < 5; ++attempt) {
-                a = make_engine(m(), c);
-                from = run_side(*a, task_generate{req}, at);
-                if (!from.done.ok() || from.done->finish != finish_reason::length) break;
-            }
+            auto a = make_engine(m(), c);
+            const side from = run_moved(*a, [&] { return engine_task{task_generate{req}}; }, at);
             ASSERT_TRUE(from.done.ok()) << where << ": " << from.done.status().to_string();
             ASSERT_EQ(from.done->finish, finish_reason::migrated) << where;
             EXPECT_EQ(from.done->tail, "") << where << ": the held-back text stays with the generation";
@@ -178,9 +183,9 @@ TEST_P(Migration, AGenerationMovedTwiceContinuesAsIfItHadNotMoved) {
     ASSERT_TRUE(want.done.ok()) << want.done.status().to_string();
     if (want.tokens.size() < 12)
         GTEST_SKIP() << what() << ": the answer ends after " << want.tokens.size() << " tokens";
-    const side first = run_side(*a, task_generate{req}, 4);
+    const side first = run_moved(*a, [&] { return engine_task{task_generate{req}}; }, 4);
     ASSERT_TRUE(first.done.ok() && first.done->finish == finish_reason::migrated) << what();
-    const side second = run_side(*b, task_decode{validated(first.done->blob), req}, 4);
+    const side second = run_moved(*b, [&] { return engine_task{task_decode{validated(first.done->blob), req}}; }, 4);
     ASSERT_TRUE(second.done.ok() && second.done->finish == finish_reason::migrated) << what();
     ASSERT_EQ(ids(second.replayed), ids(first.tokens)) << what();
     blob_ptr twice = validated(second.done->blob);
@@ -218,7 +223,7 @@ TEST(MigrationExactness, SlidingWindowModelsMoveOnlyWithFlashAttention) {
             req.ignore_eos = true;
             auto single = make_engine(swa, c), a = make_engine(swa, c), b = make_engine(swa, c);
             const side want = run_side(*single, task_generate{req}, -1);
-            const side from = run_side(*a, task_generate{req}, at);
+            const side from = run_moved(*a, [&] { return engine_task{task_generate{req}}; }, at);
             ASSERT_TRUE(from.done.ok() && from.done->finish == finish_reason::migrated);
             const side to = run_side(*b, task_decode{validated(from.done->blob), req}, -1);
             ASSERT_TRUE(to.done.ok());
@@ -243,7 +248,7 @@ gen_request llama_request(const loaded_model & model, unsigned seed) {
 
 // The state of a greedy generation paused after 6 tokens.
 std::vector<uint8_t> paused_state(engine & e, const gen_request & req) {
-    const side s = run_side(e, task_generate{req}, 6);
+    const side s = run_moved(e, [&] { return engine_task{task_generate{req}}; }, 6);
     if (!s.done.ok() || s.done->finish != finish_reason::migrated) throw std::runtime_error("no migration");
     return s.done->blob;
 }
